@@ -1,0 +1,40 @@
+"""torchcut: graph-cut segmentation and max-flow on PyTorch tensors, with CUDA push-relabel kernels.
+
+Examples
+--------
+>>> import torch, torchcut
+>>> g = torchcut.GridGraph(torch.tensor([[5, 0]]), torch.tensor([[0, 5]]),
+...                        torch.tensor([[[3, 0]], [[0, 0]]]), torchcut.grid_offsets(2, 4))
+>>> torchcut.maxflow(g).flow_value
+3
+"""
+
+from importlib import import_module
+
+from .grid import GridGraph, grid_offsets
+from .result import CertificateError, CutResult
+from .solvers import maxflow
+
+__version__ = "0.1.0"
+
+# Public names that live in heavier modules, imported on first use.
+_LAZY = {
+    "segment": "segment",
+    "segmentation_graph": "energy",
+    "FlowGraph": "graph",
+    "read_dimacs": "dimacs",
+    "write_dimacs": "dimacs",
+    "read_dimacs_solution": "dimacs",
+    "datasets": None,
+}
+
+__all__ = ["GridGraph", "grid_offsets", "maxflow", "CutResult", "CertificateError", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        mod = _LAZY[name]
+        if mod is None:
+            return import_module(f".{name}", __name__)
+        return getattr(import_module(f".{mod}", __name__), name)
+    raise AttributeError(f"module 'torchcut' has no attribute {name!r}")

@@ -1,0 +1,74 @@
+"""Argument checks shared by the public constructors.
+
+Every error raised here names the argument, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+CAPACITY_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)
+INT32_MAX = 2**31 - 1
+# Flows, excesses and cut values live in int64: keep every sum of capacities below this.
+SUM_LIMIT = 2**62
+
+
+def describe(x: Any) -> str:
+    """A short description of ``x`` for error messages: type, dtype and shape."""
+    if isinstance(x, torch.Tensor):
+        return f"tensor of dtype {x.dtype} and shape {tuple(x.shape)}"
+    if isinstance(x, np.ndarray):
+        return f"numpy array of dtype {x.dtype} and shape {x.shape}"
+    return f"{type(x).__name__}"
+
+
+def as_tensor(x: Any, name: str, device: torch.device | None = None) -> torch.Tensor:
+    """Turn a tensor, numpy array or nested sequence into a tensor, or raise TypeError."""
+    if isinstance(x, torch.Tensor):
+        t = x
+    elif isinstance(x, np.ndarray):
+        if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    elif isinstance(x, (list, tuple, int, float)):
+        try:
+            t = torch.as_tensor(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}") from exc
+    else:
+        raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
+    if device is not None:
+        t = t.to(device)
+    return t
+
+
+def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
+    """Check dtype and values of a capacity tensor; unsigned and small ints are widened to int64."""
+    if t.dtype in (torch.uint8, torch.int8, torch.int16):
+        t = t.to(torch.int64)
+    if t.dtype not in CAPACITY_DTYPES:
+        raise ValueError(
+            f"{name}: expected dtype int32, int64, float32 or float64, got {t.dtype}"
+        )
+    if t.numel() == 0:
+        return t
+    if t.is_floating_point():
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            raise ValueError(f"{name}: expected finite capacities, got {int(bad.sum())} NaN or infinite value(s)")
+    low = t.min()
+    if bool(low < 0):
+        raise ValueError(f"{name}: expected non-negative capacities, got minimum {low.item()}")
+    return t
+
+
+def check_sum(total: int, what: str) -> None:
+    """Raise when a sum of capacities could overflow the int64 flow accumulators."""
+    if total >= SUM_LIMIT:
+        raise ValueError(
+            f"{what}: the capacities sum to {total}, at or above 2**62; flows are accumulated in "
+            "int64 and could overflow. Scale the capacities down."
+        )

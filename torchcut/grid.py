@@ -1,0 +1,333 @@
+"""GridGraph: a flow network on an N-d lattice, held as tensors.
+
+Every node of a grid of shape ``shape`` (2D or 3D, optionally with a batch dimension in front) has an
+arc from the source, an arc to the sink and, for each of K offsets ``o``, an arc pair between ``p`` and
+``p + o``. Arcs that would leave the grid do not exist.
+
+Internal layout (what solvers see)
+---------------------------------
+``caps``  ``[B, 2K, *shape]``: residual capacity of the arc leaving node ``p`` in direction ``d``.
+          Directions ``0..K-1`` are ``offsets``; direction ``K + k`` is ``-offsets[k]``. Entries whose
+          arc leaves the grid are zero. dtype int32, or int64 when a pair of opposite capacities could
+          overflow int32 once flow is pushed back.
+``source`` ``[B, *shape]`` int64: capacity of the arc source -> p.
+``sink``   ``[B, *shape]``, dtype of ``caps``: capacity of the arc p -> sink.
+
+Float capacities are quantized: multiplied by ``scale`` and rounded to integers, so that the solver is
+exact on the quantized network; flow values are reported divided by ``scale``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Sequence
+
+import torch
+
+from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe
+
+# Quantized float capacities map the largest pair sum / terminal capacity to this value.
+FLOAT_QUANTUM_RANGE = 2**30
+
+__all__ = ["GridGraph", "grid_offsets", "shift"]
+
+
+def grid_offsets(ndim: int, connectivity: int) -> tuple[tuple[int, ...], ...]:
+    """Half of the neighbourhood of a lattice: one offset per arc pair.
+
+    Parameters
+    ----------
+    ndim : int
+        2 or 3.
+    connectivity : int
+        4 or 8 in 2D, 6, 18 or 26 in 3D.
+
+    Returns
+    -------
+    tuple of tuples
+        K offsets; the full neighbourhood is these and their negations.
+
+    Examples
+    --------
+    >>> grid_offsets(2, 4)
+    ((0, 1), (1, 0))
+    >>> len(grid_offsets(3, 26))
+    13
+    """
+    allowed = {2: (4, 8), 3: (6, 18, 26)}
+    if ndim not in allowed:
+        raise ValueError(f"ndim: expected 2 or 3, got {ndim!r}")
+    if connectivity not in allowed[ndim]:
+        raise ValueError(f"connectivity: expected one of {allowed[ndim]} for ndim={ndim}, got {connectivity!r}")
+    out = []
+    for off in itertools.product((-1, 0, 1), repeat=ndim):
+        # keep the lexicographically positive half
+        first = next((v for v in off if v != 0), 0)
+        if first <= 0:
+            continue
+        nz = sum(1 for v in off if v != 0)
+        if ndim == 2 and connectivity == 4 and nz > 1:
+            continue
+        if ndim == 3 and connectivity == 6 and nz > 1:
+            continue
+        if ndim == 3 and connectivity == 18 and nz > 2:
+            continue
+        out.append(off)
+    # axis-aligned first, last axis fastest: (0, 1), (1, 0), then diagonals
+    out.sort(key=lambda o: (sum(1 for v in o if v != 0), [-abs(v) for v in o[::-1]], o))
+    return tuple(tuple(int(v) for v in o) for o in out)
+
+
+def shift(x: torch.Tensor, offset: Sequence[int], fill) -> torch.Tensor:
+    """``y[..., p] = x[..., p + offset]`` over the trailing ``len(offset)`` dims, ``fill`` outside.
+
+    Examples
+    --------
+    >>> shift(torch.arange(4).view(1, 4), (1,), -1)
+    tensor([[ 1,  2,  3, -1]])
+    """
+    nd = len(offset)
+    out = torch.full_like(x, fill)
+    dst = [slice(None)] * (x.dim() - nd)
+    src = list(dst)
+    for o, n in zip(offset, x.shape[x.dim() - nd:]):
+        if abs(o) >= n:
+            return out
+        if o >= 0:
+            dst.append(slice(0, n - o))
+            src.append(slice(o, n))
+        else:
+            dst.append(slice(-o, n))
+            src.append(slice(0, n + o))
+    out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+def _inside_mask(shape: Sequence[int], offset: Sequence[int], device) -> torch.Tensor:
+    """Bool tensor of ``shape``: True where ``p + offset`` lies in the grid."""
+    m = torch.ones(tuple(shape), dtype=torch.bool, device=device)
+    return shift(m, offset, False)
+
+
+def _check_offsets(offsets) -> tuple[tuple[int, ...], ...]:
+    try:
+        offs = tuple(tuple(int(v) for v in o) for o in offsets)
+        raw = [list(o) for o in offsets]
+    except TypeError as exc:
+        raise ValueError(f"offsets: expected a sequence of integer tuples, got {offsets!r}") from exc
+    if len(offs) == 0:
+        raise ValueError("offsets: expected at least one offset, got an empty sequence")
+    ndim = len(offs[0])
+    if ndim not in (2, 3):
+        raise ValueError(f"offsets: expected tuples of length 2 or 3 (2D or 3D grids), got {offs[0]!r}")
+    for o, r in zip(offs, raw):
+        if len(o) != ndim:
+            raise ValueError(f"offsets: expected all offsets of length {ndim}, got {o!r}")
+        if any(not float(v).is_integer() for v in r):
+            raise ValueError(f"offsets: expected integer offsets, got {tuple(r)!r}")
+        if all(v == 0 for v in o):
+            raise ValueError(f"offsets: the zero offset {o!r} would be a self-loop")
+    return offs
+
+
+class GridGraph:
+    """A flow network on a 2D or 3D lattice, optionally batched, stored as tensors.
+
+    Parameters
+    ----------
+    source, sink : tensor or array, shape ``[*shape]`` or ``[B, *shape]``
+        Capacities of the terminal arcs source -> p and p -> sink.
+    edges : tensor ``[K, *shape]`` / ``[K, B, *shape]``, or a sequence of K tensors shaped like ``source``
+        ``edges[k][p]`` is the capacity of the arc p -> p + offsets[k].
+    offsets : sequence of K integer tuples of length ndim (2 or 3)
+        See :func:`grid_offsets` for the usual 4/8 (2D) and 6/18/26 (3D) neighbourhoods.
+    reverse : like ``edges``, optional
+        ``reverse[k][p]`` is the capacity of the arc p + offsets[k] -> p. Defaults to ``edges``
+        (symmetric).
+    scale : float, optional
+        Float capacities only: the quantization factor (capacities are multiplied by it and rounded).
+        By default the largest capacity maps to 2**30.
+
+    Capacities may be int32, int64, float32 or float64, non-negative and finite. Arcs that leave the
+    grid are ignored.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> src = torch.tensor([[5, 0], [0, 0]])
+    >>> snk = torch.tensor([[0, 0], [0, 4]])
+    >>> edges = torch.full((2, 2, 2), 3)
+    >>> g = torchcut.GridGraph(src, snk, edges, torchcut.grid_offsets(2, 4))
+    >>> torchcut.maxflow(g).flow_value
+    4
+    """
+
+    def __init__(self, source, sink, edges, offsets, reverse=None, *, scale: float | None = None):
+        self.offsets = _check_offsets(offsets)
+        ndim = len(self.offsets[0])
+        K = len(self.offsets)
+        source = as_tensor(source, "source")
+        device = source.device
+        sink = as_tensor(sink, "sink", device)
+        if source.dim() not in (ndim, ndim + 1):
+            raise ValueError(
+                f"source: expected shape [*shape] or [B, *shape] with {ndim} spatial dims (from offsets), "
+                f"got shape {tuple(source.shape)}"
+            )
+        if tuple(sink.shape) != tuple(source.shape):
+            raise ValueError(f"sink: expected the shape of source {tuple(source.shape)}, got {tuple(sink.shape)}")
+        self.batched = source.dim() == ndim + 1
+        full_shape = tuple(source.shape)
+        edges = self._stack(edges, "edges", K, full_shape, device)
+        reverse = edges if reverse is None else self._stack(reverse, "reverse", K, full_shape, device)
+        source = check_capacity(source, "source")
+        sink = check_capacity(sink, "sink")
+        edges = check_capacity(edges, "edges")
+        reverse = edges if reverse is edges else check_capacity(reverse, "reverse")
+        if not self.batched:
+            source, sink = source.unsqueeze(0), sink.unsqueeze(0)
+            edges, reverse = edges.unsqueeze(1), reverse.unsqueeze(1)
+        self.shape = tuple(source.shape[1:])
+        if any(n == 0 for n in self.shape) or source.shape[0] == 0:
+            raise ValueError(f"source: expected a non-empty grid, got shape {full_shape}")
+        B = source.shape[0]
+
+        # Zero the arcs that leave the grid, in both directions.
+        inside = torch.stack([_inside_mask(self.shape, o, device) for o in self.offsets]).unsqueeze(1)
+        edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
+        reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
+
+        floating = any(t.is_floating_point() for t in (source, sink, edges, reverse))
+        self.is_float = floating
+        if floating:
+            source, sink, edges, reverse = (t.to(torch.float64) for t in (source, sink, edges, reverse))
+            top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
+            if scale is None:
+                scale = FLOAT_QUANTUM_RANGE / top if top > 0 else 1.0
+            elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+                raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+            elif top * scale > INT32_MAX:
+                raise ValueError(
+                    f"scale: the largest capacity {top} times scale {scale} exceeds the int32 range "
+                    f"{INT32_MAX}; use a smaller scale"
+                )
+            source, sink, edges, reverse = (torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse))
+            self.scale = float(scale)
+        else:
+            if scale is not None:
+                raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
+            source, sink, edges, reverse = (t.to(torch.int64) for t in (source, sink, edges, reverse))
+            self.scale = None
+
+        total = int(source.sum()) + int(sink.sum()) + int(edges.sum()) + int(reverse.sum())
+        check_sum(total, "GridGraph")
+        peak = max(int((edges + reverse).max()), int(sink.max()))
+        cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
+
+        caps = torch.empty((B, 2 * K) + self.shape, dtype=cap_dtype, device=device)
+        for k, o in enumerate(self.offsets):
+            caps[:, k] = edges[k]
+            # arc (p + o) -> p lives at node p + o in direction K + k
+            neg = tuple(-v for v in o)
+            caps[:, K + k] = shift(reverse[k], neg, 0)
+        self.caps = caps
+        self.source = source.contiguous()
+        self.sink = sink.to(cap_dtype).contiguous()
+
+    @staticmethod
+    def _stack(x, name, K, full_shape, device) -> torch.Tensor:
+        if isinstance(x, (list, tuple)) and len(x) > 0 and not isinstance(x[0], (int, float)):
+            if len(x) != K:
+                raise ValueError(f"{name}: expected {K} tensors (one per offset), got {len(x)}")
+            parts = [as_tensor(e, f"{name}[{k}]", device) for k, e in enumerate(x)]
+            for k, e in enumerate(parts):
+                if tuple(e.shape) != full_shape:
+                    raise ValueError(f"{name}[{k}]: expected the shape of source {full_shape}, got {tuple(e.shape)}")
+            dtypes = {e.dtype for e in parts}
+            if len(dtypes) > 1:
+                common = torch.float64 if any(d.is_floating_point for d in dtypes) else torch.int64
+                parts = [e.to(common) for e in parts]
+            return torch.stack(parts)
+        t = as_tensor(x, name, device)
+        if tuple(t.shape) != (K,) + full_shape:
+            raise ValueError(
+                f"{name}: expected shape {(K,) + full_shape} (one capacity map per offset, K={K}), "
+                f"got {describe(t)}"
+            )
+        return t
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def ndim(self) -> int:
+        """Number of spatial dimensions (2 or 3)."""
+        return len(self.shape)
+
+    @property
+    def batch_size(self) -> int:
+        """Number of independent grids (1 when the input had no batch dimension)."""
+        return self.caps.shape[0]
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes per grid (terminals excluded)."""
+        return math.prod(self.shape)
+
+    @property
+    def device(self) -> torch.device:
+        return self.caps.device
+
+    @property
+    def directions(self) -> tuple[tuple[int, ...], ...]:
+        """All 2K directions: the offsets, then their negations."""
+        return self.offsets + tuple(tuple(-v for v in o) for o in self.offsets)
+
+    def to(self, device) -> "GridGraph":
+        """A copy of the graph on ``device``.
+
+        Examples
+        --------
+        >>> g = GridGraph([[1]], [[1]], [[[0]], [[0]]], grid_offsets(2, 4))
+        >>> g.to("cpu").device.type
+        'cpu'
+        """
+        new = object.__new__(GridGraph)
+        new.__dict__.update(self.__dict__)
+        new.caps, new.source, new.sink = (t.to(device) for t in (self.caps, self.source, self.sink))
+        return new
+
+    def __repr__(self) -> str:
+        b = f"B={self.batch_size}, " if self.batched else ""
+        return (
+            f"GridGraph({b}shape={self.shape}, K={len(self.offsets)}, dtype={self.caps.dtype}, "
+            f"device={self.device}{', scale=%g' % self.scale if self.scale else ''})"
+        )
+
+    # ------------------------------------------------------------------ certificate support
+    def arc_pairs(self):
+        """Flatten the network into arc pairs for :meth:`CutResult.verify`.
+
+        Returns ``(tail, head, cap_fwd, cap_bwd, index_fwd, index_bwd)``: node indices into the flattened
+        ``[B * N]`` nodes, the two capacities of each pair, and the flat indices of the two arcs in
+        ``caps`` (so that the residuals of any ``caps``-shaped tensor can be gathered).
+        """
+        B, K = self.batch_size, len(self.offsets)
+        N = self.num_nodes
+        dev = self.device
+        node = torch.arange(B * N, device=dev).view((B,) + self.shape)
+        tails, heads, idx_f, idx_b = [], [], [], []
+        slot = torch.arange(B * 2 * K * N, device=dev).view((B, 2 * K) + self.shape)
+        for k, o in enumerate(self.offsets):
+            inside = _inside_mask(self.shape, o, dev).expand((B,) + self.shape)
+            head = shift(node, o, -1)
+            back = shift(slot[:, K + k], o, -1)  # slot of arc (p+o) -> p, seen from p
+            tails.append(node[inside])
+            heads.append(head[inside])
+            idx_f.append(slot[:, k][inside])
+            idx_b.append(back[inside])
+        tail = torch.cat(tails)
+        head = torch.cat(heads)
+        index_fwd = torch.cat(idx_f)
+        index_bwd = torch.cat(idx_b)
+        flat = self.caps.reshape(-1).to(torch.int64)
+        return tail, head, flat[index_fwd], flat[index_bwd], index_fwd, index_bwd
