@@ -1,0 +1,63 @@
+"""Build and load the C++/CUDA extensions with ``torch.utils.cpp_extension`` (JIT, cached).
+
+Each extension registers its ops with ``TORCH_LIBRARY(<name>, m)``; after :func:`load` they are
+called as ``torch.ops.<name>.<op>``. Builds are cached under ``$TORCHCUT_CACHE`` (default
+``~/.cache/torchcut``), one folder per extension, torch version and CUDA version, so the first CUDA
+call of a session pays the compile (tens of seconds) once per machine.
+
+Build ahead of time with ``python -m torchcut.build`` (see README).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+_loaded: dict[str, object] = {}
+_errors: dict[str, str] = {}
+
+
+def cache_dir(name: str) -> Path:
+    root = Path(os.environ.get("TORCHCUT_CACHE", Path.home() / ".cache" / "torchcut"))
+    tag = f"{name}-torch{torch.__version__.replace('+', '_')}-cu{torch.version.cuda}"
+    return root / tag
+
+
+def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None = None) -> None:
+    """Compile (once) and load extension ``name`` from files in ``torchcut/csrc``.
+
+    Raises RuntimeError with the reason when it cannot be built; the reason is remembered so later
+    calls fail fast.
+
+    Examples
+    --------
+    >>> load("torchcut_grid", ["grid_ops.cpp", "grid_kernels.cu"])  # doctest: +SKIP
+    """
+    if name in _loaded:
+        return
+    if name in _errors:
+        raise RuntimeError(_errors[name])
+    try:
+        if torch.version.cuda is None:
+            raise RuntimeError(f"this torch build ({torch.__version__}) has no CUDA support")
+        from torch.utils import cpp_extension
+
+        build = cache_dir(name)
+        build.mkdir(parents=True, exist_ok=True)
+        cpp_extension.load(
+            name=name,
+            sources=[str(CSRC / s) for s in sources],
+            build_directory=str(build),
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-lineinfo", *(extra_cuda_cflags or [])],
+            is_python_module=False,
+            verbose=os.environ.get("TORCHCUT_VERBOSE", "") not in ("", "0"),
+        )
+        _loaded[name] = True
+    except Exception as exc:  # compiler missing, nvcc error, no CUDA toolkit ...
+        msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
+        _errors[name] = msg
+        raise RuntimeError(msg) from exc
