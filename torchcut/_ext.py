@@ -61,3 +61,15 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
         msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
         _errors[name] = msg
         raise RuntimeError(msg) from exc
+
+
+# Every extension of the package: name -> sources in torchcut/csrc.
+EXTENSIONS: dict[str, list[str]] = {
+    "torchcut_grid": ["grid_ops.cpp", "grid_kernels.cu"],
+    "torchcut_csr": ["csr_ops.cpp", "csr_kernels.cu"],
+}
+
+
+def load_named(name: str) -> None:
+    """Load one of :data:`EXTENSIONS` by name (see :func:`load`)."""
+    load(name, EXTENSIONS[name])
