@@ -65,9 +65,18 @@ def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
     return t
 
 
-def check_sum(total: int, what: str) -> None:
-    """Raise when a sum of capacities could overflow the int64 flow accumulators."""
+def check_sum(tensors, what: str) -> None:
+    """Raise when the sum of all capacities could overflow the int64 flow accumulators.
+
+    ``tensors``: an iterable of tensors (summed in float64, so the check itself cannot wrap around)
+    or an exact Python int total.
+    """
+    if isinstance(tensors, int):
+        total = tensors
+    else:
+        total = sum(float(t.to(torch.float64).sum()) for t in tensors)
     if total >= SUM_LIMIT:
+        total = int(total)
         raise ValueError(
             f"{what}: the capacities sum to {total}, at or above 2**62; flows are accumulated in "
             "int64 and could overflow. Scale the capacities down."

@@ -220,8 +220,7 @@ class GridGraph:
             source, sink, edges, reverse = (t.to(torch.int64) for t in (source, sink, edges, reverse))
             self.scale = None
 
-        total = int(source.sum()) + int(sink.sum()) + int(edges.sum()) + int(reverse.sum())
-        check_sum(total, "GridGraph")
+        check_sum((source, sink, edges, reverse), "GridGraph")
         peak = max(int((edges + reverse).max()), int(sink.max()))
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
 

@@ -36,7 +36,7 @@ class CutResult:
     Examples
     --------
     >>> import torch, torchcut
-    >>> g = torchcut.GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
+    >>> g = torchcut.GridGraph([[3, 0]], [[0, 4]], [[[2, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
     >>> r = torchcut.maxflow(g)
     >>> r.flow_value, r.mask.tolist(), r.verify()
     (2, [[True, False]], True)

@@ -86,11 +86,11 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
 
     Examples
     --------
-    >>> caps = torch.zeros(1, 4, 1, 2, dtype=torch.int64); caps[0, 0, 0, 0] = 5
-    >>> excess = torch.tensor([[[3, 0]]]); sink = torch.tensor([[[0, 2]]])
+    >>> caps = torch.zeros(1, 4, 1, 2, dtype=torch.int64); caps[0, 0, 0, 0] = 2
+    >>> excess = torch.tensor([[[3, 0]]]); sink = torch.tensor([[[0, 4]]])
     >>> mask, stats = solve_grid(caps, excess, sink, ((0, 1), (1, 0)))
-    >>> mask.tolist(), sink.tolist()
-    ([[[True, False]]], [[[0, 0]]])
+    >>> mask.tolist(), sink.tolist(), excess.tolist()
+    ([[[True, False]]], [[[0, 2]]], [[[1, 0]]])
     """
     t0 = time.perf_counter()
     K = len(offsets)

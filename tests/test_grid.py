@@ -1,0 +1,176 @@
+"""GridGraph construction, layout and argument validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import torchcut
+from torchcut import GridGraph, grid_offsets
+from torchcut.grid import shift
+
+OFF4 = grid_offsets(2, 4)
+
+
+def small(dtype=torch.int64, shape=(3, 4)):
+    src = torch.arange(12, dtype=dtype).reshape(shape)
+    return src, src.flip(0), torch.ones((2,) + shape, dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    "ndim,conn,count",
+    [(2, 4, 2), (2, 8, 4), (3, 6, 3), (3, 18, 9), (3, 26, 13)],
+)
+def test_grid_offsets_counts_and_halves(ndim, conn, count):
+    offs = grid_offsets(ndim, conn)
+    assert len(offs) == count
+    full = set(offs) | {tuple(-v for v in o) for o in offs}
+    assert len(full) == conn  # the offsets and their negations cover the neighbourhood once
+
+
+def test_grid_offsets_errors():
+    with pytest.raises(ValueError, match=r"connectivity: expected one of \(4, 8\) for ndim=2, got 6"):
+        grid_offsets(2, 6)
+    with pytest.raises(ValueError, match="ndim: expected 2 or 3, got 4"):
+        grid_offsets(4, 8)
+
+
+def test_shift_fills_outside():
+    x = torch.arange(6).view(2, 3)
+    assert shift(x, (0, 1), -1).tolist() == [[1, 2, -1], [4, 5, -1]]
+    assert shift(x, (-1, 0), -1).tolist() == [[-1, -1, -1], [0, 1, 2]]
+    assert shift(x, (0, 5), 9).tolist() == [[9, 9, 9], [9, 9, 9]]
+
+
+def test_layout_directions_and_border():
+    src, snk, _ = small()
+    edges = torch.stack([torch.full((3, 4), 2), torch.full((3, 4), 3)])
+    reverse = torch.stack([torch.full((3, 4), 5), torch.full((3, 4), 7)])
+    g = GridGraph(src, snk, edges, OFF4, reverse)
+    assert g.caps.shape == (1, 4, 3, 4) and g.caps.dtype == torch.int32
+    # direction 0: p -> p + (0, 1), zero in the last column
+    assert g.caps[0, 0, :, :3].eq(2).all() and g.caps[0, 0, :, 3].eq(0).all()
+    # direction 2: p -> p - (0, 1) = reverse capacity of the pair (p - (0,1), p), zero in the first column
+    assert g.caps[0, 2, :, 1:].eq(5).all() and g.caps[0, 2, :, 0].eq(0).all()
+    assert g.caps[0, 3, 1:].eq(7).all() and g.caps[0, 3, 0].eq(0).all()
+    assert g.source.dtype == torch.int64 and g.batch_size == 1 and not g.batched
+
+
+def test_inputs_as_numpy_lists_and_tensors_agree():
+    src, snk, edges = small()
+    a = torchcut.maxflow(GridGraph(src, snk, edges, OFF4))
+    b = torchcut.maxflow(GridGraph(src.numpy(), snk.numpy(), edges.numpy(), OFF4))
+    c = torchcut.maxflow(GridGraph(src.tolist(), snk.tolist(), [e for e in edges], OFF4))
+    assert a.flow_value == b.flow_value == c.flow_value
+    assert torch.equal(a.mask, b.mask) and torch.equal(a.mask, c.mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float64])
+def test_accepted_dtypes(dtype):
+    src, snk, edges = small(dtype)
+    r = torchcut.maxflow(GridGraph(src, snk, edges, OFF4))
+    assert r.verify()
+    assert r.flow_value == pytest.approx(torchcut.maxflow(GridGraph(*small(), OFF4)).flow_value, rel=1e-6)
+
+
+def test_bad_dtype():
+    src, snk, edges = small()
+    with pytest.raises(ValueError, match="source: expected dtype int32, int64, float32 or float64, got torch.complex64"):
+        GridGraph(src.to(torch.complex64), snk, edges, OFF4)
+    with pytest.raises(TypeError, match="sink: expected a torch tensor or numpy array, got str"):
+        GridGraph(src, "nope", edges, OFF4)
+    with pytest.raises(TypeError, match="source: expected a numeric array"):
+        GridGraph(np.zeros((3, 4), dtype=bool), snk, edges, OFF4)
+
+
+def test_negative_nan_inf():
+    src, snk, edges = small()
+    with pytest.raises(ValueError, match="edges: expected non-negative capacities, got minimum -1"):
+        GridGraph(src, snk, edges - 2 * (edges > 0) * (torch.rand_like(edges, dtype=torch.float) < 2), OFF4)
+    bad = src.double()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"source: expected finite capacities, got 1 NaN or infinite value\(s\)"):
+        GridGraph(bad, snk, edges, OFF4)
+    bad[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="source: expected finite"):
+        GridGraph(bad, snk, edges, OFF4)
+
+
+def test_shape_errors():
+    src, snk, edges = small()
+    with pytest.raises(ValueError, match=r"sink: expected the shape of source \(3, 4\), got \(4, 3\)"):
+        GridGraph(src, snk.T, edges, OFF4)
+    with pytest.raises(ValueError, match=r"edges: expected shape \(2, 3, 4\) \(one capacity map per offset, K=2\)"):
+        GridGraph(src, snk, edges[:1], OFF4)
+    with pytest.raises(ValueError, match=r"reverse\[1\]: expected the shape of source"):
+        GridGraph(src, snk, edges, OFF4, [edges[0], edges[1, :2]])
+    with pytest.raises(ValueError, match="edges: expected 2 tensors"):
+        GridGraph(src, snk, [edges[0]], OFF4)
+    with pytest.raises(ValueError, match=r"source: expected shape \[\*shape\] or \[B, \*shape\] with 2 spatial dims"):
+        GridGraph(src[0], snk[0], edges[:, 0], OFF4)
+    with pytest.raises(ValueError, match="source: expected a non-empty grid"):
+        GridGraph(src[:0], snk[:0], edges[:, :0], OFF4)
+
+
+def test_offset_errors():
+    src, snk, edges = small()
+    with pytest.raises(ValueError, match="self-loop"):
+        GridGraph(src, snk, edges, ((0, 0), (1, 0)))
+    with pytest.raises(ValueError, match="offsets: expected tuples of length 2 or 3"):
+        GridGraph(src, snk, edges, ((1,), (1,)))
+    with pytest.raises(ValueError, match="offsets: expected all offsets of length 2"):
+        GridGraph(src, snk, edges, ((0, 1), (1, 0, 0)))
+    with pytest.raises(ValueError, match="offsets: expected integer offsets"):
+        GridGraph(src, snk, edges, ((0, 1.5), (1, 0)))
+    with pytest.raises(ValueError, match="offsets: expected at least one offset"):
+        GridGraph(src, snk, edges[:0], ())
+
+
+def test_overflow_is_refused():
+    big = torch.full((3, 4), 2**61, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"GridGraph: the capacities sum to \d+, at or above 2\*\*62"):
+        GridGraph(big, big, torch.zeros((2, 3, 4), dtype=torch.int64), OFF4)
+
+
+def test_scale_argument():
+    src, snk, edges = small(torch.float32)
+    g = GridGraph(src, snk, edges, OFF4, scale=10.0)
+    assert g.scale == 10.0 and int(g.source.max()) == 110
+    with pytest.raises(ValueError, match="scale: expected a positive finite number, got -1"):
+        GridGraph(src, snk, edges, OFF4, scale=-1)
+    with pytest.raises(ValueError, match="scale: only applies to float capacities"):
+        GridGraph(*small(), OFF4, scale=2.0)
+    with pytest.raises(ValueError, match="exceeds the int32 range"):
+        GridGraph(src, snk, edges, OFF4, scale=1e12)
+
+
+def test_maxflow_argument_errors():
+    g = GridGraph(*small(), OFF4)
+    with pytest.raises(ValueError, match=r"backend: expected one of \('auto', 'reference', 'cuda'\), got 'gpu'"):
+        torchcut.maxflow(g, backend="gpu")
+    with pytest.raises(ValueError, match="backend='cuda': expected a graph on a CUDA device, got one on cpu"):
+        torchcut.maxflow(g, backend="cuda")
+    with pytest.raises(TypeError, match="graph: expected a torchcut.GridGraph or torchcut.FlowGraph, got dict"):
+        torchcut.maxflow({})
+
+
+def test_repr_and_to():
+    g = GridGraph(*small(), OFF4)
+    assert "GridGraph(shape=(3, 4), K=2" in repr(g)
+    assert g.to("cpu").caps.data_ptr() == g.caps.data_ptr() or torch.equal(g.to("cpu").caps, g.caps)
+    r = torchcut.maxflow(g)
+    assert repr(r).startswith("CutResult(flow_value=")
+
+
+@pytest.mark.cuda
+def test_reference_on_cuda_tensors():
+    rng = np.random.default_rng(0)
+    src, snk = rng.integers(0, 20, (2, 9, 9))
+    edges = rng.integers(0, 9, (2, 9, 9))
+    g_cpu = GridGraph(src, snk, edges, OFF4)
+    g = g_cpu.to("cuda")
+    r = torchcut.maxflow(g, backend="reference")
+    assert r.mask.device.type == "cuda"
+    assert r.verify()
+    assert r.flow_value == torchcut.maxflow(g_cpu).flow_value
