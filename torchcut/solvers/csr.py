@@ -1,0 +1,132 @@
+"""Solver dispatch for :class:`torchcut.FlowGraph` (general networks).
+
+A CSR backend is a module with ``solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options)
+-> (mask, stats)`` that runs push-relabel phase one in place (layout in :mod:`torchcut.graph`) and
+returns the source side (nodes that cannot reach the sink in the final residual network).
+
+Graphs that are 2D lattices (:meth:`FlowGraph.lattice_shape`) go to the grid solver instead, which
+is much faster on the GPU; the grid result is mapped back so that ``verify()`` on the FlowGraph
+result holds.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import torch
+
+from ..result import CutResult
+from . import csr_reference
+
+__all__ = ["solve_flowgraph"]
+
+BACKENDS = ("auto", "reference", "cuda")
+_warned = False
+
+
+def _cuda_csr(required: bool):
+    global _warned
+    from . import cuda_csr
+
+    err = cuda_csr.load_error()
+    if err is None:
+        return cuda_csr
+    if required:
+        raise RuntimeError(f"backend='cuda': the CUDA CSR extension is unavailable: {err}")
+    if not _warned:
+        warnings.warn(
+            f"torchcut: CUDA CSR extension unavailable ({err}); using the reference push-relabel in torch "
+            "ops, which is much slower. Set TORCHCUT_VERBOSE=1 to see the build log.",
+            RuntimeWarning, stacklevel=4)
+        _warned = True
+    return None
+
+
+def _pick(device: torch.device, backend: str):
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if backend == "reference":
+        return csr_reference
+    if backend == "cuda":
+        if device.type != "cuda":
+            raise ValueError(f"backend='cuda': expected a graph on a CUDA device, got one on {device}")
+        return _cuda_csr(required=True)
+    if device.type == "cuda":
+        return _cuda_csr(required=False) or csr_reference
+    return csr_reference
+
+
+def _solve_as_grid(graph, backend: str, **options) -> CutResult:
+    from . import maxflow
+
+    t0 = time.perf_counter()
+    H, W = graph.lattice_shape()
+    N = graph.num_nodes
+    grid = graph.as_grid()
+    r = maxflow(grid, backend=backend, **options)
+    u, v, _, _ = graph.edges()
+    right = (v - u) == 1
+    # grid residual [1, 4, H, W]: direction 0 = (0, 1), 1 = (1, 0), 2 = (0, -1), 3 = (-1, 0)
+    i_f = torch.where(right, 0, 1) * N + u
+    i_b = torch.where(right, 2, 3) * N + v
+    gres = r.residual.reshape(-1)
+    residual = torch.empty_like(graph.caps)
+    residual[graph.pair_fwd] = gres[i_f].to(residual.dtype)
+    residual[graph.pair_bwd] = gres[i_b].to(residual.dtype)
+    stats = dict(r.stats)
+    stats["route"] = f"grid {H}x{W}"
+    stats["total_seconds"] = time.perf_counter() - t0
+    return CutResult(
+        graph=graph,
+        flow_values=r.flow_values,
+        node_mask=r.node_mask.reshape(1, N),
+        residual=residual,
+        source_flow=r.source_flow.reshape(1, N).to(torch.int64),
+        sink_flow=r.sink_flow.reshape(1, N).to(torch.int64),
+        stats=stats,
+    )
+
+
+def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool = True, **options) -> CutResult:
+    """Maximum flow of a :class:`torchcut.FlowGraph` (what ``torchcut.maxflow`` calls).
+
+    Parameters
+    ----------
+    graph : FlowGraph
+    backend : {"auto", "reference", "cuda"}
+    lattice : bool
+        Route 2D lattice graphs to the grid solver (default True).
+    **options
+        Passed to the backend.
+
+    Examples
+    --------
+    >>> import torchcut
+    >>> g = torchcut.FlowGraph.from_edges([0, 1], [1, 3], [2, 2], source=[3, 0, 0, 0], sink=[0, 0, 0, 3])
+    >>> solve_flowgraph(g, "reference", lattice=False).flow_value
+    2
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
+        return _solve_as_grid(graph, backend, **options)
+    impl = _pick(graph.device, backend)
+    src = graph.source[0]
+    snk = graph.sink[0].to(torch.int64)
+    low = torch.minimum(src, snk)
+    excess = src - low
+    sink = (snk - low).to(graph.sink.dtype)
+    caps = graph.caps.clone()
+    mask, stats = impl.solve_csr(graph.row_ptr, graph.head, graph.tail, graph.rev, caps, excess, sink, **options)
+    sink_flow = (graph.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)
+    stats.setdefault("route", "csr")
+    return CutResult(
+        graph=graph,
+        flow_values=sink_flow.sum(1),
+        node_mask=mask.reshape(1, -1),
+        residual=caps,
+        source_flow=graph.source.clone(),
+        sink_flow=sink_flow,
+        stats=stats,
+    )
