@@ -1,0 +1,269 @@
+"""The CUDA grid solver against PyMaxflow and the reference solver (GPU tests, marked ``cuda``).
+
+Flow values must equal PyMaxflow's and the reference's exactly; every result must verify; masks are the
+canonical minimum cut, so they must equal the reference's and be identical over repeated runs even
+though atomics make the flows themselves vary. The fallback test at the end runs without a GPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import torchcut
+from torchcut import GridGraph, grid_offsets
+from torchcut import solvers
+from torchcut.solvers import cuda as cuda_backend
+
+INT32_MAX = 2**31 - 1
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _pymaxflow(source, sink, edges, offsets, reverse) -> int:
+    """Max flow of one grid item by PyMaxflow, built straight from the raw arrays (float64: exact)."""
+    maxflow = pytest.importorskip("maxflow")
+    source = np.asarray(source, dtype=np.float64)
+    shape = source.shape
+    ids = np.arange(source.size).reshape(shape)
+    g = maxflow.Graph[float]()
+    g.add_nodes(source.size)
+    for k, off in enumerate(offsets):
+        src, dst = [], []
+        for o, n in zip(off, shape):
+            m = max(0, n - abs(o))
+            src.append(slice(max(0, -o), max(0, -o) + m))
+            dst.append(slice(max(0, o), max(0, o) + m))
+        i, j = ids[tuple(src)].ravel(), ids[tuple(dst)].ravel()
+        if i.size:
+            fwd = np.asarray(edges[k], dtype=np.float64)[tuple(src)].ravel()
+            bwd = np.asarray(reverse[k], dtype=np.float64)[tuple(src)].ravel()
+            g.add_edges(i, j, fwd, bwd)
+    g.add_grid_tedges(ids, source, np.asarray(sink, dtype=np.float64))
+    return int(round(g.maxflow()))
+
+
+def _instance(shape, offsets, *, batch=None, directed=False, hi=100, density=0.7, seed=0, term_hi=None):
+    """Random capacities: arcs zeroed with probability 1 - density, terminals sparse-ish."""
+    rng = np.random.default_rng(seed)
+    full = ((batch,) if batch else ()) + tuple(shape)
+    K = len(offsets)
+    th = term_hi or 3 * hi
+
+    def arcs():
+        a = rng.integers(0, hi + 1, size=(K,) + full, dtype=np.int64)
+        return a * (rng.random(a.shape) < density)
+
+    edges = arcs()
+    reverse = arcs() if directed else edges
+    source = rng.integers(0, th + 1, size=full, dtype=np.int64) * (rng.random(full) < 0.5)
+    sink = rng.integers(0, th + 1, size=full, dtype=np.int64) * (rng.random(full) < 0.5)
+    return source, sink, edges, reverse
+
+
+def _check(source, sink, edges, offsets, reverse, *, batch=False, reference=True, repeats=5, **opts):
+    """Solve on the GPU `repeats` times; compare with PyMaxflow and (optionally) the reference."""
+    dev = "cuda"
+    g = GridGraph(torch.as_tensor(source, device=dev), torch.as_tensor(sink, device=dev),
+                  torch.as_tensor(edges, device=dev), offsets, reverse=torch.as_tensor(reverse, device=dev))
+    results = [torchcut.maxflow(g, backend="cuda", **opts) for _ in range(repeats)]
+    first = results[0]
+    assert first.stats["backend"] == "cuda"
+    for r in results:
+        assert r.verify()
+        assert torch.equal(r.node_mask, first.node_mask), "mask differs between repeated runs"
+        assert torch.equal(r.flow_values, first.flow_values)
+    items = range(source.shape[0]) if batch else [None]
+    expected = []
+    for b in items:
+        sel = (lambda a: a[b]) if batch else (lambda a: a)
+        sel_k = (lambda a: a[:, b]) if batch else (lambda a: a)
+        expected.append(_pymaxflow(sel(source), sel(sink), sel_k(edges), offsets, sel_k(reverse)))
+    assert first.flow_values.tolist() == expected
+    if reference:
+        ref = torchcut.maxflow(g.to("cpu"), backend="reference")
+        assert ref.flow_values.tolist() == expected
+        assert torch.equal(ref.node_mask, first.node_mask.cpu()), "mask is not the canonical minimum cut"
+    return first
+
+
+CASES = [
+    (2, 4, (23, 37)),
+    (2, 8, (29, 18)),
+    (3, 6, (7, 9, 11)),
+    (3, 26, (6, 7, 9)),
+]
+
+
+# ------------------------------------------------------------------------------------ random suite
+@pytest.mark.cuda
+@pytest.mark.parametrize("ndim,conn,shape", CASES)
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_random_small_matches_pymaxflow_and_reference(ndim, conn, shape, directed, seed):
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, directed=directed, seed=seed)
+    _check(s, t, e, offs, r)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "ndim,conn,shape", [(2, 4, (300, 257)), (2, 8, (190, 211)), (3, 6, (40, 33, 37)), (3, 26, (21, 19, 23))]
+)
+@pytest.mark.parametrize("directed", [False, True])
+def test_random_large_matches_pymaxflow(ndim, conn, shape, directed):
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, directed=directed, seed=7, hi=50, density=0.9)
+    _check(s, t, e, offs, r, reference=False)
+
+
+@pytest.mark.cuda
+def test_segmentation_like_long_paths():
+    """Smooth, strong pairwise terms and terminals far apart: flow must travel across many tiles."""
+    offs = grid_offsets(2, 4)
+    H, W = 200, 300
+    source = np.zeros((H, W), np.int64)
+    sink = np.zeros((H, W), np.int64)
+    source[:, :3] = 1000
+    sink[:, -3:] = 1000
+    rng = np.random.default_rng(3)
+    edges = rng.integers(5, 20, size=(2, H, W))
+    _check(source, sink, edges, offs, edges, reference=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("ndim,conn,shape", CASES)
+def test_batches(ndim, conn, shape):
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, batch=5, directed=True, seed=11)
+    res = _check(s, t, e, offs, r, batch=True)
+    assert len(res.flow_value) == 5
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "offsets",
+    [
+        ((0, 2), (1, 1), (3, -1)),  # exotic 2D, short reach
+        ((0, 1), (1, 0), (0, 40), (45, 0)),  # reach beyond a tile: BFS tile skipping is off
+        tuple((a, b) for a in range(0, 4) for b in range(-3, 4) if (a, b) > (0, 0))[:17],  # 34 directions: 64-bit masks
+        grid_offsets(3, 18),
+        ((0, 0, 1), (0, 2, 0), (1, 0, 0), (1, 1, -1)),  # exotic 3D
+    ],
+    ids=["2d-exotic", "2d-long-reach", "2d-34-dirs", "3d-18", "3d-exotic"],
+)
+def test_other_offsets(offsets):
+    shape = (50, 61) if len(offsets[0]) == 2 else (9, 12, 10)
+    s, t, e, r = _instance(shape, offsets, directed=True, seed=5)
+    _check(s, t, e, offsets, r)
+
+
+# ------------------------------------------------------------------------------------- edge cases
+@pytest.mark.cuda
+def test_all_zero():
+    offs = grid_offsets(2, 4)
+    z = np.zeros((40, 50), np.int64)
+    res = _check(z, z, np.zeros((2, 40, 50), np.int64), offs, np.zeros((2, 40, 50), np.int64))
+    assert res.flow_value == 0
+    assert bool(res.mask.all())  # nothing reaches the sink: all on the source side
+
+
+@pytest.mark.cuda
+def test_sink_unreachable():
+    offs = grid_offsets(2, 8)
+    s, t, e, r = _instance((33, 47), offs, seed=2)
+    t[:] = 0
+    res = _check(s, t, e, offs, r)
+    assert res.flow_value == 0 and bool(res.mask.all())
+
+
+@pytest.mark.cuda
+def test_all_tied_to_source():
+    offs = grid_offsets(3, 6)
+    s, t, e, r = _instance((8, 20, 17), offs, seed=4)
+    s[:] = 50
+    t[:] = 0
+    t[0, 0, 0] = 7
+    res = _check(s, t, e, offs, r)
+    assert res.flow_value == 7
+
+
+@pytest.mark.cuda
+def test_single_node_and_line():
+    offs = grid_offsets(2, 4)
+    _check(np.array([[5]]), np.array([[3]]), np.zeros((2, 1, 1), np.int64), offs, np.zeros((2, 1, 1), np.int64))
+    src = np.zeros((1, 700), np.int64)
+    snk = np.zeros((1, 700), np.int64)
+    src[0, 0], snk[0, -1] = 100, 100
+    e = np.full((2, 1, 700), 9, np.int64)
+    res = _check(src, snk, e, offs, e)
+    assert res.flow_value == 9
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (40, 45)), (3, 6, (9, 10, 11))])
+def test_near_int32_max_uses_int64_path(ndim, conn, shape):
+    offs = grid_offsets(ndim, conn)
+    rng = np.random.default_rng(9)
+    K = len(offs)
+    edges = rng.integers(INT32_MAX - 1000, INT32_MAX, size=(K,) + shape)
+    reverse = rng.integers(INT32_MAX - 1000, INT32_MAX, size=(K,) + shape)
+    source = rng.integers(0, 4 * INT32_MAX, size=shape) * (rng.random(shape) < 0.3)
+    sink = rng.integers(0, INT32_MAX, size=shape) * (rng.random(shape) < 0.3)
+    g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
+                  reverse=torch.as_tensor(reverse))
+    assert g.caps.dtype == torch.int64
+    _check(source, sink, edges, offs, reverse)
+
+
+@pytest.mark.cuda
+def test_tuning_options_do_not_change_the_answer():
+    offs = grid_offsets(2, 4)
+    s, t, e, r = _instance((70, 90), offs, directed=True, seed=8)
+    for opts in ({"rounds": 1, "push_launches": 1}, {"rounds": 3, "bfs_batch": 1}, {"tile_x": 8, "tile_y": 4}):
+        _check(s, t, e, offs, r, repeats=2, **opts)
+
+
+@pytest.mark.cuda
+def test_float_capacities_through_segment_path():
+    offs = grid_offsets(2, 8)
+    g = GridGraph(torch.rand(64, 80, device="cuda"), torch.rand(64, 80, device="cuda"),
+                  torch.rand(4, 64, 80, device="cuda") * 0.3, offs)
+    r = torchcut.maxflow(g)
+    assert r.stats["backend"] == "cuda" and r.verify()
+    ref = torchcut.maxflow(g.to("cpu"), backend="reference")
+    assert r.flow_values.tolist() == ref.flow_values.tolist()
+
+
+@pytest.mark.cuda
+def test_memory_error_names_the_bytes(monkeypatch):
+    offs = grid_offsets(2, 4)
+    g = GridGraph(torch.ones(64, 64, device="cuda"), torch.ones(64, 64, device="cuda"),
+                  torch.ones(2, 64, 64, device="cuda", dtype=torch.int32), offs)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1024, 80 * 2**30))
+    with pytest.raises(torch.cuda.OutOfMemoryError, match="MiB"):
+        torchcut.maxflow(g, backend="cuda")
+
+
+@pytest.mark.cuda
+def test_bad_option_is_named():
+    offs = grid_offsets(2, 4)
+    g = GridGraph(torch.ones(4, 4, device="cuda"), torch.ones(4, 4, device="cuda"),
+                  torch.ones(2, 4, 4, device="cuda"), offs)
+    with pytest.raises(TypeError, match="max_rounds"):
+        torchcut.maxflow(g, backend="cuda", max_rounds=3)
+
+
+# ------------------------------------------------------------------- fallback (runs without a GPU)
+def test_fallback_warns_once(monkeypatch):
+    monkeypatch.setattr(cuda_backend, "load_error", lambda: "nvcc not found (test)")
+    monkeypatch.setattr(solvers, "_warned_fallback", False)
+    with pytest.warns(RuntimeWarning, match="nvcc not found"):
+        assert solvers._pick(torch.device("cuda"), "auto") is solvers.reference
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert solvers._pick(torch.device("cuda"), "auto") is solvers.reference
+    with pytest.raises(RuntimeError, match="nvcc not found"):
+        solvers._pick(torch.device("cuda"), "cuda")

@@ -1,0 +1,34 @@
+// Shared declarations of the grid push-relabel extension (torchcut_grid).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <tuple>
+#include <vector>
+
+namespace torchcut_grid {
+
+// Most directions (2K) a grid may have on the GPU: the BFS packs one bit per direction in 64 bits.
+constexpr int kMaxDirs = 62;
+// Height of nodes that cannot reach the sink (also the BFS's "unreached").
+constexpr int kInf = 1 << 30;
+
+// Option slots of the `solve` op (0 = default).
+enum Opt {
+  kTileX = 0,
+  kTileY,
+  kTileZ,
+  kRounds,        // local push/relabel rounds per push launch
+  kPushLaunches,  // push launches between two global relabels (0 = adaptive)
+  kBfsBatch,      // BFS launches between two host reads of the convergence flag
+  kMaxCycles,     // give up after this many global relabels
+  kNumOpts
+};
+
+// Runs push-relabel phase one in place. Returns (source-side mask [B, N] bool, stats int64).
+std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess, at::Tensor sink,
+                                              const std::vector<int64_t>& shape,
+                                              const std::vector<int64_t>& offsets,
+                                              const std::vector<int64_t>& opts);
+
+}  // namespace torchcut_grid

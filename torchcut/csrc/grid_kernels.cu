@@ -1,0 +1,486 @@
+// Push-relabel max-flow (phase one) on N-d grids, CUDA kernels and host loop.
+//
+// Layout (see torchcut/grid.py): caps [B, D, N] residuals, D = 2K directions (d < K: offsets[d],
+// d >= K: -offsets[d-K]); excess [B, N] int64; sink [B, N] residual sink capacities; N = Z*Y*X with
+// x fastest. 2D grids are 3D grids with Z = 1.
+//
+// The grid is cut into tiles; one thread block owns one tile (blockIdx.x) of one item (blockIdx.y).
+//
+// push_kernel: the block loads its tile's caps, excess, sink residuals and heights into shared memory
+//   and runs `rounds` local discharge rounds (push to every lower residual neighbour, sink first, then
+//   relabel). Pushes inside the tile use shared-memory atomics. Pushes across the tile border go
+//   straight to global memory (atomicAdd on the neighbour's excess and on the reverse residual, atomic
+//   decrement of the own residual), so global memory always holds the truth for border arcs and the
+//   shared copy is a lower bound: pushes never exceed a residual. Interior arcs belong to the tile and
+//   are stored back plainly; excess is written back as a delta (atomicAdd) because other tiles add to
+//   it concurrently. Heights of other tiles are read from global memory (stale within a launch: that
+//   is only a heuristic, the preflow stays valid). A per-tile flag skips tiles with nothing to do.
+// bfs_kernel: global relabel = exact distance to the sink over residual arcs, Bellman-Ford style with
+//   tile-local relaxation to a fixed point in shared memory, repeated over launches until a launch
+//   changes nothing. A tile is skipped when neither it nor a neighbouring tile changed in the last
+//   launch. The host reads the "last launch that changed something" counter once per batch of launches.
+// Termination (exact): right after a converged BFS, no node with excess has a finite distance. The
+// source side of the cut is the set of nodes at infinite distance.
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "grid_common.h"
+
+namespace torchcut_grid {
+
+namespace {
+
+#define TC_CUDA_CHECK(expr)                                                                      \
+  do {                                                                                           \
+    cudaError_t err__ = (expr);                                                                  \
+    TORCH_CHECK(err__ == cudaSuccess, "torchcut_grid: CUDA error ", cudaGetErrorString(err__), \
+                " at " #expr);                                                                   \
+  } while (0)
+
+struct Geom {
+  int X, Y, Z;     // grid extent, x fastest
+  long long N;     // nodes per item
+  int TX, TY, TZ;  // tile extent
+  int nTX, nTY, nTZ;
+  int T;  // tiles per item
+  int D;  // directions
+  int K;  // offsets (D / 2)
+  int bfs_skip;
+  int dx[kMaxDirs], dy[kMaxDirs], dz[kMaxDirs];
+  int slin[kMaxDirs];        // linear offset inside a tile
+  long long glin[kMaxDirs];  // linear offset in the grid
+};
+
+__device__ __forceinline__ void atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(long long* p, long long v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+struct Local {
+  int lx, ly, lz, i;  // coordinates inside the tile, linear index
+  int x, y, z;        // coordinates in the grid
+  long long g;        // linear index in the item
+  bool valid;
+};
+
+__device__ __forceinline__ Local locate(const Geom& G) {
+  Local L;
+  const int t = blockIdx.x;
+  const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
+  L.i = threadIdx.x;
+  L.lx = L.i % G.TX;
+  L.ly = (L.i / G.TX) % G.TY;
+  L.lz = L.i / (G.TX * G.TY);
+  L.x = tx * G.TX + L.lx;
+  L.y = ty * G.TY + L.ly;
+  L.z = tz * G.TZ + L.lz;
+  L.valid = L.x < G.X && L.y < G.Y && L.z < G.Z;
+  L.g = L.x + (long long)G.X * (L.y + (long long)G.Y * L.z);
+  return L;
+}
+
+__device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
+  return (unsigned)(L.lx + G.dx[d]) < (unsigned)G.TX && (unsigned)(L.ly + G.dy[d]) < (unsigned)G.TY &&
+         (unsigned)(L.lz + G.dz[d]) < (unsigned)G.TZ;
+}
+
+// --------------------------------------------------------------------------------------------- push
+template <typename CapT, int DT>
+__global__ void __launch_bounds__(512) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
+                                                   CapT* __restrict__ sink, int* __restrict__ height,
+                                                   int* __restrict__ tile_active, const __grid_constant__ Geom G,
+                                                   int rounds) {
+  const int D = DT ? DT : G.D;
+  const int K = D / 2;
+  const int NT = blockDim.x;
+  const int b = blockIdx.y;
+  int* flag = tile_active + (long long)b * G.T + blockIdx.x;
+  __shared__ int s_go;
+  if (threadIdx.x == 0) {
+    const int f = *flag;
+    s_go = f;
+    if (f) *flag = 0;  // from now on, only "1" is ever written to it during this launch
+  }
+  __syncthreads();
+  if (!s_go) return;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  long long* e_s = reinterpret_cast<long long*>(smem);
+  CapT* c_s = reinterpret_cast<CapT*>(e_s + NT);
+  CapT* s_s = c_s + (size_t)D * NT;
+  int* h_s = reinterpret_cast<int*>(s_s + NT);
+
+  const Local L = locate(G);
+  const int i = L.i;
+  const long long base = (long long)b * G.N;
+  CapT* capb = caps + (long long)b * D * G.N;
+  int* hb = height + base;
+
+  long long e0 = 0;
+  CapT s0 = 0;
+  int h0 = kInf;
+  if (L.valid) {
+    e0 = excess[base + L.g];
+    s0 = sink[base + L.g];
+    h0 = hb[L.g];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      c_s[d * NT + i] = capb[d * G.N + L.g];
+    }
+  } else {
+    for (int d = 0; d < D; ++d) c_s[d * NT + i] = 0;
+  }
+  e_s[i] = e0;
+  s_s[i] = s0;
+  h_s[i] = h0;
+  __syncthreads();
+
+  for (int r = 0; r < rounds; ++r) {
+    bool act = false;
+    long long e = e_s[i];
+    const int h = h_s[i];
+    if (L.valid && e > 0 && h < kInf) {
+      act = true;
+      long long pushed = 0;
+      const CapT s = s_s[i];
+      if (s > 0) {  // the sink has height 0
+        const CapT dl = (CapT)min((long long)s, e);
+        s_s[i] = s - dl;
+        e -= dl;
+        pushed += dl;
+      }
+      int hmin = kInf;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        const CapT c = c_s[d * NT + i];
+        if (c <= 0) continue;
+        const bool inside = in_tile(G, L, d);
+        const int j = i + G.slin[d];
+        const int hv = inside ? h_s[j] : __ldcg(hb + L.g + G.glin[d]);
+        if (e > 0 && hv < h) {
+          const CapT dl = (CapT)min((long long)c, e);
+          e -= dl;
+          pushed += dl;
+          const int rd = d < K ? d + K : d - K;
+          if (inside) {
+            atomic_add(&c_s[d * NT + i], (CapT)-dl);
+            atomic_add(&c_s[rd * NT + j], dl);
+            atomic_add(&e_s[j], (long long)dl);
+          } else {
+            const long long gv = L.g + G.glin[d];
+            c_s[d * NT + i] = c - dl;
+            atomic_add(&capb[d * G.N + L.g], (CapT)-dl);
+            atomic_add(&capb[rd * G.N + gv], dl);
+            atomic_add(&excess[base + gv], (long long)dl);
+            const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+            const int tv = vx / G.TX + G.nTX * (vy / G.TY + G.nTY * (vz / G.TZ));
+            tile_active[(long long)b * G.T + tv] = 1;
+          }
+          if (c - dl > 0) hmin = min(hmin, hv);
+        } else {
+          hmin = min(hmin, hv);
+        }
+      }
+      if (pushed) atomic_add(&e_s[i], -pushed);
+      if (e > 0) h_s[i] = hmin >= kInf - 1 ? kInf : hmin + 1;  // every lower arc is saturated: relabel
+    }
+    if (!__syncthreads_or(act)) break;
+  }
+
+  bool still = false;
+  if (L.valid) {
+    const long long e = e_s[i];
+    if (e != e0) atomic_add(&excess[base + L.g], e - e0);
+    if (s_s[i] != s0) sink[base + L.g] = s_s[i];
+    const int h = h_s[i];
+    if (h != h0) hb[L.g] = h;
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      if (in_tile(G, L, d)) capb[d * G.N + L.g] = c_s[d * NT + i];
+    }
+    still = e > 0 && h < kInf;
+  }
+  if (__syncthreads_or(still) && threadIdx.x == 0) *flag = 1;
+}
+
+// ---------------------------------------------------------------------------------------------- bfs
+template <typename CapT, typename MaskT>
+__global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
+                                int* __restrict__ height, const __grid_constant__ Geom G, long long total) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+       q += (long long)gridDim.x * blockDim.x) {
+    const long long b = q / G.N, g = q - b * G.N;
+    const CapT* cb = caps + b * G.D * G.N + g;
+    MaskT m = 0;
+    for (int d = 0; d < G.D; ++d)
+      if (cb[d * G.N] > 0) m |= (MaskT)1 << d;
+    mask[q] = m;
+    height[q] = sink[q] > 0 ? 1 : kInf;
+  }
+}
+
+template <typename MaskT, int DT>
+__global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
+                                                  int* __restrict__ epoch, long long* __restrict__ last_changed,
+                                                  const __grid_constant__ Geom G, int launch) {
+  const int D = DT ? DT : G.D;
+  const int b = blockIdx.y;
+  const int t = blockIdx.x;
+  int* ep = epoch + (long long)b * G.T;
+  if (G.bfs_skip) {
+    bool go = false;
+    if (threadIdx.x < 27) {
+      const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
+      const int ax = tx + (int)threadIdx.x % 3 - 1, ay = ty + ((int)threadIdx.x / 3) % 3 - 1,
+                az = tz + (int)threadIdx.x / 9 - 1;
+      if (ax >= 0 && ay >= 0 && az >= 0 && ax < G.nTX && ay < G.nTY && az < G.nTZ)
+        go = ep[ax + G.nTX * (ay + G.nTY * az)] >= launch - 1;
+    }
+    if (!__syncthreads_or(go)) return;
+  }
+  __shared__ int dist_s[512];
+  const Local L = locate(G);
+  const int i = L.i;
+  int* hb = height + (long long)b * G.N;
+  MaskT m = 0;
+  int cur = kInf;
+  if (L.valid) {
+    m = mask[(long long)b * G.N + L.g];
+    cur = hb[L.g];
+  }
+  dist_s[i] = cur;
+  __syncthreads();
+  bool mine = false;
+  while (true) {
+    bool ch = false;
+    if (m && cur > 1) {
+      int best = cur;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        if ((m >> d) & 1) {
+          const int hv = in_tile(G, L, d) ? dist_s[i + G.slin[d]] : __ldcg(hb + L.g + G.glin[d]);
+          best = min(best, hv + 1);
+        }
+      }
+      if (best < cur) {
+        cur = best;
+        dist_s[i] = best;
+        ch = mine = true;
+      }
+    }
+    if (!__syncthreads_or(ch)) break;
+  }
+  if (mine) hb[L.g] = cur;
+  if (__syncthreads_or(mine) && threadIdx.x == 0) {
+    ep[t] = launch;
+    atomicMax(last_changed, (long long)launch);
+  }
+}
+
+// Active nodes (excess > 0, finite distance) per tile and in total, right after a BFS.
+__global__ void count_kernel(const long long* __restrict__ excess, const int* __restrict__ height,
+                             int* __restrict__ tile_active, unsigned long long* __restrict__ count,
+                             const __grid_constant__ Geom G) {
+  const Local L = locate(G);
+  const long long q = (long long)blockIdx.y * G.N + L.g;
+  const bool a = L.valid && excess[q] > 0 && height[q] < kInf;
+  const int n = __syncthreads_count(a);
+  if (threadIdx.x == 0) {
+    tile_active[(long long)blockIdx.y * G.T + blockIdx.x] = n > 0;
+    if (n) atomicAdd(count, (unsigned long long)n);
+  }
+}
+
+__global__ void mask_kernel(const int* __restrict__ height, bool* __restrict__ out, long long total) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+       q += (long long)gridDim.x * blockDim.x)
+    out[q] = height[q] >= kInf;
+}
+
+int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallback; }
+
+template <typename CapT>
+void launch_push(int D, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
+                 CapT* sink, int* height, int* tile_active, const Geom& G, int rounds) {
+#define TC_PUSH(DV)                                                                                          \
+  {                                                                                                          \
+    auto kern = push_kernel<CapT, DV>;                                                                       \
+    if (smem > 48 * 1024)                                                                                    \
+      TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
+    kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds);                  \
+  }                                                                                                          \
+  break;
+  switch (D) {
+    case 4: TC_PUSH(4)
+    case 6: TC_PUSH(6)
+    case 8: TC_PUSH(8)
+    case 18: TC_PUSH(18)
+    case 26: TC_PUSH(26)
+    default: TC_PUSH(0)
+  }
+#undef TC_PUSH
+}
+
+template <typename MaskT>
+void launch_bfs(int D, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height, int* epoch,
+                long long* last_changed, const Geom& G, int launch) {
+  if constexpr (sizeof(MaskT) > 4) {  // only generic grids have more than 32 directions
+    bfs_kernel<MaskT, 0><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch);
+  } else {
+#define TC_BFS(DV) bfs_kernel<MaskT, DV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch); break;
+    switch (D) {
+      case 4: TC_BFS(4)
+      case 6: TC_BFS(6)
+      case 8: TC_BFS(8)
+      case 18: TC_BFS(18)
+      case 26: TC_BFS(26)
+      default: TC_BFS(0)
+    }
+#undef TC_BFS
+  }
+}
+
+template <typename CapT, typename MaskT>
+std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor excess, at::Tensor sink, Geom G, int64_t B,
+                                               const std::vector<int64_t>& opts) {
+  const int NT = G.TX * G.TY * G.TZ;
+  auto st = at::cuda::getCurrentCUDAStream();
+  auto i32 = excess.options().dtype(at::kInt);
+  const long long total = (long long)B * G.N;
+  at::Tensor height = at::empty({total}, i32);
+  at::Tensor mask = at::empty({total}, excess.options().dtype(sizeof(MaskT) == 4 ? at::kInt : at::kLong));
+  at::Tensor tile_active = at::zeros({B * G.T}, i32);
+  at::Tensor epoch = at::zeros({B * G.T}, i32);
+  at::Tensor scal = at::zeros({2}, excess.options());  // last_changed, active count
+  at::Tensor host = at::empty({2}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+
+  CapT* cp = reinterpret_cast<CapT*>(caps.data_ptr());
+  CapT* sp = reinterpret_cast<CapT*>(sink.data_ptr());
+  long long* ep = reinterpret_cast<long long*>(excess.data_ptr());
+  int* hp = height.data_ptr<int>();
+  MaskT* mp = reinterpret_cast<MaskT*>(mask.data_ptr());
+  int* tap = tile_active.data_ptr<int>();
+  int* epp = epoch.data_ptr<int>();
+  long long* scp = reinterpret_cast<long long*>(scal.data_ptr());
+  long long* hostp = reinterpret_cast<long long*>(host.data_ptr());
+
+  const dim3 tgrid(G.T, (unsigned)B);
+  const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT) + sizeof(int));
+  const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
+  const int rounds = opts[kRounds] > 0 ? (int)opts[kRounds] : 32;
+  const int64_t push_opt = opts[kPushLaunches];
+  const int batch_opt = opts[kBfsBatch] > 0 ? (int)opts[kBfsBatch] : 0;
+  const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
+
+  int launch = 0;
+  int64_t cycles = 0, bfs_launches = 0, push_launches = 0, syncs = 0;
+  int last_bfs = 8;
+  while (true) {
+    // ---- global relabel
+    epoch.fill_(launch);
+    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total);
+    TC_CUDA_CHECK(cudaGetLastError());
+    const int start = launch;
+    int batch = batch_opt ? batch_opt : std::max(4, last_bfs);
+    while (true) {
+      for (int k = 0; k < batch; ++k) {
+        ++launch;
+        launch_bfs<MaskT>(G.D, tgrid, NT, st, mp, hp, epp, scp, G, launch);
+      }
+      TC_CUDA_CHECK(cudaGetLastError());
+      TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
+      count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + 1), G);
+      TC_CUDA_CHECK(cudaGetLastError());
+      TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 2 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+      TC_CUDA_CHECK(cudaStreamSynchronize(st));
+      ++syncs;
+      if (hostp[0] < launch) break;  // the last launch changed nothing: converged
+      batch = batch_opt ? batch_opt : std::max(2, batch / 2);
+    }
+    last_bfs = launch - start;
+    bfs_launches += last_bfs;
+    if (hostp[1] == 0) break;
+    TORCH_CHECK(++cycles <= max_cycles, "torchcut_grid: push-relabel did not converge in ", max_cycles,
+                " global relabels");
+    // ---- push/relabel launches
+    const int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last_bfs / 2));
+    for (int p = 0; p < P; ++p) {
+      launch_push<CapT>(G.D, tgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
+      TC_CUDA_CHECK(cudaGetLastError());
+    }
+    push_launches += P;
+  }
+  at::Tensor out = at::empty({total}, excess.options().dtype(at::kBool));
+  mask_kernel<<<flat_blocks, 256, 0, st>>>(hp, out.data_ptr<bool>(), total);
+  TC_CUDA_CHECK(cudaGetLastError());
+  at::Tensor stats = at::tensor({cycles + 1, bfs_launches, push_launches, syncs, (int64_t)rounds,
+                                 (int64_t)G.TX, (int64_t)G.TY, (int64_t)G.TZ},
+                                at::TensorOptions().dtype(at::kLong));
+  return {out, stats};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess, at::Tensor sink,
+                                              const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets,
+                                              const std::vector<int64_t>& opts) {
+  c10::cuda::CUDAGuard guard(caps.device());
+  const int nd = (int)shape.size();
+  Geom G{};
+  G.X = (int)shape[nd - 1];
+  G.Y = (int)shape[nd - 2];
+  G.Z = nd == 3 ? (int)shape[0] : 1;
+  G.N = (long long)G.X * G.Y * G.Z;
+  const int K = (int)(offsets.size() / nd);
+  G.K = K;
+  G.D = 2 * K;
+  const int64_t B = excess.numel() / G.N;
+  // Tiles: 512 threads, one node each (256 for many directions, to keep shared memory moderate).
+  if (nd == 2) {
+    G.TX = pick_tile(opts[kTileX], 32);
+    G.TY = pick_tile(opts[kTileY], G.D > 8 ? 8 : 16);
+    G.TZ = 1;
+  } else {
+    G.TX = pick_tile(opts[kTileX], G.D > 8 ? 8 : 16);
+    G.TY = pick_tile(opts[kTileY], 8);
+    G.TZ = pick_tile(opts[kTileZ], 4);
+  }
+  TORCH_CHECK(G.TX * G.TY * G.TZ <= 512 && G.TX * G.TY * G.TZ >= 32,
+              "torchcut_grid: tile: expected between 32 and 512 nodes, got ", G.TX, "x", G.TY, "x", G.TZ);
+  G.nTX = (G.X + G.TX - 1) / G.TX;
+  G.nTY = (G.Y + G.TY - 1) / G.TY;
+  G.nTZ = (G.Z + G.TZ - 1) / G.TZ;
+  TORCH_CHECK((long long)G.nTX * G.nTY * G.nTZ < (1LL << 31), "torchcut_grid: grid too large: ",
+              (long long)G.nTX * G.nTY * G.nTZ, " tiles");
+  G.T = G.nTX * G.nTY * G.nTZ;
+  TORCH_CHECK(B <= 65535, "torchcut_grid: batch: expected at most 65535 items, got ", B);
+  G.bfs_skip = 1;
+  for (int d = 0; d < G.D; ++d) {
+    const int k = d < K ? d : d - K;
+    const int sgn = d < K ? 1 : -1;
+    const int ox = sgn * (int)offsets[k * nd + nd - 1];
+    const int oy = sgn * (int)offsets[k * nd + nd - 2];
+    const int oz = nd == 3 ? sgn * (int)offsets[k * nd] : 0;
+    G.dx[d] = ox;
+    G.dy[d] = oy;
+    G.dz[d] = oz;
+    G.slin[d] = ox + G.TX * (oy + G.TY * oz);
+    G.glin[d] = ox + (long long)G.X * (oy + (long long)G.Y * oz);
+    if (std::abs(ox) > G.TX || std::abs(oy) > G.TY || std::abs(oz) > G.TZ) G.bfs_skip = 0;
+  }
+  if (caps.scalar_type() == at::kInt) {
+    if (G.D <= 32) return solve_typed<int, uint32_t>(caps, excess, sink, G, B, opts);
+    return solve_typed<int, unsigned long long>(caps, excess, sink, G, B, opts);
+  }
+  if (G.D <= 32) return solve_typed<long long, uint32_t>(caps, excess, sink, G, B, opts);
+  return solve_typed<long long, unsigned long long>(caps, excess, sink, G, B, opts);
+}
+
+}  // namespace torchcut_grid
