@@ -1,6 +1,7 @@
 """Push-relabel for grid networks in plain torch tensor ops: the readable specification.
 
-It runs on any device and is what the CUDA kernels are checked against. Everything is int64.
+It runs on any device and is what the CUDA kernels are checked against. Capacities and excesses are
+int64, heights int32.
 
 The algorithm (phase one of Goldberg-Tarjan push-relabel, synchronous over the grid):
 
@@ -11,11 +12,15 @@ The algorithm (phase one of Goldberg-Tarjan push-relabel, synchronous over the g
   residual capacity and h(p) == h(q) + 1. Pushes into the sink need h(p) == 1 (the sink's height is 0).
   After the pushes, every active node is relabelled to 1 + the lowest height it has a residual arc to.
 * A *global relabel* sets every height to the exact BFS distance to the sink in the residual network
-  (breadth-first, level by level, from the sink backwards). Nodes that cannot reach the sink get height
-  INF and are never touched again.
+  (relaxation from the sink backwards until nothing changes). Nodes that cannot reach the sink get
+  height INF and are never touched again.
 * The solve stops when, right after a global relabel, no node with finite height holds excess. The
   flow value is then what reached the sink, and the nodes with infinite height (those that cannot
   reach the sink) form the source side of the minimum cut defined in DESIGN.md.
+
+Neighbour access: per-node arrays that are read at ``p + o`` live in buffers padded by the largest
+offset on every side, so that "the value at p + o for every p" is a view, not a copy. The padding of
+height buffers holds INF (never admissible), that of excess deliveries holds 0.
 """
 
 from __future__ import annotations
@@ -25,9 +30,26 @@ import time
 
 import torch
 
-from ..grid import shift
-
 __all__ = ["solve_grid", "bfs_to_sink"]
+
+
+class _Padded:
+    """Buffers of shape ``[B, *(shape + 2 * pad)]`` and shifted views of their interior."""
+
+    def __init__(self, shape, offsets):
+        self.shape = tuple(shape)
+        self.pad = max(abs(v) for o in offsets for v in o)
+
+    def new(self, batch, fill, dtype, device):
+        p = self.pad
+        return torch.full((batch,) + tuple(n + 2 * p for n in self.shape), fill, dtype=dtype, device=device)
+
+    def at(self, buf, offset=None):
+        """View of ``buf`` holding, at index p, the value of node p + offset (the interior if None)."""
+        p = self.pad
+        off = offset or (0,) * len(self.shape)
+        idx = (slice(None),) + tuple(slice(p + o, p + o + n) for o, n in zip(off, self.shape))
+        return buf[idx]
 
 
 def _directions(offsets):
@@ -38,7 +60,7 @@ def bfs_to_sink(caps: torch.Tensor, sink: torch.Tensor, offsets, inf: int) -> tu
     """Distance of every node to the sink in the residual network, ``inf`` where unreachable.
 
     ``caps``: ``[B, 2K, *shape]`` residuals; ``sink``: ``[B, *shape]`` residual sink capacities.
-    Returns the distances (int64, shaped like ``sink``) and the number of BFS levels swept.
+    Returns the distances (int32, shaped like ``sink``) and the number of relaxation sweeps.
 
     Examples
     --------
@@ -47,19 +69,31 @@ def bfs_to_sink(caps: torch.Tensor, sink: torch.Tensor, offsets, inf: int) -> tu
     >>> d.tolist()
     [[[3, 2, 1]]]
     """
-    dirs = _directions(offsets)
-    dist = torch.where(sink > 0, 1, inf).to(torch.int64)
-    levels = 0
+    grid = _Padded(sink.shape[1:], offsets)
+    buf = grid.new(sink.shape[0], inf, torch.int32, sink.device)
+    dist = grid.at(buf)
+    dist.copy_(_unless(sink > 0, inf) + 1)
+    # a closed arc costs inf extra, so min() never goes through it (arithmetic is much faster than
+    # torch.where on CPU)
+    penalty = [_unless(caps[:, k] > 0, inf) + 1 for k in range(caps.shape[1])]
+    through = torch.empty_like(dist)
+    sweeps = 0
     while True:
-        levels += 1
-        best = dist
-        for k, o in enumerate(dirs):
-            reach = shift(dist, o, inf) + 1  # through the arc p -> p + o
-            best = torch.minimum(best, torch.where(caps[:, k] > 0, reach, inf))
-        best = best.clamp_(max=inf)
-        if torch.equal(best, dist):
-            return dist, levels
-        dist = best
+        sweeps += 1
+        before = dist.clone()
+        # Relax in place, direction after direction: every value stays the length of a real path to
+        # the sink (or at least inf), so the fixed point is the exact BFS distance.
+        for k, o in enumerate(_directions(offsets)):
+            torch.add(grid.at(buf, o), penalty[k], out=through)
+            torch.minimum(dist, through, out=dist)
+        dist.clamp_(max=inf)
+        if torch.equal(before, dist):
+            return dist, sweeps
+
+
+def _unless(condition: torch.Tensor, value: int) -> torch.Tensor:
+    """int32 tensor: 0 where ``condition`` holds, ``value`` elsewhere."""
+    return (~condition).to(torch.int32) * value
 
 
 def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, relabel_period: int | None = None):
@@ -75,8 +109,7 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
         Residual sink capacities, overwritten.
     offsets : the K offsets of the grid.
     max_rounds : int, optional
-        Raise RuntimeError after this many push/relabel rounds (default: a bound that no valid run
-        reaches).
+        Raise RuntimeError after this many push/relabel rounds (default: a bound no valid run reaches).
     relabel_period : int, optional
         Push/relabel rounds between global relabels (default: adaptive, a quarter of the last BFS depth).
 
@@ -95,23 +128,28 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
     t0 = time.perf_counter()
     K = len(offsets)
     dirs = _directions(offsets)
-    shape = tuple(excess.shape[1:])
+    B, shape = excess.shape[0], tuple(excess.shape[1:])
     n = math.prod(shape)
     inf = n + 2
-    c = caps.to(torch.int64)
-    s = sink.to(torch.int64)
-    e = excess
     if max_rounds is None:
         max_rounds = 4 * (n + 2) ** 2 + 1000
-    zero = torch.zeros((), dtype=torch.int64, device=e.device)
+    dev = excess.device
+    c = caps.to(torch.int64)
+    s = sink.to(torch.int64)
+    grid = _Padded(shape, offsets)
+    e_buf = grid.new(B, 0, torch.int64, dev)  # excess, padded so that deliveries to p + o are views
+    e = grid.at(e_buf)
+    e.copy_(excess)
+    h_buf = grid.new(B, inf, torch.int32, dev)  # heights, padded with INF
+    h = grid.at(h_buf)
 
-    rounds = relabels = bfs_levels = 0
+    rounds = relabels = sweeps = 0
     while True:
-        h, levels = bfs_to_sink(c, s, offsets, inf)
+        dist, levels = bfs_to_sink(c, s, offsets, inf)
+        h.copy_(dist)
         relabels += 1
-        bfs_levels += levels
-        active = (e > 0) & (h < inf)
-        if not bool(active.any()):
+        sweeps += levels
+        if not bool(((e > 0) & (h < inf)).any()):
             break
         period = relabel_period or max(4, levels // 4)
         for _ in range(period):
@@ -119,29 +157,27 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
             if rounds > max_rounds:
                 raise RuntimeError(f"reference push-relabel did not converge in {max_rounds} rounds")
             # pushes into the sink (height 0)
-            adm = (e > 0) & (h == 1) & (s > 0)
-            delta = torch.where(adm, torch.minimum(e, s), zero)
+            delta = torch.minimum(e, s) * ((e > 0) & (h == 1))
             s -= delta
             e -= delta
             # pushes along each direction: independent within a direction
             for k, o in enumerate(dirs):
                 ck = c[:, k]
-                adm = (e > 0) & (h < inf) & (ck > 0) & (h == shift(h, o, inf) + 1)
-                delta = torch.where(adm, torch.minimum(e, ck), zero)
+                admissible = (e > 0) & (h < inf) & (h == grid.at(h_buf, o) + 1)
+                delta = torch.minimum(e, ck) * admissible
                 ck -= delta
                 e -= delta
-                recv = shift(delta, dirs[(k + K) % (2 * K)], 0)  # what p + o received from p
-                c[:, (k + K) % (2 * K)] += recv
-                e += recv
+                c[:, (k + K) % (2 * K)] += _delivered(grid, delta, o)
+                grid.at(e_buf, o).add_(delta)  # the neighbour p + o receives what p sent
             # relabel every active node to 1 + its lowest residual neighbour
             active = (e > 0) & (h < inf)
             if not bool(active.any()):
                 break
-            new = torch.where(s > 0, 1, inf).to(torch.int64)
+            new = _unless(s > 0, inf) + 1
             for k, o in enumerate(dirs):
-                new = torch.minimum(new, torch.where(c[:, k] > 0, shift(h, o, inf) + 1, inf))
-            h = torch.where(active, new.clamp_(max=inf), h)
-
+                torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, inf), out=new)
+            h.add_((new.clamp_(max=inf) - h) * active)
+    excess.copy_(e)
     if c is not caps:
         caps.copy_(c)
     if s is not sink:
@@ -151,7 +187,14 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
         "backend": "reference",
         "rounds": rounds,
         "global_relabels": relabels,
-        "bfs_levels": bfs_levels,
+        "bfs_sweeps": sweeps,
         "seconds": time.perf_counter() - t0,
     }
     return mask, stats
+
+
+def _delivered(grid: _Padded, delta: torch.Tensor, o) -> torch.Tensor:
+    """``r[q] = delta[q - o]``: what node q received through its reverse arc q -> q - o."""
+    buf = grid.new(delta.shape[0], 0, delta.dtype, delta.device)
+    grid.at(buf, o).copy_(delta)
+    return grid.at(buf)
