@@ -1,0 +1,276 @@
+"""FlowGraph: construction, validation, exactness against scipy and PyMaxflow, lattice routing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torchcut
+from torchcut import FlowGraph
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import flow_cases as fc  # noqa: E402
+
+
+def solve(net, **kw):
+    g = FlowGraph.from_network(*net[1:4], net[4], net[5], net[0])
+    r = torchcut.maxflow(g, **kw)
+    assert r.verify()
+    return g, r
+
+
+# ------------------------------------------------------------------ exactness on random networks
+FAMILIES = {
+    "uniform": fc.uniform,
+    "layered": fc.layered,
+    "rmfgen": fc.rmfgen,
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_random_networks_match_scipy(family):
+    rng = np.random.default_rng(hash(family) % 2**32)
+    for _ in range(80):
+        net = FAMILIES[family](rng)
+        _, r = solve(net, backend="reference", lattice=False)
+        assert r.flow_value == fc.scipy_flow(*net)
+
+
+def test_random_networks_match_pymaxflow():
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(7)
+    for k in range(40):
+        net = (fc.uniform, fc.layered, fc.rmfgen)[k % 3](rng)
+        _, r = solve(net, backend="reference", lattice=False)
+        assert r.flow_value == fc.pymaxflow_flow(*net)
+
+
+def test_terminals_wired_to_many_nodes():
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        n = int(rng.integers(2, 30))
+        m = int(rng.integers(0, 3 * n))
+        u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+        cap, rcap = rng.integers(0, 30, m), rng.integers(0, 30, m)
+        src = rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        snk = rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        g = FlowGraph.from_edges(u, v, cap, rcap, source=src, sink=snk, num_nodes=n)
+        r = torchcut.maxflow(g, backend="reference", lattice=False)
+        assert r.verify()
+        net = fc.terminal_network(n, u, v, cap, rcap, src, snk)
+        assert r.flow_value == fc.scipy_flow(*net) == fc.pymaxflow_flow(*net)
+
+
+def test_zero_flow_cases():
+    # no arcs at all, no path, zero capacities, terminals on disconnected parts
+    cases = [
+        (4, [], [], [], 0, 3, [True, True]),
+        (4, [0, 2], [1, 3], [5, 5], 0, 3, [True, False]),
+        (3, [0, 1], [1, 2], [0, 7], 0, 2, [False]),
+        (5, [1, 2, 3], [0, 1, 2], [9, 9, 9], 0, 4, [True, True, True]),  # arcs into the source only
+    ]
+    for n, t_, h_, c_, s, t, mask in cases:
+        _, r = solve((n, np.array(t_, dtype=np.int64), np.array(h_, dtype=np.int64), np.array(c_, dtype=np.int64), s, t),
+                     backend="reference", lattice=False)
+        assert r.flow_value == 0
+        assert r.mask.tolist() == mask  # source side = nodes that cannot reach the sink
+
+
+def test_source_to_sink_arc_and_dropped_arcs():
+    # s=0, t=3: 0->3 (direct, 4), 3->1 (out of the sink, dropped), 2->0 (into the source, dropped)
+    net = (4, np.array([0, 3, 2, 0, 1]), np.array([3, 1, 0, 1, 3]), np.array([4, 6, 5, 2, 9]), 0, 3)
+    g, r = solve(net, backend="reference", lattice=False)
+    assert r.flow_value == 6 == fc.scipy_flow(*net)
+
+
+# ------------------------------------------------------------------ properties
+@st.composite
+def networks(draw):
+    n = draw(st.integers(3, 12))
+    m = draw(st.integers(0, 30))
+    node = st.integers(0, n - 1)
+    tail = draw(st.lists(node, min_size=m, max_size=m))
+    head = draw(st.lists(node, min_size=m, max_size=m))
+    cap = draw(st.lists(st.integers(0, 1000), min_size=m, max_size=m))
+    s = draw(node)
+    t = draw(node.filter(lambda x: x != s))
+    return n, np.array(tail, dtype=np.int64), np.array(head, dtype=np.int64), np.array(cap, dtype=np.int64), s, t
+
+
+@settings(max_examples=60, deadline=None)
+@given(networks())
+def test_property_matches_scipy_and_certifies(net):
+    g, r = solve(net, backend="reference", lattice=False)
+    assert r.flow_value == fc.scipy_flow(*net)
+    # the mask is the set of nodes that cannot reach the sink: unique, so the lattice route agrees too
+    r2 = torchcut.maxflow(g)
+    assert r2.flow_value == r.flow_value and torch.equal(r2.mask, r.mask)
+
+
+@settings(max_examples=40, deadline=None)
+@given(networks(), st.integers(1, 5))
+def test_property_scaling_capacities_scales_flow(net, k):
+    n, tail, head, cap, s, t = net
+    _, r1 = solve(net, backend="reference", lattice=False)
+    _, r2 = solve((n, tail, head, cap * k, s, t), backend="reference", lattice=False)
+    assert r2.flow_value == k * r1.flow_value
+
+
+# ------------------------------------------------------------------ structure
+def test_merging_parallel_and_antiparallel():
+    g = FlowGraph.from_edges([0, 0, 1, 2], [1, 1, 0, 2], [2, 3, 4, 9], num_nodes=3)
+    assert g.num_pairs == 1 and g.num_arcs == 2
+    u, v, c, rc = g.edges()
+    assert (u.tolist(), v.tolist(), c.tolist(), rc.tolist()) == ([0], [1], [5], [4])
+
+
+def test_csr_invariants():
+    rng = np.random.default_rng(11)
+    net = fc.uniform(rng, n=30, m=120)
+    g = FlowGraph.from_network(*net[1:4], net[4], net[5], net[0])
+    A = g.num_arcs
+    assert torch.equal(g.rev[g.rev], torch.arange(A))
+    assert torch.equal(g.tail[g.rev], g.head) and torch.equal(g.head[g.rev], g.tail)
+    assert torch.equal(torch.repeat_interleave(torch.arange(g.num_nodes), g.degree()), g.tail)
+    assert bool((g.tail != g.head).all())
+
+
+def test_float_capacities_quantized():
+    g = FlowGraph.from_edges([0], [1], [0.5], source=[1.0, 0.0], sink=[0.0, 0.25])
+    r = torchcut.maxflow(g, lattice=False)
+    assert r.verify() and abs(r.flow_value - 0.25) < 1e-6
+
+
+def test_int64_capacities_beyond_int32():
+    big = 2**40
+    g = FlowGraph.from_edges([0], [1], [big], source=[big, 0], sink=[0, big])
+    assert g.caps.dtype == torch.int64
+    assert torchcut.maxflow(g, lattice=False).flow_value == big
+
+
+def test_to_device_roundtrip():
+    g = FlowGraph.from_edges([0], [1], [4], source=[4, 0], sink=[0, 3])
+    h = g.to("cpu")
+    assert torchcut.maxflow(h).flow_value == 3
+
+
+# ------------------------------------------------------------------ validation
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(u=[0, 1], v=[1], cap=[1, 1]), "v: expected the length of u"),
+        (dict(u=[0.0], v=[1], cap=[1]), "u: expected an integer dtype"),
+        (dict(u=[[0]], v=[[1]], cap=[1]), "u: expected a 1-D tensor"),
+        (dict(u=[0], v=[5], cap=[1], num_nodes=3), r"v: expected node indices in \[0, 3\), got 5"),
+        (dict(u=[-1], v=[1], cap=[1]), r"u: expected node indices"),
+        (dict(u=[0], v=[1], cap=[-2]), "cap: expected non-negative capacities, got minimum -2"),
+        (dict(u=[0], v=[1], cap=[float("nan")]), "cap: expected finite capacities"),
+        (dict(u=[0], v=[1], cap=[float("inf")]), "cap: expected finite capacities"),
+        (dict(u=[0], v=[1], cap=[1, 2]), r"cap: expected shape \(1,\)"),
+        (dict(u=[0], v=[1], cap=[1], rev_cap=[-1]), "rev_cap: expected non-negative"),
+        (dict(u=[0], v=[1], cap=[1], source=[1, 2, 3], sink=[0, 0]), r"sink: expected shape \(3,\)"),
+        (dict(u=[0], v=[1], cap=[1], num_nodes=0), "num_nodes: expected a positive integer"),
+        (dict(u=[0], v=[1], cap=[2**62], source=[2**62, 0]), "capacities sum to"),
+        (dict(u=[0], v=[1], cap=[1], scale=2.0), "scale: only applies to float capacities"),
+        (dict(u=[0], v=[1], cap=[True]), "cap: expected a numeric"),
+    ],
+)
+def test_validation_errors(kwargs, match):
+    u, v, cap = kwargs.pop("u"), kwargs.pop("v"), kwargs.pop("cap")
+    if isinstance(cap, list) and cap and isinstance(cap[0], bool):
+        cap = np.array(cap)
+        with pytest.raises(TypeError, match=match):
+            FlowGraph.from_edges(u, v, cap, **kwargs)
+        return
+    with pytest.raises(ValueError, match=match):
+        FlowGraph.from_edges(u, v, cap, **kwargs)
+
+
+def test_from_network_validation():
+    with pytest.raises(ValueError, match="sink_node: expected a node other than source_node"):
+        FlowGraph.from_network([0], [1], [1], 1, 1, 3)
+    with pytest.raises(ValueError, match=r"source_node: expected a node id in \[0, 3\), got 7"):
+        FlowGraph.from_network([0], [1], [1], 7, 1, 3)
+    with pytest.raises(ValueError, match="head: expected node ids"):
+        FlowGraph.from_network([0], [9], [1], 0, 1, 3)
+    with pytest.raises(ValueError, match="num_nodes: expected at least 3"):
+        FlowGraph.from_network([0], [1], [1], 0, 1, 2)
+
+
+def test_constructor_is_not_public():
+    with pytest.raises(TypeError, match="from_edges"):
+        FlowGraph()
+
+
+def test_bad_backend():
+    g = FlowGraph.from_edges([0], [1], [1])
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        torchcut.maxflow(g, backend="magic")
+    with pytest.raises(ValueError, match="backend='cuda': expected a graph on a CUDA device"):
+        torchcut.maxflow(g, backend="cuda", lattice=False)
+
+
+# ------------------------------------------------------------------ lattices
+def lattice_graph(rng, H, W, p_missing=0.2):
+    N = H * W
+    ids = np.arange(N).reshape(H, W)
+    u = np.concatenate([ids[:, :-1].ravel(), ids[:-1, :].ravel()])
+    v = np.concatenate([ids[:, 1:].ravel(), ids[1:, :].ravel()])
+    keep = rng.random(u.size) > p_missing
+    u, v = u[keep], v[keep]
+    cap, rcap = rng.integers(0, 20, u.size), rng.integers(0, 20, u.size)
+    src = rng.integers(0, 40, N) * (rng.random(N) < 0.4)
+    snk = rng.integers(0, 40, N) * (rng.random(N) < 0.4)
+    # shuffle arc order and orientation: detection must not depend on it
+    flip = rng.random(u.size) < 0.5
+    u2, v2 = np.where(flip, v, u), np.where(flip, u, v)
+    c2, r2 = np.where(flip, rcap, cap), np.where(flip, cap, rcap)
+    perm = rng.permutation(u.size)
+    return FlowGraph.from_edges(u2[perm], v2[perm], c2[perm], r2[perm], source=src, sink=snk, num_nodes=N), (u, v, cap, rcap, src, snk)
+
+
+def test_lattice_detection_and_routing():
+    rng = np.random.default_rng(5)
+    for H, W in [(1, 1), (1, 7), (6, 1), (4, 5), (9, 8), (3, 16)]:
+        g, raw = lattice_graph(rng, H, W)
+        shape = g.lattice_shape()
+        assert shape is not None and shape[0] * shape[1] == H * W
+        r_grid = torchcut.maxflow(g)  # routed to the grid solver
+        r_csr = torchcut.maxflow(g, lattice=False)
+        assert r_grid.verify() and r_csr.verify()
+        assert r_grid.stats.get("route", "").startswith("grid") or H * W == 1
+        assert r_grid.flow_value == r_csr.flow_value == fc.scipy_flow(*fc.terminal_network(H * W, *raw))
+        assert torch.equal(r_grid.mask, r_csr.mask)
+
+
+def test_non_lattices_are_not_routed():
+    # a diagonal arc, a row wrap-around arc
+    g1 = FlowGraph.from_edges([0, 0], [1, 4], [1, 1], num_nodes=6)  # W would be 4, but 6 % 4 != 0
+    g2 = FlowGraph.from_edges([0, 2], [3, 3], [1, 1], num_nodes=6)  # 2 -> 3 wraps a row of width 3
+    g3 = FlowGraph.from_edges([0, 0], [3, 4], [1, 1], num_nodes=9)  # diffs 3 and 4
+    for g in (g1, g2, g3):
+        assert g.lattice_shape() is None
+        with pytest.raises(ValueError, match="expected a 2D lattice"):
+            g.as_grid()
+
+
+def test_tsukuba_crops(shared_data):
+    for name, value in (("16x16", 50), ("32x32", 186)):
+        path = shared_data / "maxflow" / "tsukuba_crops" / f"tsukuba_crop_{name}.max"
+        if not path.exists():
+            pytest.skip(f"{path} not found")
+        g = torchcut.read_dimacs(path)
+        assert torchcut.read_dimacs_solution(path.with_suffix(".sol")) == value
+        r_csr = torchcut.maxflow(g, backend="reference", lattice=False)
+        assert r_csr.flow_value == value and r_csr.verify()
+        r = torchcut.maxflow(g)
+        assert r.flow_value == value and r.verify()
+        side = int(name.split("x")[0])
+        assert g.lattice_shape() == (side, side) and r.stats["route"].startswith("grid")
