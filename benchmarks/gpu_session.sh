@@ -1,0 +1,23 @@
+#!/bin/bash
+# One GPU session of the grid solver work: build, smoke/tune, tests, benchmark. Logs under $OUT.
+# usage: bash benchmarks/gpu_session.sh "<tune sweep json>" "<tune cases>" "<pytest args or skip>" "<bench args or skip>"
+set -o pipefail
+SWEEP="$1"; [ -z "$SWEEP" ] && SWEEP='[{}]'
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 TORCHCUT_DATA=$PWD/.data
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+t0=$(date +%s)
+python3 -m torchcut.build torchcut_grid > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+if [ "$3" != "skip" ]; then
+  timeout ${PYTEST_TIMEOUT:-240} python3 -m pytest -m cuda -x -q -p no:cacheprovider ${3:-tests/test_cuda_grid.py} 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if [ "$2" != "skip" ]; then
+  timeout ${TUNE_TIMEOUT:-200} python3 benchmarks/tune_grid.py --sweep "$SWEEP" --cases "${2:-512-4,1024-4}" 2>&1 | tee "$OUT/tune.log"
+fi
+if [ "$4" != "skip" ] && [ -n "$4" ]; then
+  timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/grid.py --out "$OUT" $4 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+echo "session total: $(( $(date +%s) - t0 )) s"
