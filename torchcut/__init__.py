@@ -14,12 +14,14 @@ from importlib import import_module
 from .grid import GridGraph, grid_offsets
 from .result import CertificateError, CutResult
 from .solvers import maxflow
+# Imported eagerly: the function shares its name with its module, and a lazy lookup would return the
+# module once anything imported ``torchcut.segment``.
+from .segment import segment
 
 __version__ = "0.1.0"
 
 # Public names that live in heavier modules, imported on first use.
 _LAZY = {
-    "segment": "segment",
     "segmentation_graph": "energy",
     "FlowGraph": "graph",
     "read_dimacs": "dimacs",
@@ -28,7 +30,7 @@ _LAZY = {
     "datasets": None,
 }
 
-__all__ = ["GridGraph", "grid_offsets", "maxflow", "CutResult", "CertificateError", *_LAZY]
+__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "CutResult", "CertificateError", *_LAZY]
 
 
 def __getattr__(name):

@@ -1,0 +1,540 @@
+"""Seeded segmentation energies: an image and seed labels become a :class:`~torchcut.GridGraph`.
+
+The energy follows Boykov and Jolly (ICCV 2001), "Interactive graph cuts for optimal boundary & region
+segmentation of objects in N-D images". For a labelling ``x`` (1 = object, 0 = background)
+
+.. math::
+
+    E(x) = \\sum_p D_p(x_p) + \\lambda \\sum_{(p, q)} w_{pq} [x_p \\ne x_q]
+
+* **Data term** ``D_p``: negative log-likelihood of the pixel's colour under a colour histogram of the
+  object seeds and one of the background seeds. Colours are quantized into ``bins`` levels per channel
+  (the range of each channel of each image is mapped onto the bins), the two histograms are smoothed
+  (a ``[1, 2, 1] / 4`` blur along every colour axis) and mixed with a uniform distribution
+  (weight ``1e-2``), so that colours no seed has shown keep a finite cost. Only the difference of the
+  two costs matters: a pixel more likely under the object model gets a source capacity of
+  ``log P(I | object) - log P(I | background)`` nats, a pixel more likely under the background model
+  a sink capacity of the opposite. (Boykov and Jolly weight the data term by their lambda; here
+  ``lam`` weights the smoothness term, so their lambda is ``1 / lam``.)
+* **Smoothness term**: contrast sensitive, ``w_pq = exp(-||I_p - I_q||^2 / (2 sigma^2)) / dist(p, q)``
+  with ``dist`` the Euclidean length of the offset (1, sqrt 2, sqrt 3). When ``sigma`` is not given it
+  is estimated per image as the root mean square colour difference over axis-aligned neighbour pairs,
+  ``sigma = sqrt(mean ||I_p - I_q||^2)`` (the choice of Rother et al.'s GrabCut), in the units of the
+  image's values.
+* **Hard constraints**: an object seed gets source capacity ``hard`` and sink capacity 0, a background
+  seed the opposite, where ``hard = 1 + sum over the 2K directions of the largest possible n-link
+  capacity``: more than the sum of all other arcs of any node, so no minimum cut ever separates a seed
+  from its terminal.
+
+Integer capacities
+------------------
+The solvers are exact on integers. Energies are quantized: every capacity is
+``round(scale * value)`` with ``value`` in energy units (nats for the data term, ``lam * w_pq`` for the
+smoothness term), stored as int32. By default ``scale = 1024 / max(lam, 1)``, so that the largest
+n-link (``lam``, an axis-aligned pair of equal colours) is 1024 integer units for ``lam >= 1``: the
+rounding error of any capacity is at most ``1 / 2048`` of ``lam``. ``hard`` must fit in int32; a
+``scale`` (or ``lam``) so large that it does not raises ``ValueError``. The graph records these
+choices in ``graph.energy`` (an :class:`EnergyInfo`).
+
+Shapes
+------
+Seeds decide the spatial shape: ``[H, W]``, ``[B, H, W]``, ``[D, H, W]`` or ``[B, D, H, W]``. The
+number of spatial dimensions comes from ``ndim``, else from ``connectivity`` (4 or 8: 2D; 6, 18 or 26:
+3D), else from the seeds alone when that is unambiguous (2 dims: one 2D image; 4 dims: a batch of
+volumes). Three-dimensional seeds with neither ``ndim`` nor ``connectivity`` raise ``ValueError``:
+they could be a batch of images or a volume. The image has the seeds' shape (one channel) or one
+more axis, the channel axis: ``channel_axis`` when given, else the axis whose removal leaves the
+seeds' shape, looked for right before the spatial dims (``[C, H, W]``, ``[B, C, H, W]``) and last
+(``[H, W, C]``, ``[B, H, W, C]``); when both fit, pass ``channel_axis``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._validate import INT32_MAX, describe
+from .grid import GridGraph, grid_offsets
+
+__all__ = ["segmentation_graph", "EnergyInfo", "DEFAULT_LAM"]
+
+#: Default weight of the smoothness term relative to the data term (nats per unit of ``w_pq``).
+DEFAULT_LAM = 4.0
+#: Integer units per energy unit are ``SCALE_UNITS / max(lam, 1)`` unless ``scale`` is given.
+SCALE_UNITS = 1024
+#: Weight of the uniform distribution mixed into the colour histograms.
+UNIFORM_WEIGHT = 1e-2
+#: Largest number of histogram bins per model (bins ** channels).
+MAX_BINS_TOTAL = 2**20
+
+_CONN_NDIM = {4: 2, 8: 2, 6: 3, 18: 3, 26: 3}
+
+
+@dataclass(frozen=True)
+class EnergyInfo:
+    """How a segmentation graph was built (``graph.energy``).
+
+    Attributes
+    ----------
+    lam : float
+        Weight of the smoothness term.
+    sigma : torch.Tensor
+        float32 ``[B]``: the contrast scale used for each image (estimated or given).
+    scale : float
+        Integer capacity units per energy unit: a cut value ``c`` is an energy of ``c / scale``.
+    hard : int
+        Capacity of the terminal arc that ties a seed to its terminal.
+    bins : int
+        Histogram levels per colour channel.
+    channels : int
+        Number of colour channels of the image.
+    connectivity : int
+        Neighbourhood size (4, 8, 6, 18 or 26).
+    ndim : int
+        Number of spatial dimensions (2 or 3).
+    channel_axis : int or None
+        The axis of the input image that held the channels (None for one-channel images).
+    """
+
+    lam: float
+    sigma: torch.Tensor
+    scale: float
+    hard: int
+    bins: int
+    channels: int
+    connectivity: int
+    ndim: int
+    channel_axis: int | None
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def _pil_array(x) -> np.ndarray | None:
+    """A numpy array of a PIL image (palette, alpha and exotic modes converted), or None."""
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - pillow is a dependency
+        return None
+    if not isinstance(x, Image.Image):
+        return None
+    mode = x.mode
+    if mode in ("L", "RGB", "I", "F") or mode.startswith("I;16"):
+        return np.asarray(x)
+    if mode == "1":
+        return np.asarray(x.convert("L"))
+    if mode == "LA":
+        return np.asarray(x.convert("L"))
+    return np.asarray(x.convert("RGB"))
+
+
+def _as_image_tensor(x: Any, name: str) -> torch.Tensor:
+    arr = _pil_array(x)
+    if arr is not None:
+        x = arr
+    if isinstance(x, np.ndarray):
+        if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: expected a numeric (integer or float) array, got {describe(x)}")
+        if x.dtype == np.uint16 or x.dtype == np.uint32 or x.dtype == np.uint64:
+            x = x.astype(np.int64)
+        x = np.ascontiguousarray(x)
+        return torch.from_numpy(x if x.flags.writeable else x.copy())
+    if isinstance(x, torch.Tensor):
+        if x.dtype == torch.bool or x.is_complex():
+            raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
+        return x
+    raise TypeError(f"{name}: expected a torch tensor, numpy array or PIL image, got {describe(x)}")
+
+
+def _as_seed_tensor(x: Any, device: torch.device) -> torch.Tensor:
+    arr = _pil_array(x)
+    if arr is not None:
+        x = np.asarray(arr)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "iu":
+            raise TypeError(
+                f"seeds: expected an integer array of labels 0 (unknown), 1 (object), 2 (background), "
+                f"got {describe(x)}"
+            )
+        x = np.ascontiguousarray(x.astype(np.int64) if x.dtype.kind == "u" and x.itemsize > 1 else x)
+        x = torch.from_numpy(x if x.flags.writeable else x.copy())
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"seeds: expected a torch tensor, numpy array or PIL image of labels, got {describe(x)}")
+    if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
+        raise TypeError(
+            f"seeds: expected an integer tensor of labels 0 (unknown), 1 (object), 2 (background), got {describe(x)}"
+        )
+    return x.to(device)
+
+
+def _resolve_ndim(seed_shape: tuple, ndim, connectivity) -> tuple[int, int]:
+    if connectivity is not None and connectivity not in _CONN_NDIM:
+        raise ValueError(f"connectivity: expected 4 or 8 (2D) or 6, 18 or 26 (3D), got {connectivity!r}")
+    if ndim is not None and ndim not in (2, 3):
+        raise ValueError(f"ndim: expected 2 or 3 spatial dimensions, got {ndim!r}")
+    if ndim is not None and connectivity is not None and _CONN_NDIM[connectivity] != ndim:
+        raise ValueError(
+            f"connectivity: expected {'4 or 8' if ndim == 2 else '6, 18 or 26'} for ndim={ndim}, got {connectivity}"
+        )
+    if ndim is None and connectivity is not None:
+        ndim = _CONN_NDIM[connectivity]
+    if ndim is None:
+        if len(seed_shape) == 2:
+            ndim = 2
+        elif len(seed_shape) == 4:
+            ndim = 3
+        elif len(seed_shape) == 3:
+            raise ValueError(
+                f"seeds: shape {seed_shape} is ambiguous: a batch of 2D images [B, H, W] or one 3D volume "
+                "[D, H, W]; pass ndim=2 or ndim=3 (or connectivity=4/8 for 2D, 6/18/26 for 3D)"
+            )
+        else:
+            raise ValueError(
+                f"seeds: expected shape [H, W], [B, H, W], [D, H, W] or [B, D, H, W], got {seed_shape}"
+            )
+    if len(seed_shape) not in (ndim, ndim + 1):
+        names = "[H, W] or [B, H, W]" if ndim == 2 else "[D, H, W] or [B, D, H, W]"
+        raise ValueError(f"seeds: expected shape {names} for ndim={ndim}, got {seed_shape}")
+    if connectivity is None:
+        connectivity = 4 if ndim == 2 else 6
+    return ndim, connectivity
+
+
+def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis) -> int | None:
+    """The image axis holding the channels (None: no channel axis), checked against the seeds' shape."""
+    expect = (
+        f"the seeds' shape {seed_shape}, or that shape with one channel axis "
+        f"(before the spatial dims or last)"
+    )
+    if channel_axis is not None:
+        if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis, bool):
+            raise TypeError(f"channel_axis: expected an int or None, got {type(channel_axis).__name__}")
+        n = len(img_shape)
+        if len(img_shape) != len(seed_shape) + 1 or not -n <= channel_axis < n:
+            raise ValueError(
+                f"channel_axis: expected an axis of an image with one axis more than the seeds {seed_shape}, "
+                f"got channel_axis={channel_axis} for an image of shape {img_shape}"
+            )
+        ax = int(channel_axis) % n
+        rest = img_shape[:ax] + img_shape[ax + 1:]
+        if rest != seed_shape:
+            raise ValueError(
+                f"image: expected shape {seed_shape} plus channels at axis {channel_axis}, got {img_shape}"
+            )
+        return ax
+    if img_shape == seed_shape:
+        return None
+    if len(img_shape) == len(seed_shape) + 1:
+        cands = sorted({a for a in (lead, len(img_shape) - 1) if img_shape[:a] + img_shape[a + 1:] == seed_shape})
+        if len(cands) == 1:
+            return cands[0]
+        if len(cands) == 2:
+            raise ValueError(
+                f"image: shape {img_shape} with seeds of shape {seed_shape} is ambiguous: channels could be "
+                f"axis {cands[0]} or axis {cands[1]}; pass channel_axis"
+            )
+    raise ValueError(f"image: expected {expect}, got shape {img_shape}")
+
+
+def _prepare(image, seeds, ndim, connectivity, channel_axis):
+    """Validate inputs; return x float32 [B, C, *S], seeds uint8 [B, *S] and the layout."""
+    img = _as_image_tensor(image, "image")
+    device = img.device
+    s = _as_seed_tensor(seeds, device)
+    seed_shape = tuple(s.shape)
+    ndim, connectivity = _resolve_ndim(seed_shape, ndim, connectivity)
+    batched = len(seed_shape) == ndim + 1
+    lead = 1 if batched else 0
+    ax = _channel_axis(tuple(img.shape), seed_shape, lead, channel_axis)
+    if any(n == 0 for n in seed_shape):
+        raise ValueError(f"seeds: expected a non-empty grid, got shape {seed_shape}")
+    # image -> [B, C, *S] float32 (float64 is narrowed: the energy does not need it)
+    x = img if ax is not None else img.unsqueeze(lead)
+    if ax is not None and ax != lead:
+        x = x.movedim(ax, lead)
+    if not batched:
+        x = x.unsqueeze(0)
+    if x.is_floating_point():
+        bad = ~torch.isfinite(x)
+        if bool(bad.any()):
+            raise ValueError(
+                f"image: expected finite pixel values, got {int(bad.sum())} NaN or infinite value(s)"
+            )
+    x = x.to(torch.float32)
+    s = s if batched else s.unsqueeze(0)
+    lo, hi = int(s.min()), int(s.max())
+    if lo < 0 or hi > 2:
+        raise ValueError(
+            f"seeds: expected labels 0 (unknown), 1 (object) and 2 (background), got values in [{lo}, {hi}]"
+        )
+    s = s.to(torch.uint8)
+    return x, s, ndim, connectivity, batched, ax
+
+
+# ---------------------------------------------------------------------------------------------- terms
+def _slices(shape, o):
+    """Index tuples (over the spatial dims) of the nodes p with p + o inside, and of p + o."""
+    here, there = [], []
+    for v, n in zip(o, shape):
+        if v >= 0:
+            here.append(slice(0, n - v))
+            there.append(slice(v, n))
+        else:
+            here.append(slice(-v, n))
+            there.append(slice(0, n + v))
+    return tuple(here), tuple(there)
+
+
+def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
+    """``||I_p - I_{p+o}||^2`` over the nodes p whose neighbour p + o lies inside: ``[B, *S']``."""
+    shape = x.shape[2:]
+    if any(abs(v) >= n for v, n in zip(o, shape)):
+        return None
+    here, there = _slices(shape, o)
+    idx = (slice(None), slice(None))
+    d = x[idx + here] - x[idx + there]
+    return d.square_().sum(1)
+
+
+def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
+    """Per-image contrast scale: root mean square colour difference over axis-aligned neighbours.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        float ``[B, C, *S]`` (batch, channels, 2 or 3 spatial dims).
+
+    Returns
+    -------
+    torch.Tensor
+        float32 ``[B]``; 1 for a constant image.
+
+    Examples
+    --------
+    >>> x = torch.tensor([[[[0., 2.], [0., 2.]]]])
+    >>> estimate_sigma(x)
+    tensor([1.4142])
+    """
+    B = x.shape[0]
+    total = torch.zeros(B, dtype=torch.float32, device=x.device)
+    count = 0
+    nd = x.dim() - 2
+    for axis in range(nd):
+        o = tuple(1 if i == axis else 0 for i in range(nd))
+        d2 = _sq_diff(x, o)
+        if d2 is None:
+            continue
+        total += d2.reshape(B, -1).sum(1, dtype=torch.float32)
+        count += d2[0].numel()
+    mean = total / max(count, 1)
+    return torch.where(mean > 0, mean.sqrt(), torch.ones_like(mean))
+
+
+def _default_bins(channels: int) -> int:
+    b = int(math.floor(4096 ** (1.0 / channels) + 1e-6))
+    return max(2, min(64, b))
+
+
+def _smooth_hist(h: torch.Tensor, channels: int) -> torch.Tensor:
+    """``[1, 2, 1] / 4`` blur along each of the trailing ``channels`` axes (zero outside)."""
+    for axis in range(h.dim() - channels, h.dim()):
+        n = h.shape[axis]
+        if n < 2:
+            continue
+        out = h * 0.5
+        out.narrow(axis, 1, n - 1).add_(h.narrow(axis, 0, n - 1), alpha=0.25)
+        out.narrow(axis, 0, n - 1).add_(h.narrow(axis, 1, n - 1), alpha=0.25)
+        h = out
+    return h
+
+
+def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
+    """``log P(I_p | object) - log P(I_p | background)`` per node: float32 ``[B, N]``.
+
+    Also checks that every image has object and background seeds.
+    """
+    B, C = x.shape[:2]
+    dev = x.device
+    flat = x.reshape(B, C, -1)
+    N = flat.shape[2]
+    lo = flat.amin(2, keepdim=True)
+    hi = flat.amax(2, keepdim=True)
+    span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
+    nb = bins**C
+    bin_idx = torch.zeros((B, N), dtype=torch.int64, device=dev)
+    for c in range(C):
+        q = ((flat[:, c] - lo[:, c]) / span[:, c] * bins).floor_().clamp_(0, bins - 1)
+        bin_idx.mul_(bins).add_(q.to(torch.int64))
+    lab = s.reshape(B, -1)
+    base = (torch.arange(B, device=dev) * (2 * nb)).unsqueeze(1)
+    slot = torch.where(lab == 1, base + bin_idx, base + nb + bin_idx)
+    slot = torch.where(lab == 0, torch.full_like(slot, 2 * B * nb), slot)
+    counts = torch.zeros(2 * B * nb + 1, dtype=torch.int32, device=dev)
+    counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(B * N))
+    del slot
+    hist = counts[:-1].view(B, 2, nb)
+    n_seeds = hist.sum(2)  # [B, 2]
+    missing = (n_seeds == 0).nonzero().tolist()
+    if missing:
+        b, k = missing[0]
+        which = "object (label 1)" if k == 0 else "background (label 2)"
+        where = f" in batch item {b}" if len(missing) > 0 and B > 1 else ""
+        raise ValueError(f"seeds: expected at least one {which} seed{where}, got none")
+    h = hist.to(torch.float32).view((B * 2,) + (bins,) * C)
+    h = _smooth_hist(h, C).reshape(B, 2, nb)
+    p = h / h.sum(2, keepdim=True)
+    p = p.mul_(1 - UNIFORM_WEIGHT).add_(UNIFORM_WEIGHT / nb)
+    logp = p.log_()
+    table = (logp[:, 0] - logp[:, 1]).reshape(-1)  # [B * nb]
+    return table[bin_idx.add_((torch.arange(B, device=dev) * nb).unsqueeze(1))]
+
+
+# ---------------------------------------------------------------------------------------------- graph
+def segmentation_graph(
+    image,
+    seeds,
+    *,
+    lam: float = DEFAULT_LAM,
+    sigma: float | None = None,
+    connectivity: int | None = None,
+    ndim: int | None = None,
+    channel_axis: int | None = None,
+    bins: int | None = None,
+    scale: float | None = None,
+) -> GridGraph:
+    """The Boykov-Jolly graph of a seeded segmentation: integer capacities on the image's device.
+
+    See the module documentation for the energy, the quantization and how shapes are read.
+
+    Parameters
+    ----------
+    image : torch.Tensor, numpy.ndarray or PIL.Image.Image
+        Gray ``[*S]`` or with one channel axis (``[C, *S]`` or ``[*S, C]``), optionally batched
+        ``[B, ...]``; ``S`` is ``(H, W)`` or ``(D, H, W)``. Integer or floating point, finite.
+    seeds : torch.Tensor, numpy.ndarray or PIL.Image.Image
+        Integer labels shaped ``[*S]`` or ``[B, *S]``: 0 unknown, 1 object, 2 background (the
+        convention of ``skimage.segmentation.random_walker``). Every image needs at least one object
+        and one background seed.
+    lam : float
+        Weight of the smoothness term (>= 0). Larger: shorter, smoother boundaries.
+    sigma : float, optional
+        Contrast scale of the smoothness term, in the units of the image's values. Default: estimated
+        per image (root mean square neighbour difference).
+    connectivity : int, optional
+        4 or 8 (2D), 6, 18 or 26 (3D). Default 4 in 2D, 6 in 3D.
+    ndim : int, optional
+        Number of spatial dimensions, 2 or 3; needed for 3-dimensional seeds unless ``connectivity``
+        tells it.
+    channel_axis : int, optional
+        The image's channel axis, for images with one more axis than the seeds when the shapes alone
+        do not tell it.
+    bins : int, optional
+        Histogram levels per channel. Default: 64 for one channel, 64 for two, 16 for three, 8 for four.
+    scale : float, optional
+        Integer capacity units per energy unit. Default ``1024 / max(lam, 1)``.
+
+    Returns
+    -------
+    GridGraph
+        Batched exactly when the seeds are; ``graph.energy`` holds an :class:`EnergyInfo`.
+
+    Raises
+    ------
+    TypeError
+        An input of the wrong type or dtype (e.g. boolean or float seeds).
+    ValueError
+        Shapes that do not match or are ambiguous, labels outside {0, 1, 2}, an image without object
+        or background seeds, non-finite pixels, or capacities that would not fit in int32.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> image = torch.tensor([[0., 0., 9., 9.]] * 3)
+    >>> seeds = torch.zeros(3, 4, dtype=torch.uint8)
+    >>> seeds[1, 0], seeds[1, 3] = 1, 2
+    >>> g = torchcut.segmentation_graph(image, seeds, lam=1.0)
+    >>> g.shape, g.caps.dtype, g.energy.hard
+    ((3, 4), torch.int32, 4097)
+    >>> torchcut.maxflow(g).mask.int().tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
+    """
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
+    if sigma is not None and (
+        isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma <= 0
+    ):
+        raise ValueError(f"sigma: expected a finite number > 0 or None, got {sigma!r}")
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
+    ):
+        raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
+    x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis)
+    B, C = x.shape[:2]
+    shape = tuple(x.shape[2:])
+    dev = x.device
+    if bins is None:
+        bins = _default_bins(C)
+    elif isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins: expected a positive int, got {bins!r}")
+    bins = int(bins)
+    if bins**C > MAX_BINS_TOTAL:
+        raise ValueError(
+            f"bins: {bins} levels for {C} channels make {bins ** C} histogram bins, above the limit "
+            f"{MAX_BINS_TOTAL}; pass a smaller bins"
+        )
+    if scale is None:
+        scale = SCALE_UNITS / max(float(lam), 1.0)
+    scale = float(scale)
+    offsets = grid_offsets(ndim, connectivity)
+    dists = [math.sqrt(sum(v * v for v in o)) for o in offsets]
+    top = [round(lam * scale / d) for d in dists]  # largest capacity of each n-link
+    hard = 1 + 2 * sum(top)
+    if hard > INT32_MAX:
+        raise ValueError(
+            f"scale: lam * scale = {lam * scale:g} makes the seed capacity {hard} exceed the int32 range "
+            f"{INT32_MAX}; pass a smaller scale"
+        )
+
+    # data term
+    llr = _log_ratio(x, s, bins).view((B,) + shape)
+    lab = s
+    hard_t = torch.tensor(hard, dtype=torch.int32, device=dev)
+    zero = torch.zeros((), dtype=torch.int32, device=dev)
+    src = (llr.clamp(min=0) * scale).round_().to(torch.int32)
+    snk = (llr.neg_().clamp_(min=0) * scale).round_().to(torch.int32)
+    del llr
+    source = torch.where(lab == 1, hard_t, torch.where(lab == 2, zero, src))
+    sink = torch.where(lab == 2, hard_t, torch.where(lab == 1, zero, snk))
+    del src, snk
+
+    # smoothness term
+    sig = estimate_sigma(x) if sigma is None else torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
+    coef = (-0.5 / sig.square()).view((B,) + (1,) * ndim)
+    edges = torch.zeros((len(offsets), B) + shape, dtype=torch.int32, device=dev)
+    if lam > 0:
+        for k, (o, d) in enumerate(zip(offsets, dists)):
+            d2 = _sq_diff(x, o)
+            if d2 is None:
+                continue
+            here, _ = _slices(shape, o)
+            w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_()
+            edges[(k, slice(None)) + here] = w.to(torch.int32)
+            del d2, w
+
+    if not batched:
+        source, sink, edges = source[0], sink[0], edges[:, 0]
+    graph = GridGraph(source, sink, edges, offsets)
+    graph.energy = EnergyInfo(
+        lam=float(lam),
+        sigma=sig,
+        scale=scale,
+        hard=hard,
+        bins=bins,
+        channels=C,
+        connectivity=connectivity,
+        ndim=ndim,
+        channel_axis=ax,
+    )
+    return graph
