@@ -63,7 +63,7 @@ from .grid import GridGraph, grid_offsets
 __all__ = ["segmentation_graph", "EnergyInfo", "DEFAULT_LAM"]
 
 #: Default weight of the smoothness term relative to the data term (nats per unit of ``w_pq``).
-DEFAULT_LAM = 4.0
+DEFAULT_LAM = 8.0
 #: Integer units per energy unit are ``SCALE_UNITS / max(lam, 1)`` unless ``scale`` is given.
 SCALE_UNITS = 1024
 #: Weight of the uniform distribution mixed into the colour histograms.

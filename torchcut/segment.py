@@ -41,7 +41,7 @@ def segment(
         Integer labels shaped like the image without its channel axis: 0 unknown, 1 object,
         2 background (as in ``skimage.segmentation.random_walker``).
     lam : float
-        Weight of the smoothness term relative to the colour data term (default 4).
+        Weight of the smoothness term relative to the colour data term (default 8).
     sigma : float, optional
         Contrast scale in the image's units; estimated per image by default.
     connectivity : int, optional
