@@ -149,9 +149,12 @@ def _as_image_tensor(x: Any, name: str) -> torch.Tensor:
 
 
 def _as_seed_tensor(x: Any, device: torch.device) -> torch.Tensor:
-    arr = _pil_array(x)
-    if arr is not None:
-        x = np.asarray(arr)
+    if _pil_array(x) is not None:  # a PIL image: its values (palette indices for mode P) are the labels
+        if not (x.mode in ("L", "P", "I") or x.mode.startswith("I;16")):
+            raise TypeError(
+                f"seeds: expected a one-channel PIL image (mode L, P or I) of labels, got mode {x.mode}"
+            )
+        x = np.asarray(x)
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "iu":
             raise TypeError(
