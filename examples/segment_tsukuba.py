@@ -65,9 +65,9 @@ def read_seeds(path: Path, shape) -> np.ndarray:
 
 
 def resize(image: np.ndarray, seeds: np.ndarray, size: int):
-    """Scale so that the longer side is ``size`` (image bilinear, seeds nearest); 0 keeps the size."""
+    """Shrink so that the longer side is at most ``size`` (image bilinear, seeds nearest); 0 keeps the size."""
     h, w = seeds.shape
-    if size <= 0 or max(h, w) == size:
+    if size <= 0 or max(h, w) <= size:
         return image, seeds
     f = size / max(h, w)
     new = (max(1, round(w * f)), max(1, round(h * f)))
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--image", type=Path, help="image to segment (default: Tsukuba, else the astronaut)")
     p.add_argument("--seeds", type=Path, help="PNG of labels 0/1/2 the size of the image (required with --image)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: ./out)")
-    p.add_argument("--size", type=int, default=256, help="longer side in pixels before segmenting; 0 = full size (default 256)")
+    p.add_argument("--size", type=int, default=256, help="shrink so the longer side is at most this; 0 = full size (default 256)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--lam", type=float, default=None, help="smoothness weight (default: tuned per built-in image)")
     p.add_argument("--connectivity", type=int, default=CONNECTIVITY, choices=(4, 8), help="default 8")
