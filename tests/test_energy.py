@@ -267,3 +267,28 @@ def test_cuda_graph_stays_on_the_gpu():
     gpu = segmentation_graph(torch.from_numpy(img).cuda(), torch.from_numpy(seeds).cuda(), connectivity=8)
     assert gpu.device.type == "cuda" and gpu.caps.dtype == torch.int32
     assert torch.equal(gpu.caps.cpu(), cpu.caps) and torch.equal(gpu.source.cpu(), cpu.source)
+
+
+@pytest.mark.parametrize("batched, conn", [(False, 4), (False, 8), (True, 8), (False, 26)])
+def test_fast_graph_equals_the_public_constructor(batched, conn):
+    """segmentation_graph fills GridGraph's layout directly; it must be the graph the constructor builds."""
+    rng = np.random.default_rng(conn)
+    shape = (5, 6, 7) if conn == 26 else (9, 11)
+    img = rng.uniform(0, 255, ((2,) if batched else ()) + shape).astype(np.float32)
+    seeds = np.zeros(img.shape, np.uint8)
+    seeds[..., 0, 0], seeds[..., -1, -1] = 1, 2
+    fast = segmentation_graph(img, seeds, connectivity=conn, lam=3.0)
+    K = len(fast.offsets)
+    edges = fast.caps[:, :K].transpose(0, 1)  # [K, B, *shape]
+    src, snk = fast.source, fast.sink
+    if not batched:
+        edges, src, snk = edges[:, 0], src[0], snk[0]
+    slow = torchcut.GridGraph(src, snk, edges, fast.offsets)
+    assert set(vars(fast)) - {"energy"} == set(vars(slow))
+    for key, value in vars(slow).items():
+        mine = getattr(fast, key)
+        if isinstance(value, torch.Tensor):
+            assert mine.dtype == value.dtype and torch.equal(mine, value), key
+        else:
+            assert mine == value, key
+    assert repr(fast) == repr(slow)

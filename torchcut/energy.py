@@ -395,6 +395,28 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- graph
+def _grid_graph(caps, source, sink, offsets, batched) -> GridGraph:
+    """A GridGraph from capacities already in its internal layout, without the constructor's copies.
+
+    ``GridGraph(source, sink, edges, offsets)`` widens every capacity to int64 and checks sums, which
+    for a segmentation energy is known in advance: n-links are symmetric, non-negative int32 with
+    pair sums at most ``hard`` (int32), terminal capacities at most ``hard``, so every total stays far
+    below 2**62 for any grid that fits in memory. This builds the same object (the test suite checks
+    it against the constructor attribute by attribute) with int32 ``caps`` and ``sink`` and int64
+    ``source``, the dtypes the constructor picks for these values.
+    """
+    g = GridGraph.__new__(GridGraph)
+    g.offsets = tuple(tuple(int(v) for v in o) for o in offsets)
+    g.batched = bool(batched)
+    g.shape = tuple(caps.shape[2:])
+    g.is_float = False
+    g.scale = None
+    g.caps = caps.contiguous()
+    g.source = source.to(torch.int64).contiguous()
+    g.sink = sink.to(caps.dtype).contiguous()
+    return g
+
+
 def segmentation_graph(
     image,
     seeds,
@@ -512,23 +534,23 @@ def segmentation_graph(
     sink = torch.where(lab == 2, hard_t, torch.where(lab == 1, zero, snk))
     del src, snk
 
-    # smoothness term
+    # smoothness term, written straight into the solver layout (see _grid_graph)
     sig = estimate_sigma(x) if sigma is None else torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
     coef = (-0.5 / sig.square()).view((B,) + (1,) * ndim)
-    edges = torch.zeros((len(offsets), B) + shape, dtype=torch.int32, device=dev)
+    K = len(offsets)
+    caps = torch.zeros((B, 2 * K) + shape, dtype=torch.int32, device=dev)
     if lam > 0:
         for k, (o, d) in enumerate(zip(offsets, dists)):
             d2 = _sq_diff(x, o)
             if d2 is None:
                 continue
-            here, _ = _slices(shape, o)
-            w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_()
-            edges[(k, slice(None)) + here] = w.to(torch.int32)
+            here, there = _slices(shape, o)
+            w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_().to(torch.int32)
+            caps[(slice(None), k) + here] = w  # arc p -> p + o, stored at p
+            caps[(slice(None), K + k) + there] = w  # arc p + o -> p, stored at p + o (direction -o)
             del d2, w
 
-    if not batched:
-        source, sink, edges = source[0], sink[0], edges[:, 0]
-    graph = GridGraph(source, sink, edges, offsets)
+    graph = _grid_graph(caps, source, sink, offsets, batched)
     graph.energy = EnergyInfo(
         lam=float(lam),
         sigma=sig,
