@@ -1,0 +1,119 @@
+"""The ``torchcut`` command line, run in-process through ``torchcut.cli.main``."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+import torchcut
+from torchcut.cli import main
+
+TINY = "c tiny\np max 4 5\nn 1 s\nn 4 t\na 1 2 3\na 1 3 2\na 2 3 1\na 2 4 2\na 3 4 4\n"
+
+
+def run(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_maxflow_prints_solution_line(tmp_path, capsys):
+    p = tmp_path / "g.max"
+    p.write_text(TINY)
+    code, out, err = run(capsys, ["maxflow", str(p), "--device", "cpu", "--verify"])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert "s 5" in lines
+    assert all(line.startswith(("c ", "s ")) for line in lines)
+    assert any(line.startswith("c time:") for line in lines)
+    assert "c verified: the flow and the cut certify each other" in lines
+
+
+def test_cut_file_lists_source_side_dimacs_ids(tmp_path, capsys):
+    # s=1, t=5: 1 -> 2 (9) -> 5 (1); 1 -> 3 (1) -> 5 (9); 1 -> 4 (2), a dead end. Flow 2.
+    text = "p max 5 5\nn 1 s\nn 5 t\na 1 2 9\na 2 5 1\na 1 3 1\na 3 5 9\na 1 4 2\n"
+    p = tmp_path / "g.max.gz"
+    p.write_bytes(gzip.compress(text.encode()))
+    out_cut = tmp_path / "cut.txt"
+    code, out, _ = run(capsys, ["maxflow", str(p), "--device", "cpu", "--cut", str(out_cut)])
+    assert code == 0 and "s 2" in out.splitlines()
+    # node 2 (saturated sink arc) and node 4 (no way to the sink) stay on the source side
+    assert out_cut.read_text().split() == ["1", "2", "4"]
+
+
+def test_cut_matches_the_result_mask(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    n, m = 30, 120
+    t, h, c = rng.integers(1, n + 1, m), rng.integers(1, n + 1, m), rng.integers(0, 20, m)
+    p = tmp_path / "r.max"
+    p.write_text(f"p max {n} {m}\nn 3 s\nn 17 t\n" + "".join(f"a {a} {b} {x}\n" for a, b, x in zip(t, h, c)))
+    cut = tmp_path / "cut"
+    code, out, _ = run(capsys, ["maxflow", str(p), "--device", "cpu", "--cut", str(cut), "--no-lattice"])
+    assert code == 0
+    g = torchcut.read_dimacs(p)
+    r = torchcut.maxflow(g, lattice=False)
+    want = sorted([3] + g.node_ids[r.mask].tolist())
+    assert [int(x) for x in cut.read_text().split()] == want
+    assert f"s {r.flow_value}" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 2 -3\n", "line 4: negative capacity -3"),
+        ("n 1 s\n", "line 1: expected a problem line"),
+    ],
+)
+def test_bad_input_exit_code_one_line(tmp_path, capsys, text, msg):
+    p = tmp_path / "bad.max"
+    p.write_text(text)
+    code, out, err = run(capsys, ["maxflow", str(p), "--device", "cpu"])
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and msg in err and "Traceback" not in err
+
+
+def test_missing_file(tmp_path, capsys):
+    code, _, err = run(capsys, ["maxflow", str(tmp_path / "nope.max"), "--device", "cpu"])
+    assert code == 1 and "nope.max" in err and err.count("\n") == 1
+
+
+def test_usage_errors_exit_two(capsys):
+    with pytest.raises(SystemExit) as e:
+        main([])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["maxflow", "x.max", "--device", "tpu"])
+    assert e.value.code == 2
+
+
+def test_cuda_device_without_gpu(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    p = tmp_path / "g.max"
+    p.write_text(TINY)
+    code, _, err = run(capsys, ["maxflow", str(p), "--device", "cuda"])
+    assert code == 1 and "--device cuda: no CUDA device is available" in err
+
+
+def test_bvz_subcommand_writes_instances(tmp_path, capsys):
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    left = rng.integers(0, 255, (6, 9, 3)).astype(np.uint8)
+    right = np.roll(left, -1, axis=1)
+    Image.fromarray(left).save(tmp_path / "l.png")
+    Image.fromarray(right).save(tmp_path / "r.png")
+    out = tmp_path / "inst"
+    code, text, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
+                                   "--out", str(out), "--disparities", "3", "--solver", "torchcut", "--name", "T"])
+    assert code == 0, err
+    for a in range(3):
+        g = torchcut.read_dimacs(out / f"T{a}.max")
+        assert g.lattice_shape() == (6, 9) and g.terminal_ids == (1, 2)
+        assert torchcut.maxflow(g).flow_value == torchcut.read_dimacs_solution(out / f"T{a}.sol")
+    code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
+                                "--out", str(out), "--disparities", "1"])
+    assert code == 1 and "--disparities: expected at least 2, got 1" in err
