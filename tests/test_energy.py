@@ -266,7 +266,11 @@ def test_cuda_graph_stays_on_the_gpu():
     cpu = segmentation_graph(img, seeds, connectivity=8)
     gpu = segmentation_graph(torch.from_numpy(img).cuda(), torch.from_numpy(seeds).cuda(), connectivity=8)
     assert gpu.device.type == "cuda" and gpu.caps.dtype == torch.int32
-    assert torch.equal(gpu.caps.cpu(), cpu.caps) and torch.equal(gpu.source.cpu(), cpu.source)
+    assert gpu.source.device.type == "cuda" and gpu.sink.device.type == "cuda"
+    # exp/log may differ by an ulp between CPU and GPU: capacities agree to one integer unit
+    assert int((gpu.caps.cpu().long() - cpu.caps.long()).abs().max()) <= 1
+    assert int((gpu.source.cpu() - cpu.source).abs().max()) <= 1
+    assert gpu.energy.hard == cpu.energy.hard
 
 
 @pytest.mark.parametrize("batched, conn", [(False, 4), (False, 8), (True, 8), (False, 26)])

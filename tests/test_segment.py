@@ -201,13 +201,18 @@ def test_cuda_image_gives_cuda_mask():
     mask, result = torchcut.segment(x, torch.from_numpy(seeds).cuda(), connectivity=8, return_result=True)
     assert mask.device.type == "cuda" and mask.dtype == torch.bool
     assert result.verify()
-    cpu = torchcut.segment(img, seeds, connectivity=8)
-    assert torch.equal(mask.cpu(), cpu)
+    # the same graph solved by the reference solver on the CPU gives the same (unique) cut
+    assert torch.equal(torchcut.maxflow(result.graph.to("cpu")).mask, mask.cpu())
+    cpu = torchcut.segment(img, seeds, connectivity=8)  # capacities may differ by an ulp-rounding unit
+    assert iou(mask.cpu().numpy(), cpu.numpy()) > 0.99 and iou(mask.cpu().numpy(), truth) > 0.9
 
 
 @pytest.mark.cuda
 def test_cuda_volume():
     vol, seeds, truth = noisy_ball(seed=3)
-    mask = torchcut.segment(torch.from_numpy(vol).cuda(), torch.from_numpy(seeds).cuda(), connectivity=26)
-    assert mask.device.type == "cuda"
-    assert torch.equal(mask.cpu(), torchcut.segment(vol, seeds, connectivity=26))
+    mask, result = torchcut.segment(
+        torch.from_numpy(vol).cuda(), torch.from_numpy(seeds).cuda(), connectivity=26, return_result=True
+    )
+    assert mask.device.type == "cuda" and result.verify()
+    assert torch.equal(torchcut.maxflow(result.graph.to("cpu")).mask, mask.cpu())
+    assert iou(mask.cpu().numpy(), truth) > 0.85
