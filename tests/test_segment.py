@@ -119,8 +119,13 @@ def test_tensor_numpy_and_pil_inputs_give_the_same_mask():
         (torch.from_numpy(u8).float(), seeds.astype(np.int32)),  # float values, int32 seeds
         (u8, palette(seeds)),  # palette seeds: the indices are the labels
     ]
+    def snapshot(x):
+        return x.numpy().copy() if isinstance(x, torch.Tensor) else np.array(x)
+
     for image, s in variants:
+        before = (snapshot(image), snapshot(s))
         assert torch.equal(torchcut.segment(image, s), ref)
+        assert np.array_equal(snapshot(image), before[0]) and np.array_equal(snapshot(s), before[1])  # untouched
 
 
 def test_gray_pil_image():

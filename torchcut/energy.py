@@ -23,8 +23,9 @@ segmentation of objects in N-D images". For a labelling ``x`` (1 = object, 0 = b
   image's values.
 * **Hard constraints**: an object seed gets source capacity ``hard`` and sink capacity 0, a background
   seed the opposite, where ``hard = 1 + sum over the 2K directions of the largest possible n-link
-  capacity``: more than the sum of all other arcs of any node, so no minimum cut ever separates a seed
-  from its terminal.
+  capacity``: more than the total capacity of the n-links leaving (or, equally, entering) any node, so
+  moving a seed to its own side always lowers a cut that separates it from its terminal, and no
+  minimum cut does.
 
 Integer capacities
 ------------------
@@ -372,8 +373,8 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
         bin_idx.mul_(bins).add_(q.to(torch.int64))
     lab = s.reshape(B, -1)
     base = (torch.arange(B, device=dev) * (2 * nb)).unsqueeze(1)
-    slot = torch.where(lab == 1, base + bin_idx, base + nb + bin_idx)
-    slot = torch.where(lab == 0, torch.full_like(slot, 2 * B * nb), slot)
+    slot = (lab == 2).to(torch.int64).mul_(nb).add_(base).add_(bin_idx)  # object: first half, background: second
+    slot.masked_fill_(lab == 0, 2 * B * nb)  # unlabelled pixels go to a spare slot
     counts = torch.zeros(2 * B * nb + 1, dtype=torch.int32, device=dev)
     counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(B * N))
     del slot

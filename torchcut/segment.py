@@ -69,6 +69,13 @@ def segment(
         Bool mask shaped like ``seeds``, on the image's device: True = object (source side).
         (PyMaxflow's ``get_grid_segments`` returns the opposite, True = sink side.)
 
+    Notes
+    -----
+    CUDA images are solved by the CUDA kernels. On the CPU the solver is the reference push-relabel
+    in torch ops, meant for small images (up to about 256 x 256) and tests; for large images on a CPU,
+    PyMaxflow (Boykov-Kolmogorov) is faster: ``segmentation_graph`` gives the integer capacities to
+    feed it.
+
     Examples
     --------
     >>> import torch, torchcut
