@@ -250,11 +250,23 @@ class FlowGraph:
         bwd = torch.where(swap, cf, cb)  # capacity hi -> lo
         key = lo * N + hi
         if key.numel():
-            sk = _sort_values(key)
+            kbits = max(1, (N * N).bit_length())
+            ibits = max(1, key.numel().bit_length())
+            if kbits + ibits <= 62:
+                # one value sort of (key, position): gives the order and the inverse at once
+                comp = _sort_values((key << ibits) | torch.arange(key.numel(), device=device))
+                order = comp & ((1 << ibits) - 1)
+                sk = comp >> ibits
+            else:
+                order = None
+                sk = _sort_values(key)
             first = torch.ones_like(sk, dtype=torch.bool)
             first[1:] = sk[1:] != sk[:-1]
             uniq = sk[first]
-            if key.device.type == "cpu":
+            if order is not None:
+                inv = torch.empty_like(order)
+                inv[order] = torch.cumsum(first, 0) - 1
+            elif key.device.type == "cpu":
                 inv = torch.from_numpy(np.searchsorted(uniq.numpy(), key.numpy()))
             else:
                 inv = torch.searchsorted(uniq, key)
