@@ -173,6 +173,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budget", type=float, default=240.0, help="seconds; later work is skipped past it")
     ap.add_argument("--csr-max-nodes", type=int, default=4_000_000, help="skip the CSR kernels above this")
+    ap.add_argument("--csr-sweep", action="store_true", help="time CSR kernel options on one move per sequence")
     ap.add_argument("--general", default="", help="comma list of general graphs, e.g. rlg1000_200,rmf64_64")
     ap.add_argument("--dimacs-io", action="store_true", help="also write and re-read the first sequence as DIMACS")
     args = ap.parse_args(argv)
@@ -254,6 +255,14 @@ def main(argv=None):
                 seq["csr_moves"] += 1
                 if t_csr > 20 * max(t_solve, 1e-3) and t_csr > 2.0:
                     csr_on = False  # too slow to keep timing on this sequence
+            if args.csr_sweep and dev == "cuda" and m.alpha == 1:
+                for period in (0, 4, 16, 64):
+                    for iters in (1, 4, 16):
+                        ts, rs = timed(lambda: torchcut.maxflow(g, backend="cuda", lattice=False, period=period,
+                                                                iters=iters), 2)
+                        assert rs.flow_value == flow_pm
+                        print(f"# sweep {name} a=1 period={period:3d} iters={iters:2d}: {ts * 1e3:8.1f} ms "
+                              f"({rs.stats['global_relabels']} relabels, {rs.stats['rounds']} rounds)", flush=True)
             rows.append(row)
             for key in ("pmf_total", "pmf_solve", "tc_total", "tc_solve"):
                 seq[key] += row[key]
