@@ -296,3 +296,23 @@ def test_fast_graph_equals_the_public_constructor(batched, conn):
         else:
             assert mine == value, key
     assert repr(fast) == repr(slow)
+
+
+def test_spacing_scales_the_distances():
+    rng = np.random.default_rng(7)
+    vol = rng.normal(100, 20, (4, 5, 6)).astype(np.float32)
+    seeds = np.zeros(vol.shape, np.uint8)
+    seeds[0, 0, 0], seeds[3, 4, 5] = 1, 2
+    iso = segmentation_graph(vol, seeds, connectivity=6, sigma=20.0)
+    assert torch.equal(segmentation_graph(vol, seeds, connectivity=6, sigma=20.0, spacing=(3, 3, 3)).caps, iso.caps)
+    thick = segmentation_graph(vol, seeds, connectivity=6, sigma=20.0, spacing=(2.0, 1.0, 1.0))
+    offsets = thick.offsets
+    z = offsets.index((1, 0, 0))
+    inplane = [k for k, o in enumerate(offsets) if o[0] == 0]
+    # arcs between slices are twice as long: half the capacity; in-plane arcs unchanged
+    assert (thick.caps[0, z].double() - iso.caps[0, z].double() / 2).abs().max() <= 1
+    for k in inplane:
+        assert torch.equal(thick.caps[0, k], iso.caps[0, k])
+    assert thick.energy.hard > int(thick.caps.to(torch.int64).sum(1).max())
+    with pytest.raises(ValueError, match=r"spacing: expected 3 positive finite numbers \(one per spatial axis\), got \(1.0, 1.0\)"):
+        segmentation_graph(vol, seeds, connectivity=6, spacing=(1, 1))

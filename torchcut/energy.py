@@ -17,7 +17,8 @@ segmentation of objects in N-D images". For a labelling ``x`` (1 = object, 0 = b
   a sink capacity of the opposite. (Boykov and Jolly weight the data term by their lambda; here
   ``lam`` weights the smoothness term, so their lambda is ``1 / lam``.)
 * **Smoothness term**: contrast sensitive, ``w_pq = exp(-||I_p - I_q||^2 / (2 sigma^2)) / dist(p, q)``
-  with ``dist`` the Euclidean length of the offset (1, sqrt 2, sqrt 3). When ``sigma`` is not given it
+  with ``dist`` the Euclidean length of the offset (1, sqrt 2, sqrt 3; with a ``spacing``, the physical
+  length divided by the smallest spacing). When ``sigma`` is not given it
   is estimated per image as the root mean square colour difference over axis-aligned neighbour pairs,
   ``sigma = sqrt(mean ||I_p - I_q||^2)`` (the choice of Rother et al.'s GrabCut), in the units of the
   image's values.
@@ -429,6 +430,7 @@ def segmentation_graph(
     channel_axis: int | None = None,
     bins: int | None = None,
     scale: float | None = None,
+    spacing=None,
 ) -> GridGraph:
     """The Boykov-Jolly graph of a seeded segmentation: integer capacities on the image's device.
 
@@ -460,6 +462,11 @@ def segmentation_graph(
         Histogram levels per channel. Default: 64 for one channel, 64 for two, 16 for three, 8 for four.
     scale : float, optional
         Integer capacity units per energy unit. Default ``1024 / max(lam, 1)``.
+    spacing : sequence of float, optional
+        Physical size of a pixel or voxel along each spatial axis (e.g. ``(2.5, 0.7, 0.7)`` for a CT
+        volume with thick slices); ``dist(p, q)`` in the smoothness term is measured in these units,
+        divided by the smallest spacing (so the default, isotropic, has distance 1 between axis
+        neighbours).
 
     Returns
     -------
@@ -514,7 +521,17 @@ def segmentation_graph(
         scale = SCALE_UNITS / max(float(lam), 1.0)
     scale = float(scale)
     offsets = grid_offsets(ndim, connectivity)
-    dists = [math.sqrt(sum(v * v for v in o)) for o in offsets]
+    if spacing is None:
+        spacing = (1.0,) * ndim
+    else:
+        try:
+            spacing = tuple(float(v) for v in spacing)
+        except (TypeError, ValueError):
+            raise ValueError(f"spacing: expected {ndim} positive numbers, got {spacing!r}") from None
+        if len(spacing) != ndim or not all(math.isfinite(v) and v > 0 for v in spacing):
+            raise ValueError(f"spacing: expected {ndim} positive finite numbers (one per spatial axis), got {spacing!r}")
+    unit = min(spacing)
+    dists = [math.sqrt(sum((v * h / unit) ** 2 for v, h in zip(o, spacing))) for o in offsets]
     top = [round(lam * scale / d) for d in dists]  # largest capacity of each n-link
     hard = 1 + 2 * sum(top)
     if hard > INT32_MAX:

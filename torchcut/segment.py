@@ -25,6 +25,7 @@ def segment(
     channel_axis: int | None = None,
     bins: int | None = None,
     scale: float | None = None,
+    spacing=None,
     backend: str = "auto",
     return_result: bool = False,
     **solver_options,
@@ -55,6 +56,8 @@ def segment(
         Colour histogram levels per channel.
     scale : float, optional
         Integer capacity units per energy unit (default ``1024 / max(lam, 1)``).
+    spacing : sequence of float, optional
+        Pixel or voxel size per spatial axis, for anisotropic volumes.
     backend : {"auto", "reference", "cuda"}
         Max-flow backend, see :func:`torchcut.maxflow`.
     return_result : bool
@@ -102,6 +105,7 @@ def segment(
         channel_axis=channel_axis,
         bins=bins,
         scale=scale,
+        spacing=spacing,
     )
     result = maxflow(graph, backend=backend, **solver_options)
     mask = result.mask
