@@ -217,6 +217,7 @@ IMG_NAN[3, 4] = np.nan
         (dict(scale=float("nan")), ValueError, r"scale: expected a finite number > 0 or None, got nan"),
         (dict(scale=1e9), ValueError, r"scale: lam \* scale = .* exceed the int32 range"),
         (dict(bins=0), ValueError, r"bins: expected a positive int, got 0"),
+        (dict(lam=0, scale=1e9), ValueError, r"scale: the data term can reach \d+ integer units at scale 1e\+09, beyond the int32 range"),
         (dict(channel_axis=0), ValueError, r"channel_axis: expected an axis of an image with one axis more than the seeds"),
     ],
 )

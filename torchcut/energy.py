@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._validate import INT32_MAX, describe
+from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import GridGraph, grid_offsets
 
 __all__ = ["segmentation_graph", "EnergyInfo", "DEFAULT_LAM"]
@@ -538,6 +538,21 @@ def segmentation_graph(
         raise ValueError(
             f"scale: lam * scale = {lam * scale:g} makes the seed capacity {hard} exceed the int32 range "
             f"{INT32_MAX}; pass a smaller scale"
+        )
+    # The data term is bounded by the uniform mixture: |log ratio| <= log(1 + nb (1 - u) / u).
+    nb = bins**C
+    data_top = math.ceil(math.log1p(nb * (1 - UNIFORM_WEIGHT) / UNIFORM_WEIGHT) * scale)
+    if data_top > INT32_MAX:
+        raise ValueError(
+            f"scale: the data term can reach {data_top} integer units at scale {scale:g}, beyond the int32 "
+            f"range {INT32_MAX}; pass a smaller scale"
+        )
+    # Flows are summed in int64 without further checks: bound every total by the capacities' maxima.
+    bound = B * math.prod(shape) * (2 * max(hard, data_top) + 2 * sum(top))
+    if bound >= SUM_LIMIT:
+        raise ValueError(
+            f"scale: {B * math.prod(shape)} nodes with capacities up to {max(hard, data_top)} could sum to "
+            f"2**62 or more (int64 flows); pass a smaller scale"
         )
 
     # data term
