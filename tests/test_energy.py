@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torchcut
-from torchcut.energy import SCALE_UNITS, estimate_sigma, segmentation_graph
+from torchcut.energy import SCALE_UNITS, estimate_sigma, segmentation_graph, to_pymaxflow
 from torchcut.grid import grid_offsets
 
 
@@ -29,21 +29,8 @@ def node_out_sums(g):
 
 def pymaxflow_value(g, index=0):
     """Max flow of the same integer network through PyMaxflow (Boykov-Kolmogorov)."""
-    maxflow = pytest.importorskip("maxflow")
-    nd = g.ndim
-    K = len(g.offsets)
-    pg = maxflow.Graph[int]()
-    nodes = pg.add_grid_nodes(g.shape)
-    caps = g.caps[index].to(torch.int64).numpy()
-    for k, o in enumerate(g.offsets):
-        structure = np.zeros((3,) * nd, dtype=np.int64)
-        structure[tuple(1 + v for v in o)] = 1
-        # forward arcs p -> p + o and backward arcs p + o -> p (stored at p + o, direction K + k)
-        pg.add_grid_edges(nodes, weights=caps[k], structure=structure, symmetric=False)
-        back = np.zeros((3,) * nd, dtype=np.int64)
-        back[tuple(1 - v for v in o)] = 1
-        pg.add_grid_edges(nodes, weights=caps[K + k], structure=back, symmetric=False)
-    pg.add_grid_tedges(nodes, g.source[index].numpy(), g.sink[index].to(torch.int64).numpy())
+    pytest.importorskip("maxflow")
+    pg, _ = to_pymaxflow(g, index)
     return pg.maxflow()
 
 
@@ -317,3 +304,14 @@ def test_spacing_scales_the_distances():
     assert thick.energy.hard > int(thick.caps.to(torch.int64).sum(1).max())
     with pytest.raises(ValueError, match=r"spacing: expected 3 positive finite numbers \(one per spatial axis\), got \(1.0, 1.0\)"):
         segmentation_graph(vol, seeds, connectivity=6, spacing=(1, 1))
+
+
+def test_to_pymaxflow_batch_items():
+    pytest.importorskip("maxflow")
+    a, sa = two_tone(seed=5)
+    b, sb = two_tone(seed=6, noise=20.0)
+    g = segmentation_graph(np.stack([a, b]), np.stack([sa, sb]), connectivity=8)
+    r = torchcut.maxflow(g)
+    for i in range(2):
+        pg, ids = to_pymaxflow(g, i)
+        assert pg.maxflow() == r.flow_value[i]

@@ -62,7 +62,7 @@ import torch
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import GridGraph, grid_offsets
 
-__all__ = ["segmentation_graph", "EnergyInfo", "DEFAULT_LAM"]
+__all__ = ["segmentation_graph", "to_pymaxflow", "EnergyInfo", "DEFAULT_LAM"]
 
 #: Default weight of the smoothness term relative to the data term (nats per unit of ``w_pq``).
 DEFAULT_LAM = 8.0
@@ -596,3 +596,52 @@ def segmentation_graph(
         channel_axis=ax,
     )
     return graph
+
+
+def to_pymaxflow(graph: GridGraph, index: int = 0):
+    """The same integer network as a PyMaxflow graph (for CPU solves of big images, or comparisons).
+
+    Works for any :class:`~torchcut.GridGraph`, not only segmentation graphs. Capacities are copied to
+    the CPU; PyMaxflow's ``Graph[int]`` holds 32-bit capacities, which the int32 layout guarantees, but
+    its flow is also 32-bit: for networks whose flow could exceed ``2**31 - 1`` use ``Graph[float]``
+    (exact up to 2**53) by passing a float graph yourself.
+
+    Parameters
+    ----------
+    graph : GridGraph
+        The network.
+    index : int
+        Which batch item.
+
+    Returns
+    -------
+    (maxflow.Graph, numpy.ndarray)
+        The graph and its grid of node ids. PyMaxflow's ``get_grid_segments(ids)`` is True on the
+        *sink* side: ``~segments`` is torchcut's mask.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> image = torch.tensor([[0., 0., 9., 9.]] * 3)
+    >>> seeds = torch.tensor([[0, 0, 0, 0], [1, 0, 0, 2], [0, 0, 0, 0]])
+    >>> g = torchcut.segmentation_graph(image, seeds)
+    >>> pg, ids = to_pymaxflow(g)
+    >>> pg.maxflow() == torchcut.maxflow(g).flow_value
+    True
+    >>> (~pg.get_grid_segments(ids)).astype(int).tolist()  # one minimum cut; ties may differ
+    [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
+    """
+    import maxflow  # PyMaxflow, an optional dependency
+
+    K = len(graph.offsets)
+    nd = graph.ndim
+    caps = graph.caps[index].to(torch.int64).cpu().numpy()
+    pg = maxflow.Graph[int]()
+    ids = pg.add_grid_nodes(graph.shape)
+    for k, o in enumerate(graph.offsets):
+        for slot, sign in ((k, 1), (K + k, -1)):  # arc p -> p + o, then arc p -> p - o
+            structure = np.zeros((3,) * nd, dtype=np.int64)
+            structure[tuple(1 + sign * v for v in o)] = 1
+            pg.add_grid_edges(ids, weights=caps[slot], structure=structure, symmetric=False)
+    pg.add_grid_tedges(ids, graph.source[index].cpu().numpy(), graph.sink[index].to(torch.int64).cpu().numpy())
+    return pg, ids
