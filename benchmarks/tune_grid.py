@@ -71,7 +71,7 @@ def main():
             f = r.flow_values.tolist()
             if flows is None:
                 flows = f
-            st = {k: r.stats[k] for k in ("global_relabels", "bfs_launches", "push_launches", "host_syncs")}
+            st = {k: r.stats[k] for k in ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us")}
             print(f"  {json.dumps(opts):<55} {ms:9.2f} ms  verify={ok} same_flow={f == flows} {st} flow={f[:1]}", flush=True)
             assert f == flows
         del g

@@ -22,6 +22,9 @@ enum Opt {
   kPushLaunches,  // push launches between two global relabels (0 = adaptive)
   kBfsBatch,      // BFS launches between two host reads of the convergence flag
   kMaxCycles,     // give up after this many global relabels
+  kBfsNodes,      // nodes per thread of the BFS kernel (1, 4 or 8)
+  kProfile,       // time BFS and push phases with events (adds synchronisations)
+  kPushBlocks,    // 1: push kernel compiled for 1 block/SM (more registers); else 2 blocks/SM
   kNumOpts
 };
 

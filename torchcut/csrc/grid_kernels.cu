@@ -70,11 +70,11 @@ struct Local {
   bool valid;
 };
 
-__device__ __forceinline__ Local locate(const Geom& G) {
+__device__ __forceinline__ Local locate_at(const Geom& G, int li) {
   Local L;
   const int t = blockIdx.x;
   const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
-  L.i = threadIdx.x;
+  L.i = li;
   L.lx = L.i % G.TX;
   L.ly = (L.i / G.TX) % G.TY;
   L.lz = L.i / (G.TX * G.TY);
@@ -86,14 +86,16 @@ __device__ __forceinline__ Local locate(const Geom& G) {
   return L;
 }
 
+__device__ __forceinline__ Local locate(const Geom& G) { return locate_at(G, threadIdx.x); }
+
 __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
   return (unsigned)(L.lx + G.dx[d]) < (unsigned)G.TX && (unsigned)(L.ly + G.dy[d]) < (unsigned)G.TY &&
          (unsigned)(L.lz + G.dz[d]) < (unsigned)G.TZ;
 }
 
 // --------------------------------------------------------------------------------------------- push
-template <typename CapT, int DT>
-__global__ void __launch_bounds__(512) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
+template <typename CapT, int DT, int MINB>
+__global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
                                                    CapT* __restrict__ sink, int* __restrict__ height,
                                                    int* __restrict__ tile_active, const __grid_constant__ Geom G,
                                                    int rounds) {
@@ -226,14 +228,18 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
   }
 }
 
-template <typename MaskT, int DT>
+// One block relaxes a BFS tile of NPT * blockDim.x nodes (thread k handles nodes k, k + NT, ...).
+template <typename MaskT, int DT, int NPT>
 __global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
                                                   int* __restrict__ epoch, long long* __restrict__ last_changed,
                                                   const __grid_constant__ Geom G, int launch) {
   const int D = DT ? DT : G.D;
+  const int NT = blockDim.x;
   const int b = blockIdx.y;
   const int t = blockIdx.x;
   int* ep = epoch + (long long)b * G.T;
+  // The previous launch changed nothing: the BFS has converged, this launch is spare.
+  if (__ldcg(last_changed) < launch - 1) return;
   if (G.bfs_skip) {
     bool go = false;
     if (threadIdx.x < 27) {
@@ -245,40 +251,57 @@ __global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask
     }
     if (!__syncthreads_or(go)) return;
   }
-  __shared__ int dist_s[512];
-  const Local L = locate(G);
-  const int i = L.i;
+  __shared__ int dist_s[512 * NPT];
   int* hb = height + (long long)b * G.N;
-  MaskT m = 0;
-  int cur = kInf;
-  if (L.valid) {
-    m = mask[(long long)b * G.N + L.g];
-    cur = hb[L.g];
+  // Per node, only what the relaxation needs: residual arcs that stay in the tile / leave it.
+  MaskT m_in[NPT], m_out[NPT];
+  long long gi[NPT];
+  int li[NPT], cur[NPT];
+#pragma unroll
+  for (int k = 0; k < NPT; ++k) {
+    const Local L = locate_at(G, threadIdx.x + k * NT);
+    li[k] = L.i;
+    gi[k] = L.g;
+    MaskT m = 0;
+    cur[k] = kInf;
+    if (L.valid) {
+      m = mask[(long long)b * G.N + L.g];
+      cur[k] = hb[L.g];
+    }
+    MaskT inside = 0;
+    for (int d = 0; d < D; ++d)
+      if (in_tile(G, L, d)) inside |= (MaskT)1 << d;
+    m_in[k] = m & inside;
+    m_out[k] = m & ~inside;
+    dist_s[L.i] = cur[k];
   }
-  dist_s[i] = cur;
   __syncthreads();
-  bool mine = false;
+  unsigned mine = 0;
   while (true) {
     bool ch = false;
-    if (m && cur > 1) {
-      int best = cur;
 #pragma unroll
-      for (int d = 0; d < D; ++d) {
-        if ((m >> d) & 1) {
-          const int hv = in_tile(G, L, d) ? dist_s[i + G.slin[d]] : __ldcg(hb + L.g + G.glin[d]);
-          best = min(best, hv + 1);
+    for (int k = 0; k < NPT; ++k) {
+      if ((m_in[k] | m_out[k]) && cur[k] > 1) {
+        int best = cur[k];
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          if ((m_in[k] >> d) & 1) best = min(best, dist_s[li[k] + G.slin[d]] + 1);
+          else if ((m_out[k] >> d) & 1) best = min(best, __ldcg(hb + gi[k] + G.glin[d]) + 1);
         }
-      }
-      if (best < cur) {
-        cur = best;
-        dist_s[i] = best;
-        ch = mine = true;
+        if (best < cur[k]) {
+          cur[k] = best;
+          dist_s[li[k]] = best;
+          ch = true;
+          mine |= 1u << k;
+        }
       }
     }
     if (!__syncthreads_or(ch)) break;
   }
-  if (mine) hb[L.g] = cur;
-  if (__syncthreads_or(mine) && threadIdx.x == 0) {
+#pragma unroll
+  for (int k = 0; k < NPT; ++k)
+    if ((mine >> k) & 1) hb[gi[k]] = cur[k];
+  if (__syncthreads_or(mine != 0) && threadIdx.x == 0) {
     ep[t] = launch;
     atomicMax(last_changed, (long long)launch);
   }
@@ -307,49 +330,91 @@ __global__ void mask_kernel(const int* __restrict__ height, bool* __restrict__ o
 int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallback; }
 
 template <typename CapT>
-void launch_push(int D, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
+void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
                  CapT* sink, int* height, int* tile_active, const Geom& G, int rounds) {
-#define TC_PUSH(DV)                                                                                          \
+#define TC_PUSH(DV, MB)                                                                                      \
   {                                                                                                          \
-    auto kern = push_kernel<CapT, DV>;                                                                       \
+    auto kern = push_kernel<CapT, DV, MB>;                                                                   \
     if (smem > 48 * 1024)                                                                                    \
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
     kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds);                  \
   }                                                                                                          \
   break;
+  if (minb == 2 && threads <= 512) {  // 2 blocks per SM: at most 64 registers a thread
+    switch (D) {
+      case 4: TC_PUSH(4, 2)
+      case 6: TC_PUSH(6, 2)
+      case 8: TC_PUSH(8, 2)
+      default: minb = 1;
+    }
+    if (minb == 2) return;
+  }
   switch (D) {
-    case 4: TC_PUSH(4)
-    case 6: TC_PUSH(6)
-    case 8: TC_PUSH(8)
-    case 18: TC_PUSH(18)
-    case 26: TC_PUSH(26)
-    default: TC_PUSH(0)
+    case 4: TC_PUSH(4, 1)
+    case 6: TC_PUSH(6, 1)
+    case 8: TC_PUSH(8, 1)
+    case 18: TC_PUSH(18, 1)
+    case 26: TC_PUSH(26, 1)
+    default: TC_PUSH(0, 1)
   }
 #undef TC_PUSH
 }
 
 template <typename MaskT>
-void launch_bfs(int D, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height, int* epoch,
+void launch_bfs(int D, int npt, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height, int* epoch,
                 long long* last_changed, const Geom& G, int launch) {
   if constexpr (sizeof(MaskT) > 4) {  // only generic grids have more than 32 directions
-    bfs_kernel<MaskT, 0><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch);
+    bfs_kernel<MaskT, 0, 1><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch);
   } else {
-#define TC_BFS(DV) bfs_kernel<MaskT, DV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch); break;
+#define TC_BFS(DV, NV) bfs_kernel<MaskT, DV, NV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch)
+#define TC_BFS_N(DV)          \
+  if (npt == 8)               \
+    TC_BFS(DV, 8);            \
+  else if (npt == 4)          \
+    TC_BFS(DV, 4);            \
+  else                        \
+    TC_BFS(DV, 1);            \
+  break;
     switch (D) {
-      case 4: TC_BFS(4)
-      case 6: TC_BFS(6)
-      case 8: TC_BFS(8)
-      case 18: TC_BFS(18)
-      case 26: TC_BFS(26)
-      default: TC_BFS(0)
+      case 4: TC_BFS_N(4)
+      case 6: TC_BFS_N(6)
+      case 8: TC_BFS_N(8)
+      case 18: TC_BFS(18, 1); break;
+      case 26: TC_BFS(26, 1); break;
+      default: TC_BFS(0, 1); break;
     }
+#undef TC_BFS_N
 #undef TC_BFS
   }
 }
 
+// Tile counts, per-direction offsets and whether BFS tile skipping is safe, from X/Y/Z and TX/TY/TZ.
+void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
+  const int K = G.K;
+  G.nTX = (G.X + G.TX - 1) / G.TX;
+  G.nTY = (G.Y + G.TY - 1) / G.TY;
+  G.nTZ = (G.Z + G.TZ - 1) / G.TZ;
+  G.T = G.nTX * G.nTY * G.nTZ;
+  G.bfs_skip = 1;
+  for (int d = 0; d < G.D; ++d) {
+    const int k = d < K ? d : d - K;
+    const int sgn = d < K ? 1 : -1;
+    const int ox = sgn * (int)offsets[k * nd + nd - 1];
+    const int oy = sgn * (int)offsets[k * nd + nd - 2];
+    const int oz = nd == 3 ? sgn * (int)offsets[k * nd] : 0;
+    G.dx[d] = ox;
+    G.dy[d] = oy;
+    G.dz[d] = oz;
+    G.slin[d] = ox + G.TX * (oy + G.TY * oz);
+    G.glin[d] = ox + (long long)G.X * (oy + (long long)G.Y * oz);
+    // tile skipping looks at the 3x3x3 neighbouring tiles only
+    if (std::abs(ox) > G.TX || std::abs(oy) > G.TY || std::abs(oz) > G.TZ) G.bfs_skip = 0;
+  }
+}
+
 template <typename CapT, typename MaskT>
-std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor excess, at::Tensor sink, Geom G, int64_t B,
-                                               const std::vector<int64_t>& opts) {
+std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor excess, at::Tensor sink, const Geom& G,
+                                               const Geom& GB, int npt, int64_t B, const std::vector<int64_t>& opts) {
   const int NT = G.TX * G.TY * G.TZ;
   auto st = at::cuda::getCurrentCUDAStream();
   auto i32 = excess.options().dtype(at::kInt);
@@ -357,7 +422,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   at::Tensor height = at::empty({total}, i32);
   at::Tensor mask = at::empty({total}, excess.options().dtype(sizeof(MaskT) == 4 ? at::kInt : at::kLong));
   at::Tensor tile_active = at::zeros({B * G.T}, i32);
-  at::Tensor epoch = at::zeros({B * G.T}, i32);
+  at::Tensor epoch = at::zeros({B * GB.T}, i32);
   at::Tensor scal = at::zeros({2}, excess.options());  // last_changed, active count
   at::Tensor host = at::empty({2}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
 
@@ -372,9 +437,16 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   long long* hostp = reinterpret_cast<long long*>(host.data_ptr());
 
   const dim3 tgrid(G.T, (unsigned)B);
+  const dim3 bgrid(GB.T, (unsigned)B);
+  const bool profile = opts[kProfile] != 0;
+  const int push_minb = opts[kPushBlocks] == 1 ? 1 : 2;
+  cudaEvent_t ev[3];
+  float bfs_ms = 0, push_ms = 0;
+  if (profile)
+    for (auto& e : ev) TC_CUDA_CHECK(cudaEventCreate(&e));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT) + sizeof(int));
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
-  const int rounds = opts[kRounds] > 0 ? (int)opts[kRounds] : 32;
+  const int rounds = opts[kRounds] > 0 ? (int)opts[kRounds] : 16;
   const int64_t push_opt = opts[kPushLaunches];
   const int batch_opt = opts[kBfsBatch] > 0 ? (int)opts[kBfsBatch] : 0;
   const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
@@ -384,15 +456,19 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   int last_bfs = 8;
   while (true) {
     // ---- global relabel
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
     epoch.fill_(launch);
+    scal.narrow(0, 0, 1).fill_(launch);  // "changed at the launch before the first": the first one runs
     bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total);
     TC_CUDA_CHECK(cudaGetLastError());
     const int start = launch;
-    int batch = batch_opt ? batch_opt : std::max(4, last_bfs);
+    // Spare launches after convergence exit at once (a few us each), a host sync costs tens of us:
+    // ask for a little more than the last BFS needed.
+    int batch = batch_opt ? batch_opt : std::max(6, last_bfs + last_bfs / 4 + 2);
     while (true) {
       for (int k = 0; k < batch; ++k) {
         ++launch;
-        launch_bfs<MaskT>(G.D, tgrid, NT, st, mp, hp, epp, scp, G, launch);
+        launch_bfs<MaskT>(G.D, npt, bgrid, NT, st, mp, hp, epp, scp, GB, launch);
       }
       TC_CUDA_CHECK(cudaGetLastError());
       TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
@@ -401,18 +477,30 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
       TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 2 * sizeof(long long), cudaMemcpyDeviceToHost, st));
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
       ++syncs;
-      if (hostp[0] < launch) break;  // the last launch changed nothing: converged
-      batch = batch_opt ? batch_opt : std::max(2, batch / 2);
+      if (hostp[0] < launch) break;  // some launch changed nothing: converged
+      batch = batch_opt ? batch_opt : std::max(6, batch / 2);
     }
-    last_bfs = launch - start;
-    bfs_launches += last_bfs;
+    if (profile) {
+      TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
+      TC_CUDA_CHECK(cudaEventSynchronize(ev[2]));
+      float a = 0;
+      TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[1], ev[2]));
+      bfs_ms += a;
+      if (cycles > 0) {
+        TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[0], ev[1]));
+        push_ms += a;
+      }
+    }
+    last_bfs = (int)(hostp[0] - start) + 1;  // launches that changed something, plus the confirming one
+    bfs_launches += launch - start;           // launches issued (spare ones included)
     if (hostp[1] == 0) break;
     TORCH_CHECK(++cycles <= max_cycles, "torchcut_grid: push-relabel did not converge in ", max_cycles,
                 " global relabels");
     // ---- push/relabel launches
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
     const int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last_bfs / 2));
     for (int p = 0; p < P; ++p) {
-      launch_push<CapT>(G.D, tgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
+      launch_push<CapT>(G.D, push_minb, tgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
       TC_CUDA_CHECK(cudaGetLastError());
     }
     push_launches += P;
@@ -420,8 +508,11 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   at::Tensor out = at::empty({total}, excess.options().dtype(at::kBool));
   mask_kernel<<<flat_blocks, 256, 0, st>>>(hp, out.data_ptr<bool>(), total);
   TC_CUDA_CHECK(cudaGetLastError());
+  if (profile)
+    for (auto& e : ev) cudaEventDestroy(e);
   at::Tensor stats = at::tensor({cycles + 1, bfs_launches, push_launches, syncs, (int64_t)rounds,
-                                 (int64_t)G.TX, (int64_t)G.TY, (int64_t)G.TZ},
+                                 (int64_t)G.TX, (int64_t)G.TY, (int64_t)G.TZ, (int64_t)npt,
+                                 (int64_t)(bfs_ms * 1000), (int64_t)(push_ms * 1000)},
                                 at::TensorOptions().dtype(at::kLong));
   return {out, stats};
 }
@@ -454,33 +545,29 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess
   }
   TORCH_CHECK(G.TX * G.TY * G.TZ <= 512 && G.TX * G.TY * G.TZ >= 32,
               "torchcut_grid: tile: expected between 32 and 512 nodes, got ", G.TX, "x", G.TY, "x", G.TZ);
-  G.nTX = (G.X + G.TX - 1) / G.TX;
-  G.nTY = (G.Y + G.TY - 1) / G.TY;
-  G.nTZ = (G.Z + G.TZ - 1) / G.TZ;
+  finish_geom(G, offsets, nd);
   TORCH_CHECK((long long)G.nTX * G.nTY * G.nTZ < (1LL << 31), "torchcut_grid: grid too large: ",
               (long long)G.nTX * G.nTY * G.nTZ, " tiles");
-  G.T = G.nTX * G.nTY * G.nTZ;
   TORCH_CHECK(B <= 65535, "torchcut_grid: batch: expected at most 65535 items, got ", B);
-  G.bfs_skip = 1;
-  for (int d = 0; d < G.D; ++d) {
-    const int k = d < K ? d : d - K;
-    const int sgn = d < K ? 1 : -1;
-    const int ox = sgn * (int)offsets[k * nd + nd - 1];
-    const int oy = sgn * (int)offsets[k * nd + nd - 2];
-    const int oz = nd == 3 ? sgn * (int)offsets[k * nd] : 0;
-    G.dx[d] = ox;
-    G.dy[d] = oy;
-    G.dz[d] = oz;
-    G.slin[d] = ox + G.TX * (oy + G.TY * oz);
-    G.glin[d] = ox + (long long)G.X * (oy + (long long)G.Y * oz);
-    if (std::abs(ox) > G.TX || std::abs(oy) > G.TY || std::abs(oz) > G.TZ) G.bfs_skip = 0;
+  // BFS tiles: npt nodes per thread (a larger tile moves the BFS wavefront further per launch).
+  int npt = opts[kBfsNodes] > 0 ? (int)opts[kBfsNodes] : 1;  // 4 and 8 measured no faster (NOTES-grid.md)
+  if (G.D > 8 || (npt != 1 && npt != 4 && npt != 8)) npt = 1;
+  Geom GB = G;
+  if (npt == 4) {
+    GB.TX *= 2;
+    GB.TY *= 2;
+  } else if (npt == 8) {
+    GB.TX *= 2;
+    GB.TY *= 2;
+    if (nd == 3) GB.TZ *= 2; else GB.TY *= 2;
   }
+  finish_geom(GB, offsets, nd);
   if (caps.scalar_type() == at::kInt) {
-    if (G.D <= 32) return solve_typed<int, uint32_t>(caps, excess, sink, G, B, opts);
-    return solve_typed<int, unsigned long long>(caps, excess, sink, G, B, opts);
+    if (G.D <= 32) return solve_typed<int, uint32_t>(caps, excess, sink, G, GB, npt, B, opts);
+    return solve_typed<int, unsigned long long>(caps, excess, sink, G, GB, npt, B, opts);
   }
-  if (G.D <= 32) return solve_typed<long long, uint32_t>(caps, excess, sink, G, B, opts);
-  return solve_typed<long long, unsigned long long>(caps, excess, sink, G, B, opts);
+  if (G.D <= 32) return solve_typed<long long, uint32_t>(caps, excess, sink, G, GB, npt, B, opts);
+  return solve_typed<long long, unsigned long long>(caps, excess, sink, G, GB, npt, B, opts);
 }
 
 }  // namespace torchcut_grid
