@@ -170,6 +170,10 @@ def pymaxflow_solve(m):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--plot"]:
+        plot(argv[2:], argv[1])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--sequences", default="tsukuba,tsukuba4x")
@@ -322,6 +326,43 @@ def render(rows, seqs, general, dev):
                          f"{r['tc_solve'] * 1e3:.1f} | {r['global_relabels']} | {r['rounds']} | "
                          f"{r['pmf_total'] / r['tc_solve']:.2f}x |")
     return "\n".join(lines) + "\n"
+
+
+def plot(json_paths, png):
+    """Mean time per move against nodes (log-log) for PyMaxflow, torchcut and the CSR kernels.
+
+    ``python benchmarks/dimacs.py --plot OUT.png RUN1.json [RUN2.json ...]``
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = {"PyMaxflow 1.3.2 (build + solve)": [], "torchcut (build + solve, grid route)": [], "torchcut CSR kernels (solve)": []}
+    names = []
+    for path in json_paths:
+        for sq in json.loads(Path(path).read_text())["sequences"]:
+            if not sq["moves"]:
+                continue
+            n, k = sq["nodes"], sq["moves"]
+            pts["PyMaxflow 1.3.2 (build + solve)"].append((n, sq["pmf_total"] / k))
+            pts["torchcut (build + solve, grid route)"].append((n, sq["tc_total"] / k))
+            if sq.get("csr_moves"):
+                pts["torchcut CSR kernels (solve)"].append((n, sq["csr_solve"] / sq["csr_moves"]))
+            names.append((n, sq["name"]))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for (label, xy), mk in zip(pts.items(), "osD"):
+        xy.sort()
+        ax.loglog([x for x, _ in xy], [y * 1e3 for _, y in xy], mk + "-", label=label)
+    for n, name in sorted(set(names)):
+        ax.annotate(name, (n, ax.get_ylim()[0]), rotation=90, fontsize=7, va="bottom", ha="right")
+    ax.set_xlabel("nodes per expansion move")
+    ax.set_ylabel("mean time per move (ms)")
+    ax.set_title("BVZ-style stereo expansion moves, H100 vs one CPU core")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
 
 
 def _pmf_version():
