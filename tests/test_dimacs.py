@@ -195,3 +195,41 @@ def test_parse_speed_500k_arcs(tmp_path, capsys):
     with capsys.disabled():
         print(f"\n[dimacs speed] parse {m} arcs ({len(data) / 1e6:.1f} MB): {t1 - t0:.3f} s; "
               f"read_dimacs (parse + FlowGraph build): {t3 - t2:.3f} s")
+
+
+# ------------------------------------------------------------------ properties
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def dimacs_texts(draw):
+    n = draw(st.integers(3, 10))
+    m = draw(st.integers(0, 25))
+    node = st.integers(1, n)
+    arcs = draw(st.lists(st.tuples(node, node, st.integers(0, 10**6)), min_size=m, max_size=m))
+    s = draw(node)
+    t = draw(node.filter(lambda x: x != s))
+    sep = draw(st.sampled_from([" ", "\t", "  "]))
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    lines = [f"p{sep}max{sep}{n}{sep}{m}", f"n{sep}{s}{sep}s", f"n{sep}{t}{sep}t"]
+    lines += [f"a{sep}{a}{sep}{b}{sep}{c}" for a, b, c in arcs]
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), "c a comment")
+    return eol.join(lines) + eol * draw(st.integers(0, 2)), (n, arcs, s, t)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dimacs_texts())
+def test_property_parse_write_read(tmp_path_factory, case):
+    text, (n, arcs, s, t) = case
+    d = tmp_path_factory.mktemp("prop")
+    p = d / "g.max"
+    p.write_bytes(text.encode())
+    g = torchcut.read_dimacs(p)
+    net = (n, np.array([a for a, _, _ in arcs], dtype=np.int64) - 1, np.array([b for _, b, _ in arcs], dtype=np.int64) - 1,
+           np.array([c for _, _, c in arcs], dtype=np.int64), s - 1, t - 1)
+    r = torchcut.maxflow(g)
+    assert r.verify() and r.flow_value == fc.scipy_flow(*net)
+    torchcut.write_dimacs(g, d / "w.max")
+    same_graph(g, torchcut.read_dimacs(d / "w.max"))
