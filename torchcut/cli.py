@@ -48,6 +48,9 @@ def _cmd_maxflow(args) -> int:
     print(f"s {r.flow_value}")
     print(f"c time: read {t1 - t0:.4f} s, solve {t3 - t2:.4f} s on {device} "
           f"(backend {r.stats.get('backend')}, route {route})")
+    if device == "cpu" and r.stats.get("backend") == "reference" and g.num_nodes > 50_000:
+        print("c note: on the CPU torchcut runs its reference solver (torch ops), which is slow on large "
+              "graphs; use --device cuda, or PyMaxflow for large graphs on the CPU")
     if args.verify:
         r.verify()
         print("c verified: the flow and the cut certify each other")
