@@ -25,6 +25,7 @@ enum Opt {
   kBfsNodes,      // nodes per thread of the BFS kernel (1, 4 or 8)
   kProfile,       // time BFS and push phases with events (adds synchronisations)
   kPushBlocks,    // 1: push kernel compiled for 1 block/SM (more registers); else 2 blocks/SM
+  kPersist,       // blocks per SM of the persistent push/BFS grids (0: 2 and 4; -1: one block per tile)
   kNumOpts
 };
 

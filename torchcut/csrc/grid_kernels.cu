@@ -4,7 +4,7 @@
 // d >= K: -offsets[d-K]); excess [B, N] int64; sink [B, N] residual sink capacities; N = Z*Y*X with
 // x fastest. 2D grids are 3D grids with Z = 1.
 //
-// The grid is cut into tiles; one thread block owns one tile (blockIdx.x) of one item (blockIdx.y).
+// The grid is cut into tiles; blocks of a persistent grid walk over the tiles of one item (blockIdx.y).
 //
 // push_kernel: the block loads its tile's caps, excess, sink residuals and heights into shared memory
 //   and runs `rounds` local discharge rounds (push to every lower residual neighbour, sink first, then
@@ -70,9 +70,8 @@ struct Local {
   bool valid;
 };
 
-__device__ __forceinline__ Local locate_at(const Geom& G, int li) {
+__device__ __forceinline__ Local locate_at(const Geom& G, int t, int li) {
   Local L;
-  const int t = blockIdx.x;
   const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
   L.i = li;
   L.lx = L.i % G.TX;
@@ -86,7 +85,7 @@ __device__ __forceinline__ Local locate_at(const Geom& G, int li) {
   return L;
 }
 
-__device__ __forceinline__ Local locate(const Geom& G) { return locate_at(G, threadIdx.x); }
+__device__ __forceinline__ Local locate(const Geom& G) { return locate_at(G, blockIdx.x, threadIdx.x); }
 
 __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
   return (unsigned)(L.lx + G.dx[d]) < (unsigned)G.TX && (unsigned)(L.ly + G.dy[d]) < (unsigned)G.TY &&
@@ -94,19 +93,19 @@ __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
 }
 
 // --------------------------------------------------------------------------------------------- push
-template <typename CapT, int DT, int MINB>
-__global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
-                                                   CapT* __restrict__ sink, int* __restrict__ height,
-                                                   int* __restrict__ tile_active, const __grid_constant__ Geom G,
-                                                   int rounds) {
+// One tile's push/relabel rounds; returns early (uniformly) when the tile has nothing to do.
+template <typename CapT, int DT>
+__device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __restrict__ excess,
+                                          CapT* __restrict__ sink, int* __restrict__ height,
+                                          int* __restrict__ tile_active, const Geom& G, int rounds, int t) {
   const int D = DT ? DT : G.D;
   const int K = D / 2;
   const int NT = blockDim.x;
   const int b = blockIdx.y;
-  int* flag = tile_active + (long long)b * G.T + blockIdx.x;
+  int* flag = tile_active + (long long)b * G.T + t;
   __shared__ int s_go;
   if (threadIdx.x == 0) {
-    const int f = *flag;
+    const int f = __ldcg(flag);
     s_go = f;
     if (f) *flag = 0;  // from now on, only "1" is ever written to it during this launch
   }
@@ -119,7 +118,7 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
   CapT* s_s = c_s + (size_t)D * NT;
   int* h_s = reinterpret_cast<int*>(s_s + NT);
 
-  const Local L = locate(G);
+  const Local L = locate_at(G, t, threadIdx.x);
   const int i = L.i;
   const long long base = (long long)b * G.N;
   CapT* capb = caps + (long long)b * D * G.N;
@@ -212,6 +211,18 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
   if (__syncthreads_or(still) && threadIdx.x == 0) *flag = 1;
 }
 
+// Persistent grid: each block walks over tiles, so idle tiles cost a flag read, not a block launch.
+template <typename CapT, int DT, int MINB>
+__global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
+                                                   CapT* __restrict__ sink, int* __restrict__ height,
+                                                   int* __restrict__ tile_active, const __grid_constant__ Geom G,
+                                                   int rounds) {
+  for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
+    push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, t);
+    __syncthreads();  // shared memory and s_go are reused by the next tile
+  }
+}
+
 // ---------------------------------------------------------------------------------------------- bfs
 template <typename CapT, typename MaskT>
 __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
@@ -230,16 +241,13 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
 
 // One block relaxes a BFS tile of NPT * blockDim.x nodes (thread k handles nodes k, k + NT, ...).
 template <typename MaskT, int DT, int NPT>
-__global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
-                                                  int* __restrict__ epoch, long long* __restrict__ last_changed,
-                                                  const __grid_constant__ Geom G, int launch) {
+__device__ __forceinline__ void bfs_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
+                                         int* __restrict__ epoch, long long* __restrict__ last_changed, const Geom& G,
+                                         int launch, int t) {
   const int D = DT ? DT : G.D;
   const int NT = blockDim.x;
   const int b = blockIdx.y;
-  const int t = blockIdx.x;
   int* ep = epoch + (long long)b * G.T;
-  // The previous launch changed nothing: the BFS has converged, this launch is spare.
-  if (__ldcg(last_changed) < launch - 1) return;
   if (G.bfs_skip) {
     bool go = false;
     if (threadIdx.x < 27) {
@@ -247,7 +255,7 @@ __global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask
       const int ax = tx + (int)threadIdx.x % 3 - 1, ay = ty + ((int)threadIdx.x / 3) % 3 - 1,
                 az = tz + (int)threadIdx.x / 9 - 1;
       if (ax >= 0 && ay >= 0 && az >= 0 && ax < G.nTX && ay < G.nTY && az < G.nTZ)
-        go = ep[ax + G.nTX * (ay + G.nTY * az)] >= launch - 1;
+        go = __ldcg(ep + ax + G.nTX * (ay + G.nTY * az)) >= launch - 1;
     }
     if (!__syncthreads_or(go)) return;
   }
@@ -259,7 +267,7 @@ __global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask
   int li[NPT], cur[NPT];
 #pragma unroll
   for (int k = 0; k < NPT; ++k) {
-    const Local L = locate_at(G, threadIdx.x + k * NT);
+    const Local L = locate_at(G, t, threadIdx.x + k * NT);
     li[k] = L.i;
     gi[k] = L.g;
     MaskT m = 0;
@@ -304,6 +312,18 @@ __global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask
   if (__syncthreads_or(mine != 0) && threadIdx.x == 0) {
     ep[t] = launch;
     atomicMax(last_changed, (long long)launch);
+  }
+}
+
+template <typename MaskT, int DT, int NPT>
+__global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
+                                                  int* __restrict__ epoch, long long* __restrict__ last_changed,
+                                                  const __grid_constant__ Geom G, int launch) {
+  // The previous launch changed nothing: the BFS has converged, this launch is spare.
+  if (__ldcg(last_changed) < launch - 1) return;
+  for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
+    bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, t);
+    __syncthreads();  // dist_s is reused by the next tile
   }
 }
 
@@ -437,7 +457,11 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   long long* hostp = reinterpret_cast<long long*>(host.data_ptr());
 
   const dim3 tgrid(G.T, (unsigned)B);
-  const dim3 bgrid(GB.T, (unsigned)B);
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int push_blocks = opts[kPersist] < 0 ? G.T : std::min<int>(G.T, std::max<int>(1, (int)(opts[kPersist] > 0 ? opts[kPersist] : 2) * sms / (int)B));
+  const int bfs_blocks = opts[kPersist] < 0 ? GB.T : std::min<int>(GB.T, std::max<int>(1, (int)(opts[kPersist] > 0 ? opts[kPersist] : 4) * sms / (int)B));
+  const dim3 pgrid(push_blocks, (unsigned)B);
+  const dim3 bgrid(bfs_blocks, (unsigned)B);
   const bool profile = opts[kProfile] != 0;
   const int push_minb = opts[kPushBlocks] == 1 ? 1 : 2;
   cudaEvent_t ev[3];
@@ -464,7 +488,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     const int start = launch;
     // Spare launches after convergence exit at once (a few us each), a host sync costs tens of us:
     // ask for a little more than the last BFS needed.
-    int batch = batch_opt ? batch_opt : std::max(6, last_bfs + last_bfs / 4 + 2);
+    int batch = batch_opt ? batch_opt : std::max(4, last_bfs + 1);
     while (true) {
       for (int k = 0; k < batch; ++k) {
         ++launch;
@@ -478,7 +502,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
       ++syncs;
       if (hostp[0] < launch) break;  // some launch changed nothing: converged
-      batch = batch_opt ? batch_opt : std::max(6, batch / 2);
+      batch = batch_opt ? batch_opt : std::max(2, batch / 2);
     }
     if (profile) {
       TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
@@ -500,7 +524,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
     const int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last_bfs / 2));
     for (int p = 0; p < P; ++p) {
-      launch_push<CapT>(G.D, push_minb, tgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
+      launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
       TC_CUDA_CHECK(cudaGetLastError());
     }
     push_launches += P;

@@ -26,7 +26,7 @@ EXT = "torchcut_grid"
 # Height of nodes that cannot reach the sink (kInf in grid_common.h).
 INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
-_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile", "push_blocks")
+_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile", "push_blocks", "persist")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_nodes", "bfs_us", "push_us")
 
@@ -83,7 +83,8 @@ def solve_grid(caps, excess, sink, offsets, **options):
         (BFS launches per host check), ``tile_x``/``tile_y``/``tile_z`` (tile extent),
         ``max_cycles`` (raise after this many global relabels), ``bfs_nodes`` (nodes per thread of the BFS
         kernel: 1, 4 or 8), ``profile`` (time the BFS and push phases with events: ``bfs_us``/``push_us``), ``push_blocks``
-        (1: the push kernel variant with more registers and one block per SM; default 2 per SM).
+        (1: the push kernel variant with more registers and one block per SM; default 2 per SM),
+        ``persist`` (blocks per SM of the persistent push/BFS grids; -1: one block per tile).
 
     Returns
     -------
