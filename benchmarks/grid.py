@@ -144,19 +144,39 @@ def energy(img: np.ndarray, seeds: np.ndarray, offsets, ndim: int):
     return source.astype(np.int32), sink.astype(np.int32), edges.astype(np.int32)
 
 
-def make_case(spec):
-    """Build the integer arrays of a case spec (deterministic)."""
+def energy_torchcut(img: np.ndarray, seeds: np.ndarray, offsets, ndim: int):
+    """The same arrays from ``torchcut.segmentation_graph`` (symmetric n-links: edges = caps[:K])."""
+    import torch
+    import torchcut
+
+    x = torch.from_numpy(np.ascontiguousarray(img))
+    conn = 2 * len(offsets)  # 4/8 in 2D, 6/18/26 in 3D
+    g = torchcut.segmentation_graph(x, torch.from_numpy(seeds.astype(np.int64)), lam=LAM / 10, connectivity=conn,
+                                    ndim=ndim, channel_axis=-1 if img.ndim == ndim + 1 else None)
+    assert g.offsets == tuple(offsets), (g.offsets, offsets)
+    K = len(offsets)
+    return (g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
+            g.caps[0, :K].to(torch.int32).numpy())
+
+
+def make_case(spec, which: str = "builtin"):
+    """Build the integer arrays of a case spec (deterministic).
+
+    ``which``: "builtin" (the energy above, used for the committed H100 table) or "torchcut"
+    (``torchcut.segmentation_graph``).
+    """
     kind, n, conn, batch = spec["kind"], spec["n"], spec["conn"], spec["batch"]
     ndim = 2 if kind == "2d" else 3
     offs = offsets_for(ndim, conn)
+    make = energy if which == "builtin" else energy_torchcut
     if kind == "2d":
         items = []
         for b in range(batch):
             img = picture(PICTURES[(spec["pic"] + b) % len(PICTURES)], n, flip=b // len(PICTURES))
-            items.append(energy(img, seeds_for(img.shape[:2]), offs, 2))
+            items.append(make(img, seeds_for(img.shape[:2]), offs, 2))
     else:
         vol = volume(n, seed=spec.get("seed", 0))
-        items = [energy(vol, seeds_for(vol.shape), offs, 3)]
+        items = [make(vol, seeds_for(vol.shape), offs, 3)]
     return offs, items
 
 
@@ -185,7 +205,7 @@ def _pymaxflow_once(items, offs):
 
 
 def _pymaxflow_worker(spec, repeats, limit, budget, queue):
-    offs, items = make_case(spec)
+    offs, items = make_case(spec, spec.get("energy", "builtin"))
     t, s, flows, masks = _pymaxflow_once(items, offs)  # warm-up, also the skip test
     if t > limit:
         queue.put({"skipped": f"warm-up took {t:.0f} s > {limit:.0f} s", "flows": flows})
@@ -300,6 +320,9 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 4)))
     ap.add_argument("--only", default="", help="comma-separated substrings of case names")
     ap.add_argument("--opts", default="{}", help="JSON dict of solver options")
+    ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
+                    help="builtin: the benchmark's own Boykov-Jolly energy (the committed table); "
+                         "torchcut: torchcut.segmentation_graph")
     args = ap.parse_args(argv)
 
     import torch
@@ -310,6 +333,8 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     todo = cases(args.quick)
+    for c in todo:
+        c["energy"] = args.energy
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         todo = [c for c in todo if any(k in f"{c['name']} {c['conn']}c" for k in keys)]
@@ -338,7 +363,7 @@ def main(argv=None):
     for spec in todo:
         pump()
         t0 = time.perf_counter()
-        offs, items = make_case(spec)
+        offs, items = make_case(spec, spec.get("energy", "builtin"))
         n_nodes = int(np.prod(items[0][0].shape))
         tc = run_torchcut(offs, items, args.repeats, device, **opts)
         assert tc["result"].verify()
