@@ -427,7 +427,7 @@ def write_outputs(rows, out: Path, device, args):
         f"Median of {args.repeats} runs after a warm-up; CUDA timed with events. *solve*: `torchcut.maxflow` on a built graph "
         "(PyMaxflow: `maxflow()`); *to mask*: graph from the integer capacity arrays + solve + mask. PyMaxflow ran in worker "
         "processes on the CPU cores while the GPU part ran. Reference = torch-ops push-relabel on the GPU, small cases only "
-        "(it takes minutes beyond). Flow values of all solvers asserted equal.",
+        f"(it takes minutes beyond). Flow values of all solvers asserted equal. Energy: {args.energy}.",
         "",
         "| case | conn | nodes | torchcut solve ms | torchcut to mask ms | PyMaxflow solve ms | PyMaxflow build+solve ms "
         "| speed-up (PyMaxflow build+solve / torchcut solve) | reference solve ms | flow torchcut | flow PyMaxflow | relabels / BFS / push launches |",
