@@ -9,53 +9,17 @@ backend slots in without any change to callers.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from ..grid import GridGraph
 from ..result import CutResult
 from . import reference
+from ._choice import BACKENDS, BackendChoice
 
 __all__ = ["maxflow", "BACKENDS"]
 
-BACKENDS = ("auto", "reference", "cuda")
-_warned_fallback = False
-
-
-def _cuda_backend(required: bool):
-    """The CUDA backend module if its extension loads; otherwise None (auto) or an error (explicit)."""
-    global _warned_fallback
-    from . import cuda
-
-    err = cuda.load_error()
-    if err is None:
-        return cuda
-    if required:
-        raise RuntimeError(f"backend='cuda': the CUDA extension is unavailable: {err}")
-    if not _warned_fallback:
-        warnings.warn(
-            f"torchcut: CUDA extension unavailable ({err}); using the reference push-relabel in torch ops, "
-            "which is much slower. Set TORCHCUT_VERBOSE=1 to see the build log.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        _warned_fallback = True
-    return None
-
-
-def _pick(graph_device: torch.device, backend: str):
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    if backend == "reference":
-        return reference
-    if backend == "cuda":
-        if graph_device.type != "cuda":
-            raise ValueError(f"backend='cuda': expected a graph on a CUDA device, got one on {graph_device}")
-        return _cuda_backend(required=True)
-    if graph_device.type == "cuda":
-        return _cuda_backend(required=False) or reference
-    return reference
+# Grid backends: the reference, or the CUDA kernels when their extension builds.
+_pick = BackendChoice(reference, "torchcut.solvers.cuda", "CUDA extension")
 
 
 def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:

@@ -12,49 +12,17 @@ result holds.
 from __future__ import annotations
 
 import time
-import warnings
 
 import torch
 
 from ..result import CutResult
 from . import csr_reference
+from ._choice import BACKENDS, BackendChoice
 
 __all__ = ["solve_flowgraph"]
 
-BACKENDS = ("auto", "reference", "cuda")
-_warned = False
-
-
-def _cuda_csr(required: bool):
-    global _warned
-    from . import cuda_csr
-
-    err = cuda_csr.load_error()
-    if err is None:
-        return cuda_csr
-    if required:
-        raise RuntimeError(f"backend='cuda': the CUDA CSR extension is unavailable: {err}")
-    if not _warned:
-        warnings.warn(
-            f"torchcut: CUDA CSR extension unavailable ({err}); using the reference push-relabel in torch "
-            "ops, which is much slower. Set TORCHCUT_VERBOSE=1 to see the build log.",
-            RuntimeWarning, stacklevel=4)
-        _warned = True
-    return None
-
-
-def _pick(device: torch.device, backend: str):
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    if backend == "reference":
-        return csr_reference
-    if backend == "cuda":
-        if device.type != "cuda":
-            raise ValueError(f"backend='cuda': expected a graph on a CUDA device, got one on {device}")
-        return _cuda_csr(required=True)
-    if device.type == "cuda":
-        return _cuda_csr(required=False) or csr_reference
-    return csr_reference
+# CSR backends: the reference, or the CUDA CSR kernels when their extension builds.
+_pick = BackendChoice(csr_reference, "torchcut.solvers.cuda_csr", "CUDA CSR extension")
 
 
 def _solve_as_grid(graph, backend: str, **options) -> CutResult:
