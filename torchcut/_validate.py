@@ -5,6 +5,7 @@ Every error raised here names the argument, what was expected and what was given
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -81,3 +82,30 @@ def check_sum(tensors, what: str) -> None:
             f"{what}: the capacities sum to {total}, at or above 2**62; flows are accumulated in "
             "int64 and could overflow. Scale the capacities down."
         )
+
+
+# Quantized float capacities map the largest pair sum / terminal capacity to this value.
+FLOAT_QUANTUM_RANGE = 2**30
+
+
+def quantization_scale(top: float, scale) -> float:
+    """The factor that turns float capacities into integers, given the largest capacity ``top``.
+
+    ``scale=None`` maps ``top`` to 2**30; a given scale is checked (positive, finite, and keeping
+    ``top * scale`` within int32).
+
+    Examples
+    --------
+    >>> quantization_scale(4.0, None) == 2**28
+    True
+    """
+    if scale is None:
+        return FLOAT_QUANTUM_RANGE / top if top > 0 else 1.0
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+    if top * scale > INT32_MAX:
+        raise ValueError(
+            f"scale: the largest capacity {top} times scale {scale} exceeds the int32 range {INT32_MAX}; "
+            "use a smaller scale"
+        )
+    return float(scale)

@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from ._validate import INT32_MAX, SUM_LIMIT, describe
-from .grid import GridGraph, grid_offsets
+from .grid import GridGraph, grid_offsets, overlap_slices
 
 __all__ = ["segmentation_graph", "to_pymaxflow", "EnergyInfo", "DEFAULT_LAM"]
 
@@ -279,25 +279,12 @@ def _prepare(image, seeds, ndim, connectivity, channel_axis):
 
 
 # ---------------------------------------------------------------------------------------------- terms
-def _slices(shape, o):
-    """Index tuples (over the spatial dims) of the nodes p with p + o inside, and of p + o."""
-    here, there = [], []
-    for v, n in zip(o, shape):
-        if v >= 0:
-            here.append(slice(0, n - v))
-            there.append(slice(v, n))
-        else:
-            here.append(slice(-v, n))
-            there.append(slice(0, n + v))
-    return tuple(here), tuple(there)
-
-
 def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
     """``||I_p - I_{p+o}||^2`` over the nodes p whose neighbour p + o lies inside: ``[B, *S']``."""
     shape = x.shape[2:]
     if any(abs(v) >= n for v, n in zip(o, shape)):
         return None
-    here, there = _slices(shape, o)
+    here, there = overlap_slices(shape, o)
     idx = (slice(None), slice(None))
     d = x[idx + here] - x[idx + there]
     return d.square_().sum(1)
@@ -577,7 +564,7 @@ def segmentation_graph(
             d2 = _sq_diff(x, o)
             if d2 is None:
                 continue
-            here, there = _slices(shape, o)
+            here, there = overlap_slices(shape, o)
             w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_().to(torch.int32)
             caps[(slice(None), k) + here] = w  # arc p -> p + o, stored at p
             caps[(slice(None), K + k) + there] = w  # arc p + o -> p, stored at p + o (direction -o)

@@ -24,16 +24,13 @@ Lattices: a graph whose pairs all join ``p`` to ``p + 1`` within a row or ``p`` 
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
-from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe
+from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe, quantization_scale
 
 __all__ = ["FlowGraph"]
-
-FLOAT_QUANTUM_RANGE = 2**30
 
 
 def _sort_values(x: torch.Tensor) -> torch.Tensor:
@@ -280,14 +277,7 @@ class FlowGraph:
         if floating:
             tops = [float(src.max()), float(snk.max())] + ([float((p_fwd + p_bwd).max())] if M else [])
             top = max(tops)
-            if scale is None:
-                scale = FLOAT_QUANTUM_RANGE / top if top > 0 else 1.0
-            elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-                raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
-            elif top * scale > INT32_MAX:
-                raise ValueError(
-                    f"scale: the largest capacity {top} times scale {scale} exceeds the int32 range {INT32_MAX}; "
-                    "use a smaller scale")
+            scale = quantization_scale(top, scale)
             p_fwd, p_bwd, src, snk = (torch.round(t * scale).to(torch.int64) for t in (p_fwd, p_bwd, src, snk))
             self.scale = float(scale)
         else:

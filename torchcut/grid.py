@@ -25,12 +25,9 @@ from typing import Sequence
 
 import torch
 
-from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe
+from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe, quantization_scale
 
-# Quantized float capacities map the largest pair sum / terminal capacity to this value.
-FLOAT_QUANTUM_RANGE = 2**30
-
-__all__ = ["GridGraph", "grid_offsets", "shift"]
+__all__ = ["GridGraph", "grid_offsets", "shift", "overlap_slices"]
 
 
 def grid_offsets(ndim: int, connectivity: int) -> tuple[tuple[int, ...], ...]:
@@ -89,19 +86,31 @@ def shift(x: torch.Tensor, offset: Sequence[int], fill) -> torch.Tensor:
     """
     nd = len(offset)
     out = torch.full_like(x, fill)
-    dst = [slice(None)] * (x.dim() - nd)
-    src = list(dst)
-    for o, n in zip(offset, x.shape[x.dim() - nd:]):
-        if abs(o) >= n:
-            return out
-        if o >= 0:
-            dst.append(slice(0, n - o))
-            src.append(slice(o, n))
-        else:
-            dst.append(slice(-o, n))
-            src.append(slice(0, n + o))
-    out[tuple(dst)] = x[tuple(src)]
+    if any(abs(o) >= n for o, n in zip(offset, x.shape[x.dim() - nd:])):
+        return out
+    here, there = overlap_slices(x.shape[x.dim() - nd:], offset)
+    lead = (slice(None),) * (x.dim() - nd)
+    out[lead + here] = x[lead + there]
     return out
+
+
+def overlap_slices(shape: Sequence[int], offset: Sequence[int]):
+    """Index tuples of the nodes p with p + offset inside the grid, and of those p + offset.
+
+    Examples
+    --------
+    >>> overlap_slices((4,), (1,))
+    ((slice(0, 3, None),), (slice(1, 4, None),))
+    """
+    here, there = [], []
+    for o, n in zip(offset, shape):
+        if o >= 0:
+            here.append(slice(0, max(n - o, 0)))
+            there.append(slice(min(o, n), n))
+        else:
+            here.append(slice(min(-o, n), n))
+            there.append(slice(0, max(n + o, 0)))
+    return tuple(here), tuple(there)
 
 
 def _inside_mask(shape: Sequence[int], offset: Sequence[int], device) -> torch.Tensor:
@@ -203,15 +212,7 @@ class GridGraph:
         if floating:
             source, sink, edges, reverse = (t.to(torch.float64) for t in (source, sink, edges, reverse))
             top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
-            if scale is None:
-                scale = FLOAT_QUANTUM_RANGE / top if top > 0 else 1.0
-            elif not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-                raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
-            elif top * scale > INT32_MAX:
-                raise ValueError(
-                    f"scale: the largest capacity {top} times scale {scale} exceeds the int32 range "
-                    f"{INT32_MAX}; use a smaller scale"
-                )
+            scale = quantization_scale(top, scale)
             source, sink, edges, reverse = (torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse))
             self.scale = float(scale)
         else:
