@@ -1,0 +1,19 @@
+#!/bin/bash
+# Final verification on the GPU machine, in one call: build both extensions, every CUDA test of the
+# suite, the grid benchmark (library energy, PyMaxflow in 2 worker processes), and the BVZ Tsukuba
+# sequence. Logs and tables under $OUT.
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 TORCHCUT_DATA=$PWD/.data
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+t0=$(date +%s)
+python3 -m torchcut.build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+timeout ${PYTEST_TIMEOUT:-200} python3 -m pytest -m cuda -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/pytest-cuda.log" | tail -15
+echo "tests: $(( $(date +%s) - t0 )) s"
+timeout ${BENCH_TIMEOUT:-260} python3 benchmarks/grid.py --out "$OUT" --workers ${WORKERS:-2} ${GRID_ARGS:---energy torchcut} 2>&1 | tee "$OUT/bench-grid.log" | tail -22
+echo "grid bench: $(( $(date +%s) - t0 )) s"
+timeout ${DIMACS_TIMEOUT:-90} python3 benchmarks/dimacs.py --out "$OUT" --sequences tsukuba --budget 60 2>&1 | tee "$OUT/bench-dimacs.log" | tail -8
+echo "total: $(( $(date +%s) - t0 )) s"
