@@ -1,10 +1,11 @@
 #!/bin/bash
 # Final verification on the GPU machine, in one call: build both extensions, every CUDA test of the
 # suite, the grid benchmark (library energy, PyMaxflow in 2 worker processes), and the BVZ Tsukuba
-# sequence. Logs and tables under $OUT.
+# sequence. Logs and tables in $OUT/results.tgz (markdown tables also beside it).
 set -o pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/out}
+OUT=/tmp/final-results   # everything lands here, then one archive goes back (the tool returns <= 8 files)
+mkdir -p "$OUT" "$FINAL"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 TORCHCUT_DATA=$PWD/.data
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
@@ -17,3 +18,4 @@ timeout ${BENCH_TIMEOUT:-260} python3 benchmarks/grid.py --out "$OUT" --workers 
 echo "grid bench: $(( $(date +%s) - t0 )) s"
 timeout ${DIMACS_TIMEOUT:-90} python3 benchmarks/dimacs.py --out "$OUT" --sequences tsukuba --budget 60 2>&1 | tee "$OUT/bench-dimacs.log" | tail -8
 echo "total: $(( $(date +%s) - t0 )) s"
+tar czf "$FINAL/results.tgz" -C "$OUT" . && cp "$OUT"/*.md "$FINAL"/ 2>/dev/null; ls "$OUT"
