@@ -3,10 +3,15 @@
 Flow values must equal PyMaxflow's and the reference's exactly; every result must verify; masks are the
 canonical minimum cut, so they must equal the reference's and be identical over repeated runs even
 though atomics make the flows themselves vary. The fallback test at the end runs without a GPU.
+
+``TORCHCUT_TEST_GRID_OPTS='{"pipeline": -1, "walk": -1}' pytest -m cuda ...`` runs the whole file with
+those solver options as defaults (options a test passes itself win), e.g. to check an older code path.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 
 import numpy as np
@@ -19,6 +24,19 @@ from torchcut import solvers
 from torchcut.solvers import cuda as cuda_backend
 
 INT32_MAX = 2**31 - 1
+ENV_OPTS = json.loads(os.environ.get("TORCHCUT_TEST_GRID_OPTS") or "{}")
+
+
+@pytest.fixture(autouse=True)
+def _default_grid_opts(monkeypatch):
+    """Apply ``TORCHCUT_TEST_GRID_OPTS`` (JSON dict) as default options of the CUDA grid solver."""
+    if ENV_OPTS:
+        solve = cuda_backend.solve_grid
+
+        def with_defaults(caps, excess, sink, offsets, **options):
+            return solve(caps, excess, sink, offsets, **{**ENV_OPTS, **options})
+
+        monkeypatch.setattr(cuda_backend, "solve_grid", with_defaults)
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -224,6 +242,36 @@ def test_tuning_options_do_not_change_the_answer():
     s, t, e, r = _instance((70, 90), offs, directed=True, seed=8)
     for opts in ({"rounds": 1, "push_launches": 1}, {"rounds": 3, "bfs_batch": 1}, {"tile_x": 8, "tile_y": 4}):
         _check(s, t, e, offs, r, repeats=2, **opts)
+
+
+# Host loop and tile walk variants (v4 behaviour: pipeline=0, walk=-1), alone and with options that
+# make BFS batches short (bfs_batch=1: most read-backs find an unconverged BFS) or grids of one block per tile.
+HOST_LOOP_OPTS = [
+    {"pipeline": -1, "walk": -1},
+    {"pipeline": -1},
+    {"walk": -1},
+    {"pipeline": 2},
+    {"pipeline": 1, "bfs_batch": 1},
+    {"pipeline": 4, "push_launches": 1},
+    {"persist": -1},
+    {"persist": 1, "bfs_nodes": 4},
+    {"profile": 1},
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("opts", HOST_LOOP_OPTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (70, 90)), (2, 4, (300, 400)), (3, 6, (9, 17, 13))])
+def test_host_loop_and_walk_options(opts, ndim, conn, shape):
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, batch=3, directed=True, seed=12)
+    res = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2, **opts)
+    if ENV_OPTS:
+        return
+    walk = opts.get("walk", 0)
+    assert res.stats["walk"] == (0 if walk < 0 else 1)
+    pipe = opts.get("pipeline", 0)
+    assert res.stats["pipeline"] == (pipe if pipe > 0 and not opts.get("profile") else 0)
 
 
 @pytest.mark.cuda

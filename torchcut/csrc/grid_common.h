@@ -26,6 +26,8 @@ enum Opt {
   kProfile,       // time BFS and push phases with events (adds synchronisations)
   kPushBlocks,    // 1: push kernel compiled for 1 block/SM (more registers); else 2 blocks/SM
   kPersist,       // blocks per SM of the persistent push/BFS grids (0: 2 and 4; -1: one block per tile)
+  kPipeline,      // n > 0: n pushes queued (guarded) behind each read-back; 0 or -1: synchronous host loop
+  kWalk,          // -1: blocks per item walk over its tiles (v4); 0 or 1: one flat walk over all items' tiles
   kNumOpts
 };
 

@@ -4,7 +4,8 @@
 // d >= K: -offsets[d-K]); excess [B, N] int64; sink [B, N] residual sink capacities; N = Z*Y*X with
 // x fastest. 2D grids are 3D grids with Z = 1.
 //
-// The grid is cut into tiles; blocks of a persistent grid walk over the tiles of one item (blockIdx.y).
+// The grid is cut into tiles; blocks of a persistent grid walk over the tiles of all items in one flat
+// order (option walk; -1: over the tiles of one item, blockIdx.y).
 //
 // push_kernel: the block loads its tile's caps, excess, sink residuals and heights into shared memory
 //   and runs `rounds` local discharge rounds (push to every lower residual neighbour, sink first, then
@@ -21,6 +22,9 @@
 //   launch. The host reads the "last launch that changed something" counter once per batch of launches.
 // Termination (exact): right after a converged BFS, no node with excess has a finite distance. The
 // source side of the cut is the set of nodes at infinite distance.
+// Host loop: synchronous by default (read the counters, then decide). Option pipeline = n > 0: behind each
+// read-back the stream already holds n pushes that run only if that BFS converged (checked on the device)
+// and BFS launches that continue it otherwise, so the GPU does not idle while the host waits.
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -97,11 +101,10 @@ __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
 template <typename CapT, int DT>
 __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __restrict__ excess,
                                           CapT* __restrict__ sink, int* __restrict__ height,
-                                          int* __restrict__ tile_active, const Geom& G, int rounds, int t) {
+                                          int* __restrict__ tile_active, const Geom& G, int rounds, int b, int t) {
   const int D = DT ? DT : G.D;
   const int K = D / 2;
   const int NT = blockDim.x;
-  const int b = blockIdx.y;
   int* flag = tile_active + (long long)b * G.T + t;
   __shared__ int s_go;
   if (threadIdx.x == 0) {
@@ -212,14 +215,47 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
 }
 
 // Persistent grid: each block walks over tiles, so idle tiles cost a flag read, not a block launch.
+// walk == 0: blockIdx.y is the item, blocks stride over its tiles one at a time.
+// walk != 0: one flat walk over the tiles of all items (q = b * T + t, so every item gets blocks however
+//   large the batch); warp 0 reads the flags of the block's next 32 tiles at once and only the flagged
+//   ones are visited (a flag set later in the launch is seen by the next launch: flags stay set).
+// guard != nullptr: the launch was queued before the host knew whether the BFS before it converged; it
+//   does nothing unless it did (*guard = last BFS launch that changed something < guard_launch). Pushes
+//   between an unconverged BFS and its continuation would make the BFS's residual snapshot stale.
 template <typename CapT, int DT, int MINB>
 __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
                                                    CapT* __restrict__ sink, int* __restrict__ height,
                                                    int* __restrict__ tile_active, const __grid_constant__ Geom G,
-                                                   int rounds) {
-  for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-    push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, t);
-    __syncthreads();  // shared memory and s_go are reused by the next tile
+                                                   int rounds, int walk, int items, const long long* __restrict__ guard,
+                                                   long long guard_launch) {
+  if (guard != nullptr && __ldcg(guard) >= guard_launch) return;
+  if (!walk) {
+    for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
+      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t);
+      __syncthreads();  // shared memory and s_go are reused by the next tile
+    }
+    return;
+  }
+  __shared__ unsigned s_bits;
+  const long long total = (long long)G.T * items;
+  for (long long q0 = blockIdx.x; q0 < total; q0 += 32LL * gridDim.x) {
+    if (threadIdx.x < 32) {  // a tile has at least 32 nodes, so warp 0 is full
+      const long long q = q0 + (long long)threadIdx.x * gridDim.x;
+      const bool f = q < total && __ldcg(tile_active + q) != 0;
+      const unsigned bits = __ballot_sync(0xffffffffu, f);
+      if (threadIdx.x == 0) s_bits = bits;
+    }
+    __syncthreads();
+    unsigned bits = s_bits;
+    __syncthreads();  // s_bits is rewritten for the next group only after every thread has read it
+    while (bits) {
+      const int j = __ffs(bits) - 1;
+      bits &= bits - 1;
+      const long long q = q0 + (long long)j * gridDim.x;
+      const int b = (int)(q / G.T);
+      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T));
+      __syncthreads();  // shared memory and s_go are reused by the next tile
+    }
   }
 }
 
@@ -243,12 +279,11 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
 template <typename MaskT, int DT, int NPT>
 __device__ __forceinline__ void bfs_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
                                          int* __restrict__ epoch, long long* __restrict__ last_changed, const Geom& G,
-                                         int launch, int t) {
+                                         int launch, int b, int t, bool check) {
   const int D = DT ? DT : G.D;
   const int NT = blockDim.x;
-  const int b = blockIdx.y;
   int* ep = epoch + (long long)b * G.T;
-  if (G.bfs_skip) {
+  if (check && G.bfs_skip) {
     bool go = false;
     if (threadIdx.x < 27) {
       const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
@@ -315,15 +350,53 @@ __device__ __forceinline__ void bfs_tile(const MaskT* __restrict__ mask, int* __
   }
 }
 
+// walk: as in push_kernel (one flat walk over the tiles of all items, 32 tiles' skip tests at once).
+// One node per thread: at most 32 registers, so that the 4 blocks per SM of the persistent grid are resident.
 template <typename MaskT, int DT, int NPT>
-__global__ void __launch_bounds__(512) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
+__global__ void __launch_bounds__(512, NPT == 1 ? 4 : 1) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
                                                   int* __restrict__ epoch, long long* __restrict__ last_changed,
-                                                  const __grid_constant__ Geom G, int launch) {
+                                                  const __grid_constant__ Geom G, int launch, int walk, int items) {
   // The previous launch changed nothing: the BFS has converged, this launch is spare.
   if (__ldcg(last_changed) < launch - 1) return;
-  for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-    bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, t);
-    __syncthreads();  // dist_s is reused by the next tile
+  if (!walk) {
+    for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
+      bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, blockIdx.y, t, true);
+      __syncthreads();  // dist_s is reused by the next tile
+    }
+    return;
+  }
+  __shared__ unsigned s_bits;
+  const long long total = (long long)G.T * items;
+  for (long long q0 = blockIdx.x; q0 < total; q0 += 32LL * gridDim.x) {
+    if (threadIdx.x == 0) s_bits = 0;
+    __syncthreads();
+    // Thread (j, a): neighbour a (3x3x3) of the group's tile j changed in this launch or the last one?
+    for (int idx = threadIdx.x; idx < 32 * 27; idx += blockDim.x) {
+      const int j = idx / 27, a = idx - j * 27;
+      const long long q = q0 + (long long)j * gridDim.x;
+      if (q >= total) continue;
+      bool go = a == 0;
+      if (G.bfs_skip) {
+        const int b = (int)(q / G.T);
+        const int t = (int)(q - (long long)b * G.T);
+        const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
+        const int ax = tx + a % 3 - 1, ay = ty + (a / 3) % 3 - 1, az = tz + a / 9 - 1;
+        go = ax >= 0 && ay >= 0 && az >= 0 && ax < G.nTX && ay < G.nTY && az < G.nTZ &&
+             __ldcg(epoch + (long long)b * G.T + ax + G.nTX * (ay + G.nTY * az)) >= launch - 1;
+      }
+      if (go) atomicOr(&s_bits, 1u << j);
+    }
+    __syncthreads();
+    unsigned bits = s_bits;
+    __syncthreads();  // s_bits is reset for the next group only after every thread has read it
+    while (bits) {
+      const int j = __ffs(bits) - 1;
+      bits &= bits - 1;
+      const long long q = q0 + (long long)j * gridDim.x;
+      const int b = (int)(q / G.T);
+      bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, b, (int)(q - (long long)b * G.T), false);
+      __syncthreads();  // dist_s is reused by the next tile
+    }
   }
 }
 
@@ -351,13 +424,15 @@ int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallba
 
 template <typename CapT>
 void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
-                 CapT* sink, int* height, int* tile_active, const Geom& G, int rounds) {
+                 CapT* sink, int* height, int* tile_active, const Geom& G, int rounds, int walk, int items,
+                 const long long* guard, long long guard_launch) {
 #define TC_PUSH(DV, MB)                                                                                      \
   {                                                                                                          \
     auto kern = push_kernel<CapT, DV, MB>;                                                                   \
     if (smem > 48 * 1024)                                                                                    \
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
-    kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds);                  \
+    kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, walk, items, guard, \
+                                      guard_launch);                                                         \
   }                                                                                                          \
   break;
   if (minb == 2 && threads <= 512) {  // 2 blocks per SM: at most 64 registers a thread
@@ -382,11 +457,12 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
 
 template <typename MaskT>
 void launch_bfs(int D, int npt, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height, int* epoch,
-                long long* last_changed, const Geom& G, int launch) {
+                long long* last_changed, const Geom& G, int launch, int walk, int items) {
   if constexpr (sizeof(MaskT) > 4) {  // only generic grids have more than 32 directions
-    bfs_kernel<MaskT, 0, 1><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch);
+    bfs_kernel<MaskT, 0, 1><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items);
   } else {
-#define TC_BFS(DV, NV) bfs_kernel<MaskT, DV, NV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch)
+#define TC_BFS(DV, NV) \
+  bfs_kernel<MaskT, DV, NV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items)
 #define TC_BFS_N(DV)          \
   if (npt == 8)               \
     TC_BFS(DV, 8);            \
@@ -458,22 +534,70 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
 
   const dim3 tgrid(G.T, (unsigned)B);
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int push_blocks = opts[kPersist] < 0 ? G.T : std::min<int>(G.T, std::max<int>(1, (int)(opts[kPersist] > 0 ? opts[kPersist] : 2) * sms / (int)B));
-  const int bfs_blocks = opts[kPersist] < 0 ? GB.T : std::min<int>(GB.T, std::max<int>(1, (int)(opts[kPersist] > 0 ? opts[kPersist] : 4) * sms / (int)B));
-  const dim3 pgrid(push_blocks, (unsigned)B);
-  const dim3 bgrid(bfs_blocks, (unsigned)B);
+  // walk (default on): one flat persistent walk over the tiles of all items, so that an item's blocks do
+  // not shrink with the batch (v4 gave each item persist * SMs / B blocks). pipeline = n > 0 (default off:
+  // measured no faster, NOTES-grid.md v5): the host queues n guarded pushes and more BFS launches behind
+  // each read-back (see below).
+  const int walk = opts[kWalk] < 0 ? 0 : 1;
   const bool profile = opts[kProfile] != 0;
+  const bool pipeline = opts[kPipeline] > 0 && !profile;  // profiling needs the synchronous loop
+  const int spec = pipeline ? (int)opts[kPipeline] : 0;   // pushes queued before the host knows
+  const int per_sm_push = (int)(opts[kPersist] > 0 ? opts[kPersist] : 2);
+  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : 4);
+  int push_blocks, bfs_blocks;
+  if (walk) {
+    const long long pt = (long long)G.T * B, bt = (long long)GB.T * B;
+    const long long cap = (1LL << 31) - 1;
+    push_blocks = (int)std::min(cap, opts[kPersist] < 0 ? pt : std::min<long long>(pt, (long long)per_sm_push * sms));
+    bfs_blocks = (int)std::min(cap, opts[kPersist] < 0 ? bt : std::min<long long>(bt, (long long)per_sm_bfs * sms));
+  } else {
+    push_blocks = opts[kPersist] < 0 ? G.T : std::min<int>(G.T, std::max<int>(1, per_sm_push * sms / (int)B));
+    bfs_blocks = opts[kPersist] < 0 ? GB.T : std::min<int>(GB.T, std::max<int>(1, per_sm_bfs * sms / (int)B));
+  }
+  const dim3 pgrid(push_blocks, walk ? 1u : (unsigned)B);
+  const dim3 bgrid(bfs_blocks, walk ? 1u : (unsigned)B);
+  const int items = (int)B;
   const int push_minb = opts[kPushBlocks] == 1 ? 1 : 2;
   cudaEvent_t ev[3];
   float bfs_ms = 0, push_ms = 0;
   if (profile)
     for (auto& e : ev) TC_CUDA_CHECK(cudaEventCreate(&e));
+  struct EventGuard {  // destroys the events on every exit, the TORCH_CHECK throws included
+    cudaEvent_t* e;
+    int n;
+    ~EventGuard() {
+      for (int k = 0; k < n; ++k) cudaEventDestroy(e[k]);
+    }
+  } ev_guard{ev, profile ? 3 : 0};
+  cudaEvent_t ready;
+  TC_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  EventGuard ready_guard{&ready, 1};
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT) + sizeof(int));
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
   const int rounds = opts[kRounds] > 0 ? (int)opts[kRounds] : 16;
   const int64_t push_opt = opts[kPushLaunches];
   const int batch_opt = opts[kBfsBatch] > 0 ? (int)opts[kBfsBatch] : 0;
   const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
+  auto push = [&](const long long* guard, long long guard_launch) {
+    launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds, walk, items, guard,
+                      guard_launch);
+    TC_CUDA_CHECK(cudaGetLastError());
+  };
+  auto bfs = [&](int n, int& launch) {
+    for (int k = 0; k < n; ++k) {
+      ++launch;
+      launch_bfs<MaskT>(G.D, npt, bgrid, NT, st, mp, hp, epp, scp, GB, launch, walk, items);
+    }
+    TC_CUDA_CHECK(cudaGetLastError());
+  };
+  // Active nodes per tile and in total, then both counters to the host (pinned, asynchronous).
+  auto count_and_copy = [&]() {
+    TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
+    count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + 1), G);
+    TC_CUDA_CHECK(cudaGetLastError());
+    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 2 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+  };
+  auto push_count = [&](int last) { return push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last / 2)); };
 
   int launch = 0;
   int64_t cycles = 0, bfs_launches = 0, push_launches = 0, syncs = 0;
@@ -489,20 +613,52 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     // Spare launches after convergence exit at once (a few us each), a host sync costs tens of us:
     // ask for a little more than the last BFS needed.
     int batch = batch_opt ? batch_opt : std::max(4, last_bfs + 1);
-    while (true) {
-      for (int k = 0; k < batch; ++k) {
-        ++launch;
-        launch_bfs<MaskT>(G.D, npt, bgrid, NT, st, mp, hp, epp, scp, GB, launch);
+    bfs(batch, launch);
+    if (pipeline) {
+      // Pipelined: behind each read-back the stream already holds (1) P pushes guarded on the device by
+      // "the BFS converged" (they exit at once otherwise) and (2) more BFS launches, which continue an
+      // unconverged BFS or exit at once (last_changed < launch - 1) after a converged one. So the GPU
+      // works while the host waits. Safe in every outcome: a converged BFS with no active node leaves all
+      // tile flags at 0, so the guarded pushes change nothing and the heights stay those of that BFS; an
+      // unconverged one is continued with the same residual snapshot, as no push ran in between.
+      bool done = false;
+      while (!done) {
+        count_and_copy();
+        TC_CUDA_CHECK(cudaEventRecord(ready, st));
+        const int checked = launch;  // converged iff some launch up to here changed nothing
+        const int P = std::min(spec, push_count(launch - start));
+        for (int p = 0; p < P; ++p) push(scp, checked);
+        const int more = batch_opt ? batch_opt : std::max(2, batch / 2);
+        bfs(more, launch);
+        TC_CUDA_CHECK(cudaEventSynchronize(ready));
+        ++syncs;
+        if (hostp[0] >= checked) {  // not converged: the launches queued above continue it
+          batch = more;
+          continue;
+        }
+        last_bfs = (int)(hostp[0] - start) + 1;
+        bfs_launches += launch - start;
+        if (hostp[1] == 0) {  // done; the queued pushes and BFS launches change nothing
+          done = true;
+          break;
+        }
+        TORCH_CHECK(++cycles <= max_cycles, "torchcut_grid: push-relabel did not converge in ", max_cycles,
+                    " global relabels");
+        const int want = push_count(last_bfs);
+        for (int p = P; p < want; ++p) push(nullptr, 0);
+        push_launches += std::max(P, want);
+        break;  // the next BFS init follows the pushes in the stream
       }
-      TC_CUDA_CHECK(cudaGetLastError());
-      TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
-      count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + 1), G);
-      TC_CUDA_CHECK(cudaGetLastError());
-      TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 2 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+      if (done) break;
+      continue;
+    }
+    while (true) {
+      count_and_copy();
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
       ++syncs;
       if (hostp[0] < launch) break;  // some launch changed nothing: converged
       batch = batch_opt ? batch_opt : std::max(2, batch / 2);
+      bfs(batch, launch);
     }
     if (profile) {
       TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
@@ -522,21 +678,17 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
                 " global relabels");
     // ---- push/relabel launches
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
-    const int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last_bfs / 2));
-    for (int p = 0; p < P; ++p) {
-      launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds);
-      TC_CUDA_CHECK(cudaGetLastError());
-    }
+    const int P = push_count(last_bfs);
+    for (int p = 0; p < P; ++p) push(nullptr, 0);
     push_launches += P;
   }
   at::Tensor out = at::empty({total}, excess.options().dtype(at::kBool));
   mask_kernel<<<flat_blocks, 256, 0, st>>>(hp, out.data_ptr<bool>(), total);
   TC_CUDA_CHECK(cudaGetLastError());
-  if (profile)
-    for (auto& e : ev) cudaEventDestroy(e);
   at::Tensor stats = at::tensor({cycles + 1, bfs_launches, push_launches, syncs, (int64_t)rounds,
                                  (int64_t)G.TX, (int64_t)G.TY, (int64_t)G.TZ, (int64_t)npt,
-                                 (int64_t)(bfs_ms * 1000), (int64_t)(push_ms * 1000)},
+                                 (int64_t)(bfs_ms * 1000), (int64_t)(push_ms * 1000), (int64_t)spec,
+                                 (int64_t)walk},
                                 at::TensorOptions().dtype(at::kLong));
   return {out, stats};
 }

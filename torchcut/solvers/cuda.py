@@ -8,7 +8,8 @@ the GPU, and turns the op's counters into a dict.
 Algorithm (details at the top of ``grid_kernels.cu``): tile-local push/relabel rounds in shared memory
 with atomics across tile borders, and a global relabel (BFS from the sink) on the GPU, also tiled.
 Termination is exact: right after a BFS, no node with excess can reach the sink. The host reads one
-small counter per batch of BFS launches, never once per push round.
+small counter per batch of BFS launches, never once per push round (option ``pipeline``: queue the next
+launches before waiting for that read).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ EXT = "torchcut_grid"
 # Height of nodes that cannot reach the sink (kInf in grid_common.h).
 INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
-_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile", "push_blocks", "persist")
+_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile", "push_blocks", "persist",
+         "pipeline", "walk")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
-          "tile_z", "bfs_nodes", "bfs_us", "push_us")
+          "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk")
 
 
 def load_error():
@@ -84,7 +86,11 @@ def solve_grid(caps, excess, sink, offsets, **options):
         ``max_cycles`` (raise after this many global relabels), ``bfs_nodes`` (nodes per thread of the BFS
         kernel: 1, 4 or 8), ``profile`` (time the BFS and push phases with events: ``bfs_us``/``push_us``), ``push_blocks``
         (1: the push kernel variant with more registers and one block per SM; default 2 per SM),
-        ``persist`` (blocks per SM of the persistent push/BFS grids; -1: one block per tile).
+        ``persist`` (blocks per SM of the persistent push/BFS grids; -1: one block per tile),
+        ``pipeline`` (n > 0: while the host waits for a read-back, the GPU already runs n pushes, guarded on
+        the device by "the BFS converged", and the next BFS launches; default 0 = the synchronous host loop,
+        which measured as fast; ``profile`` implies 0), ``walk`` (default: blocks walk over the tiles of all
+        items in one flat order, 32 tile flags read at once; -1: each item gets its own blocks, as in v4).
 
     Returns
     -------
