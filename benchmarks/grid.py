@@ -326,7 +326,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import torch
-    import torchcut
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     opts = json.loads(args.opts)
