@@ -13,9 +13,9 @@ t0=$(date +%s)
 python3 -m torchcut.build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 timeout ${PYTEST_TIMEOUT:-200} python3 -m pytest -m cuda -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/pytest-cuda.log" | tail -15
-echo "tests: $(( $(date +%s) - t0 )) s"
-timeout ${BENCH_TIMEOUT:-260} python3 benchmarks/grid.py --out "$OUT" --workers ${WORKERS:-2} ${GRID_ARGS:---energy torchcut} 2>&1 | tee "$OUT/bench-grid.log" | tail -22
-echo "grid bench: $(( $(date +%s) - t0 )) s"
+echo "tests: $(( $(date +%s) - t0 )) s"; tar czf "$FINAL/results.tgz" -C "$OUT" .
+timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/grid.py --out "$OUT" --workers ${WORKERS:-3} ${GRID_ARGS:---energy torchcut} 2>&1 | tee "$OUT/bench-grid.log" | tail -22
+echo "grid bench: $(( $(date +%s) - t0 )) s"; tar czf "$FINAL/results.tgz" -C "$OUT" .
 timeout ${DIMACS_TIMEOUT:-90} python3 benchmarks/dimacs.py --out "$OUT" --sequences tsukuba --budget 60 2>&1 | tee "$OUT/bench-dimacs.log" | tail -8
 echo "total: $(( $(date +%s) - t0 )) s"
 tar czf "$FINAL/results.tgz" -C "$OUT" . && cp "$OUT"/*.md "$FINAL"/ 2>/dev/null; ls "$OUT"
