@@ -22,6 +22,7 @@ import torchcut
 from torchcut import GridGraph, grid_offsets
 from torchcut import solvers
 from torchcut.solvers import cuda as cuda_backend
+from oracles import pymaxflow_grid
 
 INT32_MAX = 2**31 - 1
 ENV_OPTS = json.loads(os.environ.get("TORCHCUT_TEST_GRID_OPTS") or "{}")
@@ -42,25 +43,8 @@ def _default_grid_opts(monkeypatch):
 # ---------------------------------------------------------------------------------------- helpers
 def _pymaxflow(source, sink, edges, offsets, reverse) -> int:
     """Max flow of one grid item by PyMaxflow, built straight from the raw arrays (float64: exact)."""
-    maxflow = pytest.importorskip("maxflow")
-    source = np.asarray(source, dtype=np.float64)
-    shape = source.shape
-    ids = np.arange(source.size).reshape(shape)
-    g = maxflow.Graph[float]()
-    g.add_nodes(source.size)
-    for k, off in enumerate(offsets):
-        src, dst = [], []
-        for o, n in zip(off, shape):
-            m = max(0, n - abs(o))
-            src.append(slice(max(0, -o), max(0, -o) + m))
-            dst.append(slice(max(0, o), max(0, o) + m))
-        i, j = ids[tuple(src)].ravel(), ids[tuple(dst)].ravel()
-        if i.size:
-            fwd = np.asarray(edges[k], dtype=np.float64)[tuple(src)].ravel()
-            bwd = np.asarray(reverse[k], dtype=np.float64)[tuple(src)].ravel()
-            g.add_edges(i, j, fwd, bwd)
-    g.add_grid_tedges(ids, source, np.asarray(sink, dtype=np.float64))
-    return int(round(g.maxflow()))
+    pytest.importorskip("maxflow")
+    return int(round(pymaxflow_grid(source, sink, edges, offsets, reverse)))
 
 
 def _instance(shape, offsets, *, batch=None, directed=False, hi=100, density=0.7, seed=0, term_hi=None):
