@@ -117,3 +117,53 @@ def test_bvz_subcommand_writes_instances(tmp_path, capsys):
     code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
                                 "--out", str(out), "--disparities", "1"])
     assert code == 1 and "--disparities: expected at least 2, got 1" in err
+
+
+# ------------------------------------------------------------------------------ torchcut segment
+def _disk_pngs(tmp_path, size=40):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[:size, :size]
+    disk = (yy - size / 2) ** 2 + (xx - size / 2) ** 2 < (size / 4) ** 2
+    image = np.clip(disk * 120 + 60 + rng.normal(0, 25, disk.shape), 0, 255).astype(np.uint8)
+    seeds = np.zeros_like(image)
+    seeds[size // 2 - 2 : size // 2 + 2, size // 2 - 2 : size // 2 + 2] = 1
+    seeds[:3, :] = 2
+    seeds[-3:, :] = 2
+    Image.fromarray(image).save(tmp_path / "img.png")
+    Image.fromarray(seeds).save(tmp_path / "seeds.png")
+    return image, seeds, disk
+
+
+def test_segment_writes_the_mask(tmp_path, capsys):
+    from PIL import Image
+
+    image, seeds, disk = _disk_pngs(tmp_path)
+    out = tmp_path / "mask.png"
+    code, stdout, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
+                                     "--out", str(out), "--device", "cpu", "--verify"])
+    assert code == 0 and err == ""
+    assert "c verified" in stdout
+    mask = np.asarray(Image.open(out)) > 0
+    expected = torchcut.segment(image, seeds, connectivity=8)
+    assert np.array_equal(mask, expected.numpy())
+    iou = (mask & disk).sum() / (mask | disk).sum()
+    assert iou > 0.9
+
+
+def test_segment_bad_seeds_exit_1(tmp_path, capsys):
+    from PIL import Image
+
+    _disk_pngs(tmp_path)
+    Image.new("RGB", (40, 40)).save(tmp_path / "rgb.png")
+    code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "rgb.png"), "--out", str(tmp_path / "m.png"),
+                                "--device", "cpu"])
+    assert code == 1
+    assert err.strip() == "torchcut segment: error: seeds: expected a one-channel PNG of labels 0/1/2, got an image of mode RGB"
+    Image.fromarray(np.zeros((30, 40), np.uint8)).save(tmp_path / "small.png")
+    code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png"),
+                                "--device", "cpu"])
+    assert code == 1 and err.count("\n") == 1 and "image: expected the seeds' shape (30, 40)" in err
+    code, _, err = run(capsys, ["segment", str(tmp_path / "nope.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png")])
+    assert code == 1 and "No such file" in err
