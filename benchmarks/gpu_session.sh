@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU session of the grid solver work: build, smoke/tune, tests, benchmark. Logs under $OUT.
 # usage: bash benchmarks/gpu_session.sh "<tune sweep json>" "<tune cases>" "<pytest args or skip>" "<bench args or skip>"
-# env: OLD_OPTS='<json>' runs the pytest step a second time with those solver defaults (pytest-old.log);
+# env: TUNE_ENERGY=builtin|torchcut; SWEEP2/CASES2: a second sweep; OLD_OPTS='<json>' runs the pytest step a second time with those solver defaults (pytest-old.log);
 #      TUNE_REPS (timed rounds of the sweep), PYTEST_TIMEOUT, TUNE_TIMEOUT, BENCH_TIMEOUT (seconds).
 set -o pipefail
 SWEEP="$1"; [ -z "$SWEEP" ] && SWEEP='[{}]'
@@ -23,7 +23,14 @@ if [ "$3" != "skip" ]; then
   fi
 fi
 if [ "$2" != "skip" ]; then
-  timeout ${TUNE_TIMEOUT:-200} python3 benchmarks/tune_grid.py --sweep "$SWEEP" --cases "${2:-512-4,1024-4}" --reps ${TUNE_REPS:-3} 2>&1 | tee "$OUT/tune.log"
+  timeout ${TUNE_TIMEOUT:-200} python3 benchmarks/tune_grid.py --sweep "$SWEEP" --cases "${2:-512-4,1024-4}" \
+    --reps ${TUNE_REPS:-3} --energy ${TUNE_ENERGY:-builtin} $TUNE_FLAGS 2>&1 | tee "$OUT/tune.log"
+  echo "tune: $(( $(date +%s) - t0 )) s"
+fi
+if [ -n "$SWEEP2" ]; then  # a second sweep (e.g. 3D-only options) on the cases in CASES2
+  timeout ${TUNE_TIMEOUT:-200} python3 benchmarks/tune_grid.py --sweep "$SWEEP2" --cases "$CASES2" \
+    --reps ${TUNE_REPS:-3} --energy ${TUNE_ENERGY:-builtin} $TUNE_FLAGS 2>&1 | tee "$OUT/tune2.log"
+  echo "tune2: $(( $(date +%s) - t0 )) s"
 fi
 if [ "$4" != "skip" ] && [ -n "$4" ]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/grid.py --out "$OUT" $4 2>&1 | tee "$OUT/bench.log" | tail -40

@@ -25,8 +25,8 @@ import grid as B  # noqa: E402
 import torchcut  # noqa: E402
 
 
-def graph_of(spec):
-    offs, items = B.make_case(spec)
+def graph_of(spec, energy="builtin"):
+    offs, items = B.make_case(spec, energy)
     src = torch.as_tensor(B.np.stack([s for s, _, _ in items])).cuda()
     snk = torch.as_tensor(B.np.stack([t for _, t, _ in items])).cuda()
     edg = torch.as_tensor(B.np.stack([e for _, _, e in items], axis=1)).cuda()
@@ -53,6 +53,9 @@ def main():
     ap.add_argument("--sweep", default="", help="JSON list of option dicts")
     ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch")
     ap.add_argument("--reps", type=int, default=3, help="timed rounds over the sweep")
+    ap.add_argument("--verify-all", action="store_true", help="verify the certificate of every timed run too")
+    ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
+                    help="the benchmark's own energy or the library's segmentation_graph (see grid.py)")
     args = ap.parse_args()
     specs = {
         "512-4": dict(kind="2d", n=512, conn=4, batch=1, pic=0),
@@ -67,7 +70,7 @@ def main():
     sweep = json.loads(args.sweep) if args.sweep else [{}]
     for name in args.cases.split(","):
         t0 = time.perf_counter()
-        g = graph_of(specs[name])
+        g = graph_of(specs[name], args.energy)
         print(f"== {name}: {g} (built in {time.perf_counter() - t0:.1f} s)", flush=True)
         flows = None
         good = []
@@ -98,7 +101,12 @@ def main():
                 runs[k].append((a.elapsed_time(b), r.stats))
                 if r.flow_values.tolist() != flows:
                     print(f"  MISMATCH {json.dumps(opts)}: flow {r.flow_values.tolist()[:1]}", flush=True)
-        keys = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us")
+                if args.verify_all:
+                    try:
+                        r.verify()
+                    except Exception as exc:  # noqa: BLE001 - report every failing run
+                        print(f"  VERIFY FAILED {json.dumps(opts)}: {exc}", flush=True)
+        keys = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us", "bfs_visits", "bfs_depth")
         for opts, rs in zip(good, runs):
             rs.sort(key=lambda x: x[0])
             ms = statistics.median(x[0] for x in rs)

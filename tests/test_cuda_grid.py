@@ -258,6 +258,82 @@ def test_host_loop_and_walk_options(opts, ndim, conn, shape):
     assert res.stats["pipeline"] == (pipe if pipe > 0 and not opts.get("profile") else 0)
 
 
+# BFS variants: the worklist of scan tiles (default), scan tiles in launches, Jacobi tiles (v5), and
+# small, flat and deep scan tiles (lines of 1, 2, 4 ... 32 nodes along each axis).
+BFS_OPTS = [
+    {},
+    {"bfs_queue": -1},
+    {"bfs_scan": -1},
+    {"bfs_tile_x": 8, "bfs_tile_y": 4, "bfs_tile_z": 1},
+    {"bfs_tile_x": 32, "bfs_tile_y": 1, "bfs_tile_z": 1},
+    {"bfs_tile_x": 1, "bfs_tile_y": 32, "bfs_tile_z": 4},
+    {"bfs_tile_x": 4, "bfs_tile_y": 8, "bfs_tile_z": 32, "bfs_queue": -1},
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("opts", BFS_OPTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (70, 90)), (2, 8, (130, 70)), (3, 6, (9, 17, 40)),
+                                             (3, 26, (12, 10, 11))])
+def test_bfs_variants(opts, ndim, conn, shape):
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, batch=3, directed=True, seed=21)
+    res = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2, **opts)
+    if ENV_OPTS:
+        return
+    scan = opts.get("bfs_scan", 0) >= 0
+    assert res.stats["bfs_scan"] == scan
+    assert res.stats["bfs_queue"] == (scan and opts.get("bfs_queue", 0) >= 0)
+    if res.stats["bfs_queue"]:
+        assert res.stats["bfs_launches"] == res.stats["global_relabels"]  # one launch per BFS
+        assert res.stats["bfs_visits"] > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("opts", [{}, {"bfs_queue": -1}, {"bfs_tile_x": 4, "bfs_tile_y": 8}])
+def test_bfs_follows_a_long_serpentine(opts):
+    """One corridor snaking through the grid: the sink is ~2000 steps and many tiles from the source, so
+    every BFS must carry its wavefront through a long chain of tiles (flow = the narrowest corridor arc)."""
+    rng = np.random.default_rng(5)
+    H, W = 32, 128
+    offs = grid_offsets(2, 4)
+    right, down = (0, 1), (1, 0)
+    edges = np.zeros((2, H, W), dtype=np.int64)
+    edges[offs.index(right), 0::2, :-1] = rng.integers(20, 60, size=(H // 2, W - 1))
+    for r in range(0, H - 2, 2):  # the corridor turns down at alternate ends
+        x = W - 1 if (r // 2) % 2 == 0 else 0
+        edges[offs.index(down), r:r + 2, x] = rng.integers(20, 60, size=2)
+    edges[offs.index(right), 2 * 7, 50] = 13  # the bottleneck, mid-corridor
+    source = np.zeros((H, W), dtype=np.int64)
+    sink = np.zeros((H, W), dtype=np.int64)
+    source[0, 0] = 1000
+    sink[H - 2, W - 1 if ((H - 2) // 2) % 2 == 0 else 0] = 1000
+    res = _check(source, sink, edges, offs, edges, reference=False, repeats=2, **opts)
+    assert res.flow_values.tolist() == [13]
+
+
+@pytest.mark.cuda
+def test_bfs_tile_must_be_powers_of_two():
+    offs = grid_offsets(2, 4)
+    g = GridGraph(torch.ones(8, 8, device="cuda"), torch.ones(8, 8, device="cuda"),
+                  torch.ones(2, 8, 8, device="cuda"), offs)
+    with pytest.raises(ValueError, match="bfs_tile_x.*expected powers of two.*got 24x4x1"):
+        torchcut.maxflow(g, bfs_tile_x=24, bfs_tile_y=4)
+    with pytest.raises(ValueError, match="with 32 to 1024 nodes in all; got 2x4x1"):
+        torchcut.maxflow(g, bfs_tile_x=2, bfs_tile_y=4, bfs_tile_z=32)
+
+
+@pytest.mark.cuda
+def test_error_inside_the_op_is_a_clean_exception():
+    """A limit hit inside the C++ loop raises RuntimeError (not a crash), and the solver works after."""
+    offs = grid_offsets(2, 4)
+    s, t, e, r = _instance((64, 64), offs, seed=3)
+    g = GridGraph(*(torch.as_tensor(a, device="cuda") for a in (s, t, e)), offs)
+    with pytest.raises(RuntimeError, match="did not converge in 1 global relabels"):
+        torchcut.maxflow(g, backend="cuda", max_cycles=1, rounds=1, push_launches=1)
+    assert torchcut.maxflow(g, backend="cuda").verify()
+
+
 @pytest.mark.cuda
 def test_float_capacities_through_segment_path():
     offs = grid_offsets(2, 8)

@@ -13,6 +13,10 @@ constexpr int kMaxDirs = 62;
 // Height of nodes that cannot reach the sink (also the BFS's "unreached").
 constexpr int kInf = 1 << 30;
 
+// Outcome of a solve, the last entry of the stats (the op returns instead of throwing: an exception
+// thrown inside the op was measured to crash the process on the GPU machine, so the Python layer raises).
+constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
+
 // Option slots of the `solve` op (0 = default).
 enum Opt {
   kTileX = 0,
@@ -28,6 +32,11 @@ enum Opt {
   kPersist,       // blocks per SM of the persistent push/BFS grids (0: 2 and 4; -1: one block per tile)
   kPipeline,      // n > 0: n pushes queued (guarded) behind each read-back; 0 or -1: synchronous host loop
   kWalk,          // -1: blocks per item walk over its tiles (v4); 0 or 1: one flat walk over all items' tiles
+  kBfsScan,       // -1: BFS tiles relax by Jacobi sweeps (v1-v5); else by segmented scans along each axis (v6)
+  kBfsTileX,      // BFS tile extent of the scan BFS (powers of two, at most 32 each, 32 to 1024 nodes)
+  kBfsTileY,
+  kBfsTileZ,
+  kBfsQueue,      // -1: the scan BFS runs as launches over tiles until one changes nothing; else a worklist
   kNumOpts
 };
 

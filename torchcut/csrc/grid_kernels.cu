@@ -7,8 +7,8 @@
 // The grid is cut into tiles; blocks of a persistent grid walk over the tiles of all items in one flat
 // order (option walk; -1: over the tiles of one item, blockIdx.y).
 //
-// push_kernel: the block loads its tile's caps, excess, sink residuals and heights into shared memory
-//   and runs `rounds` local discharge rounds (push to every lower residual neighbour, sink first, then
+// push_kernel: the block loads its tile's caps, excess, sink residuals and heights (plus a halo of
+//   neighbouring heights, a snapshot) into shared memory and runs `rounds` local discharge rounds (push to every lower residual neighbour, sink first, then
 //   relabel). Pushes inside the tile use shared-memory atomics. Pushes across the tile border go
 //   straight to global memory (atomicAdd on the neighbour's excess and on the reverse residual, atomic
 //   decrement of the own residual), so global memory always holds the truth for border arcs and the
@@ -16,10 +16,13 @@
 //   are stored back plainly; excess is written back as a delta (atomicAdd) because other tiles add to
 //   it concurrently. Heights of other tiles are read from global memory (stale within a launch: that
 //   is only a heuristic, the preflow stays valid). A per-tile flag skips tiles with nothing to do.
-// bfs_kernel: global relabel = exact distance to the sink over residual arcs, Bellman-Ford style with
-//   tile-local relaxation to a fixed point in shared memory, repeated over launches until a launch
-//   changes nothing. A tile is skipped when neither it nor a neighbouring tile changed in the last
-//   launch. The host reads the "last launch that changed something" counter once per batch of launches.
+// Global relabel = exact distance to the sink over residual arcs, Bellman-Ford style: each BFS tile is
+//   relaxed to its fixed point in shared memory by segmented min-plus scans along x, y and z
+//   (bfs_scan_tile; bfs_scan = -1: Jacobi sweeps, bfs_tile). Default (bfs_queue_kernel): one launch per
+//   global relabel, resident blocks take tiles from a worklist and tiles whose border heights changed
+//   go back into it, until nothing is queued or running. bfs_queue = -1 (bfs_kernel): launches over all
+//   tiles until one changes nothing, skipping tiles whose neighbourhood did not change; the host reads
+//   the "last launch that changed something" counter once per batch of launches.
 // Termination (exact): right after a converged BFS, no node with excess has a finite distance. The
 // source side of the cut is the set of nodes at infinite distance.
 // Host loop: synchronous by default (read the counters, then decide). Option pipeline = n > 0: behind each
@@ -60,6 +63,16 @@ struct Geom {
   int dx[kMaxDirs], dy[kMaxDirs], dz[kMaxDirs];
   int slin[kMaxDirs];        // linear offset inside a tile
   long long glin[kMaxDirs];  // linear offset in the grid
+  // Push: the tile's heights plus a halo of px/py/pz nodes on each side (the box) sit in shared memory,
+  // so that a local round never waits on a global load. box == 0 (offsets longer than 2): no halo, the
+  // heights of other tiles are read from global memory.
+  int box, px, py, pz, BX, BY, boxN;
+  int boff[kMaxDirs];  // linear offset in the box
+  // Scan BFS: shared arrays with rows padded to SX = TX + 1 (fewer bank conflicts in the y/z passes).
+  int SX;
+  int plin[kMaxDirs];      // linear offset in the padded layout
+  int axm[3], axp[3];      // direction of the unit step -1 / +1 along x, y, z (-1: none)
+  unsigned long long other;  // directions that the axis scans do not cover (diagonals, long offsets)
 };
 
 __device__ __forceinline__ void atomic_add(int* p, int v) { atomicAdd(p, v); }
@@ -119,21 +132,30 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
   long long* e_s = reinterpret_cast<long long*>(smem);
   CapT* c_s = reinterpret_cast<CapT*>(e_s + NT);
   CapT* s_s = c_s + (size_t)D * NT;
-  int* h_s = reinterpret_cast<int*>(s_s + NT);
+  int* h_s = reinterpret_cast<int*>(s_s + NT);  // the box: tile plus halo, x fastest
 
   const Local L = locate_at(G, t, threadIdx.x);
   const int i = L.i;
   const long long base = (long long)b * G.N;
   CapT* capb = caps + (long long)b * D * G.N;
   int* hb = height + base;
+  {  // heights of the box (kInf outside the grid); those of other tiles are a snapshot (a heuristic)
+    const int x0 = (t % G.nTX) * G.TX - G.px, y0 = ((t / G.nTX) % G.nTY) * G.TY - G.py,
+              z0 = (t / (G.nTX * G.nTY)) * G.TZ - G.pz;
+    for (int c = threadIdx.x; c < G.boxN; c += NT) {
+      const int x = x0 + c % G.BX, y = y0 + (c / G.BX) % G.BY, z = z0 + c / (G.BX * G.BY);
+      h_s[c] = (unsigned)x < (unsigned)G.X && (unsigned)y < (unsigned)G.Y && (unsigned)z < (unsigned)G.Z
+                   ? __ldcg(hb + x + (long long)G.X * (y + (long long)G.Y * z))
+                   : kInf;
+    }
+  }
+  const int bi = (L.lx + G.px) + G.BX * ((L.ly + G.py) + G.BY * (L.lz + G.pz));
 
   long long e0 = 0;
   CapT s0 = 0;
-  int h0 = kInf;
   if (L.valid) {
     e0 = excess[base + L.g];
     s0 = sink[base + L.g];
-    h0 = hb[L.g];
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       c_s[d * NT + i] = capb[d * G.N + L.g];
@@ -143,13 +165,13 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
   }
   e_s[i] = e0;
   s_s[i] = s0;
-  h_s[i] = h0;
   __syncthreads();
+  const int h0 = h_s[bi];
 
   for (int r = 0; r < rounds; ++r) {
     bool act = false;
     long long e = e_s[i];
-    const int h = h_s[i];
+    const int h = h_s[bi];
     if (L.valid && e > 0 && h < kInf) {
       act = true;
       long long pushed = 0;
@@ -167,7 +189,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
         if (c <= 0) continue;
         const bool inside = in_tile(G, L, d);
         const int j = i + G.slin[d];
-        const int hv = inside ? h_s[j] : __ldcg(hb + L.g + G.glin[d]);
+        const int hv = (G.box || inside) ? h_s[bi + G.boff[d]] : __ldcg(hb + L.g + G.glin[d]);
         if (e > 0 && hv < h) {
           const CapT dl = (CapT)min((long long)c, e);
           e -= dl;
@@ -193,7 +215,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
         }
       }
       if (pushed) atomic_add(&e_s[i], -pushed);
-      if (e > 0) h_s[i] = hmin >= kInf - 1 ? kInf : hmin + 1;  // every lower arc is saturated: relabel
+      if (e > 0) h_s[bi] = hmin >= kInf - 1 ? kInf : hmin + 1;  // every lower arc is saturated: relabel
     }
     if (!__syncthreads_or(act)) break;
   }
@@ -203,7 +225,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
     const long long e = e_s[i];
     if (e != e0) atomic_add(&excess[base + L.g], e - e0);
     if (s_s[i] != s0) sink[base + L.g] = s_s[i];
-    const int h = h_s[i];
+    const int h = h_s[bi];
     if (h != h0) hb[L.g] = h;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
@@ -260,9 +282,13 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
 }
 
 // ---------------------------------------------------------------------------------------------- bfs
+// Residual bit masks and the BFS start (height 1 next to the sink, else kInf); seeds != nullptr (queue
+// BFS, G = BFS geometry): flag the tiles holding a node next to the sink or a node with a residual arc
+// to such a node in another tile (their heights never change, so no tile would be told of them).
 template <typename CapT, typename MaskT>
 __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
-                                int* __restrict__ height, const __grid_constant__ Geom G, long long total) {
+                                int* __restrict__ height, const __grid_constant__ Geom G, long long total,
+                                int* __restrict__ seeds) {
   for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
        q += (long long)gridDim.x * blockDim.x) {
     const long long b = q / G.N, g = q - b * G.N;
@@ -271,7 +297,22 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
     for (int d = 0; d < G.D; ++d)
       if (cb[d * G.N] > 0) m |= (MaskT)1 << d;
     mask[q] = m;
-    height[q] = sink[q] > 0 ? 1 : kInf;
+    const bool next_to_sink = sink[q] > 0;
+    height[q] = next_to_sink ? 1 : kInf;
+    if (seeds != nullptr && (next_to_sink || m)) {
+      const int x = (int)(g % G.X), y = (int)((g / G.X) % G.Y), z = (int)(g / ((long long)G.X * G.Y));
+      const int lx = x % G.TX, ly = y % G.TY, lz = z % G.TZ;
+      bool seed = next_to_sink;
+      for (int d = 0; d < G.D && !seed; ++d) {
+        if (!((m >> d) & 1)) continue;
+        const int ax = lx + G.dx[d], ay = ly + G.dy[d], az = lz + G.dz[d];
+        if ((unsigned)ax < (unsigned)G.TX && (unsigned)ay < (unsigned)G.TY && (unsigned)az < (unsigned)G.TZ) continue;
+        const int vx = x + G.dx[d], vy = y + G.dy[d], vz = z + G.dz[d];
+        if ((unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y && (unsigned)vz < (unsigned)G.Z)
+          seed = sink[q + G.glin[d]] > 0;
+      }
+      if (seed) seeds[b * G.T + x / G.TX + G.nTX * (y / G.TY + G.nTY * (z / G.TZ))] = 1;  // kQueued
+    }
   }
 }
 
@@ -350,17 +391,330 @@ __device__ __forceinline__ void bfs_tile(const MaskT* __restrict__ mask, int* __
   }
 }
 
+// Scan BFS (v6). Along one axis of the tile, a line of E nodes (E a power of two <= 32) lies in E
+// consecutive lanes of a warp. Relaxing every arc of the line along +axis, in order, is a min-plus scan:
+// with a_p = d_p - p, d_p <- p + min{a_q : q <= p, every node q+1..p has its residual arc to the previous
+// one}; the arcs are a ballot, so each lane finds the first node of its chain with one bit operation,
+// and log2(E) shuffles finish the scan. The same backwards (b_p = d_p + p). A pass relaxes whole lines,
+// so a tile reaches its fixed point in a few passes (about one per turn of the shortest paths) instead
+// of one Jacobi sweep per node of path length.
+__device__ __forceinline__ int scan_line(int d, bool to_prev, bool to_next, int E) {
+  const unsigned full = 0xffffffffu;
+  const int lane = (int)(threadIdx.x & 31);
+  const int p = lane & (E - 1);
+  // forward: node p takes d(p-1) + 1 when it has a residual arc to p-1
+  unsigned links = __ballot_sync(full, to_prev && p > 0);
+  const int start = 31 - __clz(~links & ((2u << lane) - 1u));  // first node of p's chain (p = 0 is one)
+  int a = d - lane;
+  for (int o = 1; o < E; o <<= 1) {
+    const int v = __shfl_up_sync(full, a, o);
+    if (lane - o >= start) a = min(a, v);
+  }
+  d = min(d, a + lane);
+  // backward: node p takes d(p+1) + 1 when it has a residual arc to p+1
+  links = __ballot_sync(full, to_next && p < E - 1);
+  const int end = __ffs(~links & ~((1u << lane) - 1u)) - 1;  // last node of p's chain
+  int c = d + lane;
+  for (int o = 1; o < E; o <<= 1) {
+    const int v = __shfl_down_sync(full, c, o);
+    if (lane + o <= end) c = min(c, v);
+  }
+  return min(d, c - lane);  // values from unreached nodes stay >= kInf
+}
+
+// One block of TX*TY*TZ threads (powers of two) relaxes one BFS tile to its fixed point: the heights of
+// other tiles (read once, at the start) seed the border, then passes of line scans along x, y, z and a
+// Jacobi step over the other in-tile arcs repeat until a whole iteration changes nothing.
+constexpr int kScanSmem = 2048;  // padded layout: (TX + 1) * TY * TZ <= 2 * 1024
+
+// Worklist of the queue BFS (one launch per global relabel, see bfs_queue_kernel).
+// Tile states: kIdle, kQueued (in the ring), kRunning (a block relaxes it), kDirty (running, and a
+// neighbour changed since it started: it goes back into the ring when it finishes). So a tile is never
+// relaxed by two blocks at once, and every change reaches a relaxation that starts after it.
+constexpr int kIdle = 0, kQueued = 1, kRunning = 2, kDirty = 3;
+struct Work {
+  int* state;               // [B * T] tile states (bfs_init_kernel sets kQueued on the seed tiles)
+  long long* ring;          // tile ids, -1 = empty slot; capacity a power of two > 4 (T * B + 4096)
+  unsigned long long mask;  // capacity - 1
+  unsigned long long* head; // next slot to take
+  unsigned long long* tail; // next slot to fill
+  long long* pending;       // tiles queued or running; 0 = the BFS has converged
+  long long* stalled;       // set when a block waited implausibly long (turned into an error on the host)
+  int* gen;                 // [B * T] wavefront generation of the tile's latest enqueue
+  long long* max_gen;       // deepest generation: the BFS depth in tiles (sets the push launches)
+  long long* visits;        // tile relaxations, for the stats
+};
+
+// Tell tile q that a height it reads has changed (the change is written and fenced before). Returns
+// true when the caller must put q into the ring (it was idle); a running tile is marked dirty instead.
+__device__ __forceinline__ bool notify(const Work& W, long long q) {
+  int cur = kIdle;
+  while (true) {
+    const int want = cur == kIdle ? kQueued : cur == kRunning ? kDirty : -1;
+    if (want < 0) return false;  // queued or dirty: its next relaxation starts after this change
+    const int prev = atomicCAS(W.state + q, cur, want);
+    if (prev == cur) return want == kQueued;
+    cur = prev;
+  }
+}
+
+// Put one tile into the ring (counted in pending before it becomes visible to a consumer).
+__device__ __forceinline__ void push_one(const Work& W, long long q, int gen) {
+  W.gen[q] = gen;
+  atomic_add(W.pending, 1LL);
+  atomicMax(W.max_gen, (long long)gen);
+  __threadfence();
+  const unsigned long long pos = atomicAdd(W.tail, 1ULL);
+  atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+}
+
+template <typename MaskT, int DT, bool QUEUE>
+__device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
+                                              int* __restrict__ epoch, long long* __restrict__ last_changed,
+                                              const Geom& G, int launch, int b, int t, bool check, const Work& W,
+                                              int gen) {
+  const int D = DT ? DT : G.D;
+  int* ep = epoch + (long long)b * G.T;
+  if (!QUEUE && check && G.bfs_skip) {
+    bool go = false;
+    if (threadIdx.x < 27) {
+      const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
+      const int ax = tx + (int)threadIdx.x % 3 - 1, ay = ty + ((int)threadIdx.x / 3) % 3 - 1,
+                az = tz + (int)threadIdx.x / 9 - 1;
+      if (ax >= 0 && ay >= 0 && az >= 0 && ax < G.nTX && ay < G.nTY && az < G.nTZ)
+        go = __ldcg(ep + ax + G.nTX * (ay + G.nTY * az)) >= launch - 1;
+    }
+    if (!__syncthreads_or(go)) return;
+  }
+  __shared__ int dist_s[kScanSmem];
+  __shared__ MaskT m_s[kScanSmem];
+  int* hb = height + (long long)b * G.N;
+  const Local L = locate_at(G, t, threadIdx.x);
+  const int si = L.lx + G.SX * (L.ly + G.TY * L.lz);
+  MaskT m = 0, m_other = 0;
+  int cur0 = kInf;
+  if (L.valid) {
+    m = mask[(long long)b * G.N + L.g];
+    cur0 = QUEUE ? __ldcg(hb + L.g) : hb[L.g];  // queue: other blocks wrote it in this launch
+  }
+  int best = cur0;
+  // Heights across the tile border, loaded whatever the mask says, so that the loads overlap the mask's.
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (in_tile(G, L, d)) {
+      if ((G.other >> d) & 1) m_other |= m & ((MaskT)1 << d);
+      continue;
+    }
+    const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+    if (!L.valid || (unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z)
+      continue;
+    const int hv = __ldcg(hb + L.g + G.glin[d]);
+    if ((m >> d) & 1) best = min(best, hv + 1);
+  }
+  __shared__ unsigned s_next;  // queue: neighbouring tiles (3x3x3 bits) that must relax again
+  if (QUEUE && threadIdx.x == 0) s_next = 0;
+  dist_s[si] = best;
+  m_s[si] = m;
+  __syncthreads();
+  // Passes: a line scan along each axis that has unit steps, then (if any) a Jacobi step over the other
+  // arcs, in turn; the tile is at its fixed point once every pass has run without a change. What a thread
+  // reads in each scan pass (its node's slot and residual arcs along the axis) is set up once per tile.
+  int p0 = 0, p1 = 0, p2 = 0;  // the thread's slot in the x, y and z passes
+  unsigned links = 0;  // bit 2a: arc to the previous node along axis a, bit 2a + 1: to the next one
+  unsigned order = 0;  // the passes in turn, 2 bits each (3 = the Jacobi step)
+  int P = 0;
+#pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    const int E = a == 0 ? G.TX : a == 1 ? G.TY : G.TZ;
+    if (E == 1 || (G.axm[a] < 0 && G.axp[a] < 0)) continue;  // uniform over the block
+    order |= (unsigned)a << (2 * P++);
+    const int q = (int)threadIdx.x;
+    int lx, ly, lz;  // the thread's node in this pass: the axis coordinate is the fastest
+    if (a == 0) {
+      lx = q % G.TX, ly = (q / G.TX) % G.TY, lz = q / (G.TX * G.TY);
+    } else if (a == 1) {
+      ly = q % G.TY, lx = (q / G.TY) % G.TX, lz = q / (G.TX * G.TY);
+    } else {
+      lz = q % G.TZ, lx = (q / G.TZ) % G.TX, ly = q / (G.TZ * G.TX);
+    }
+    const int idx = lx + G.SX * (ly + G.TY * lz);
+    (a == 0 ? p0 : a == 1 ? p1 : p2) = idx;
+    const MaskT mm = m_s[idx];
+    if (G.axm[a] >= 0 && ((mm >> G.axm[a]) & 1)) links |= 1u << (2 * a);
+    if (G.axp[a] >= 0 && ((mm >> G.axp[a]) & 1)) links |= 2u << (2 * a);
+  }
+  if (G.other) order |= 3u << (2 * P++);
+  for (int k = 0, quiet = 0; P > 0 && quiet < P; k = k + 1 == P ? 0 : k + 1) {
+    const int a = (int)(order >> (2 * k)) & 3;
+    bool ch = false;
+    if (a < 3) {
+      const int idx = a == 0 ? p0 : a == 1 ? p1 : p2;
+      const int E = a == 0 ? G.TX : a == 1 ? G.TY : G.TZ;
+      const int d0 = dist_s[idx];
+      const int d1 = scan_line(d0, (links >> (2 * a)) & 1, (links >> (2 * a + 1)) & 1, E);
+      if (d1 < d0) {
+        dist_s[idx] = d1;
+        ch = true;
+      }
+    } else if (m_other) {  // diagonals and long offsets inside the tile (old or new values: both bound)
+      const int d0 = dist_s[si];
+      int bst = d0;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if ((m_other >> d) & 1) bst = min(bst, dist_s[si + G.plin[d]] + 1);
+      if (bst < d0) {
+        dist_s[si] = bst;
+        ch = true;
+      }
+    }
+    quiet = __syncthreads_or(ch) ? 0 : quiet + 1;
+  }
+  const int fin = dist_s[si];
+  const bool mine = fin < cur0;
+  if constexpr (QUEUE) {
+    // Tiles with an arc into a changed node relax again: the write is fenced before the notification,
+    // and a tile's relaxation reads only after it left the queued state (an atomic), so it either sees
+    // the new height or starts again after it (notify). Heights that never change (1, next to the sink)
+    // reach other tiles because those tiles are seeds too (bfs_init_kernel).
+    if (mine) {
+      hb[L.g] = fin;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        if (in_tile(G, L, d)) continue;
+        const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+        if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
+        if (G.bfs_skip) {  // a neighbouring tile: one bit, queued once below
+          const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= G.TX ? 2 : 1;
+          const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= G.TY ? 2 : 1;
+          const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= G.TZ ? 2 : 1;
+          atomicOr(&s_next, 1u << (ox + 3 * (oy + 3 * oz)));
+        } else {  // offsets longer than a tile: notify the tile of the target directly
+          __threadfence();
+          const long long q = (long long)b * G.T + vx / G.TX + G.nTX * (vy / G.TY + G.nTY * (vz / G.TZ));
+          if (notify(W, q)) push_one(W, q, gen + 1);
+        }
+      }
+      __threadfence();
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // warp 0 queues the flagged neighbours: one pending add, one tail add
+      const unsigned next = s_next;
+      long long q = -1;
+      if (threadIdx.x < 27 && ((next >> threadIdx.x) & 1)) {
+        const int tx = t % G.nTX + (int)threadIdx.x % 3 - 1, ty = (t / G.nTX) % G.nTY + ((int)threadIdx.x / 3) % 3 - 1,
+                  tz = t / (G.nTX * G.nTY) + (int)threadIdx.x / 9 - 1;
+        if (tx >= 0 && ty >= 0 && tz >= 0 && tx < G.nTX && ty < G.nTY && tz < G.nTZ) {
+          q = (long long)b * G.T + tx + G.nTX * (ty + G.nTY * tz);
+          if (!notify(W, q)) q = -1;
+        }
+      }
+      const unsigned win = __ballot_sync(0xffffffffu, q >= 0);
+      if (win) {
+        if (q >= 0) W.gen[q] = gen + 1;
+        if (threadIdx.x == 0) {
+          atomic_add(W.pending, (long long)__popc(win));  // counted before the tiles become visible
+          atomicMax(W.max_gen, (long long)gen + 1);
+        }
+        __threadfence();
+        unsigned long long pos = 0;
+        if (threadIdx.x == 0) pos = atomicAdd(W.tail, (unsigned long long)__popc(win));
+        pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(win & ((1u << threadIdx.x) - 1u));
+        if (q >= 0) atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+      }
+    }
+  } else if (mine) {
+    hb[L.g] = fin;
+  }
+  if (!QUEUE && __syncthreads_or(mine) && threadIdx.x == 0) {
+    ep[t] = launch;
+    atomicMax(last_changed, (long long)launch);
+  }
+}
+
+// Queue BFS (v6): one launch per global relabel. Resident blocks take tiles from a ring buffer, relax
+// them (bfs_scan_tile) and notify the neighbouring tiles whose nodes can now reach the sink by a shorter
+// path. Asynchronous Bellman-Ford: no launch boundaries, no host reads, every block always has the next
+// tile of the wavefront. Converged when no tile is queued or running (pending == 0): then every tile was
+// relaxed after the last change of the heights it reads, so all residual arcs satisfy d(u) <= d(v) + 1
+// and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
+// (bfs_init_kernel, seed_kernel).
+template <typename MaskT, int DT>
+__global__ void __launch_bounds__(1024, 2)
+    bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
+                     const Work W) {
+  __shared__ long long s_item;
+  while (true) {
+    if (threadIdx.x == 0) {
+      const unsigned long long pos = atomicAdd(W.head, 1ULL);
+      volatile long long* slot = W.ring + (pos & W.mask);
+      long long item;
+      for (long long spins = 0;; ++spins) {
+        item = *slot;
+        if (item >= 0) {
+          *slot = -1;
+          break;
+        }
+        if (*(volatile long long*)W.pending == 0) break;  // converged: nothing queued, nothing running
+        if (spins > (1LL << 26)) {                         // seconds; would mean a bug, never a hang
+          atomicExch(reinterpret_cast<unsigned long long*>(W.stalled), 1ULL);
+          break;
+        }
+        __nanosleep(100);
+      }
+      if (item >= 0) {
+        __threadfence();
+        atomicExch(W.state + item, kRunning);  // from now on a change of a neighbour marks it dirty
+        __threadfence();
+        atomic_add(W.visits, 1LL);
+      }
+      s_item = item;
+    }
+    __syncthreads();
+    const long long item = s_item;
+    if (item < 0) return;
+    const int b = (int)(item / G.T);
+    const int gen = __ldcg(W.gen + item);
+    bfs_scan_tile<MaskT, DT, true>(mask, height, nullptr, nullptr, G, 0, b, (int)(item - (long long)b * G.T),
+                                   false, W, gen);
+    __syncthreads();  // this tile's writes are fenced and its notifications counted
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicCAS(W.state + item, kRunning, kIdle) == kDirty) {  // a neighbour changed meanwhile: again
+        atomicExch(W.state + item, kQueued);
+        push_one(W, item, gen);
+      }
+      __threadfence();
+      atomic_add(W.pending, -1LL);
+    }
+  }
+}
+
+// Queue the seed tiles (flagged by bfs_init_kernel).
+__global__ void seed_kernel(const Work W, long long tiles) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < tiles; q += (long long)gridDim.x * blockDim.x) {
+    if (W.state[q] != kQueued) continue;
+    W.gen[q] = 0;
+    atomic_add(W.pending, 1LL);
+    const unsigned long long pos = atomicAdd(W.tail, 1ULL);
+    W.ring[pos & W.mask] = q;
+  }
+}
+
 // walk: as in push_kernel (one flat walk over the tiles of all items, 32 tiles' skip tests at once).
 // One node per thread: at most 32 registers, so that the 4 blocks per SM of the persistent grid are resident.
-template <typename MaskT, int DT, int NPT>
-__global__ void __launch_bounds__(512, NPT == 1 ? 4 : 1) bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height,
-                                                  int* __restrict__ epoch, long long* __restrict__ last_changed,
-                                                  const __grid_constant__ Geom G, int launch, int walk, int items) {
+// SCAN: tiles of up to 1024 threads relaxed by bfs_scan_tile, two blocks per SM.
+template <typename MaskT, int DT, int NPT, bool SCAN>
+__global__ void __launch_bounds__(SCAN ? 1024 : 512, SCAN ? 2 : (NPT == 1 ? 4 : 1))
+    bfs_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, int* __restrict__ epoch,
+               long long* __restrict__ last_changed, const __grid_constant__ Geom G, int launch, int walk, int items) {
   // The previous launch changed nothing: the BFS has converged, this launch is spare.
   if (__ldcg(last_changed) < launch - 1) return;
   if (!walk) {
     for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-      bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, blockIdx.y, t, true);
+      if constexpr (SCAN)
+        bfs_scan_tile<MaskT, DT, false>(mask, height, epoch, last_changed, G, launch, blockIdx.y, t, true, Work{}, 0);
+      else
+        bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, blockIdx.y, t, true);
       __syncthreads();  // dist_s is reused by the next tile
     }
     return;
@@ -394,7 +748,11 @@ __global__ void __launch_bounds__(512, NPT == 1 ? 4 : 1) bfs_kernel(const MaskT*
       bits &= bits - 1;
       const long long q = q0 + (long long)j * gridDim.x;
       const int b = (int)(q / G.T);
-      bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, b, (int)(q - (long long)b * G.T), false);
+      const int t = (int)(q - (long long)b * G.T);
+      if constexpr (SCAN)
+        bfs_scan_tile<MaskT, DT, false>(mask, height, epoch, last_changed, G, launch, b, t, false, Work{}, 0);
+      else
+        bfs_tile<MaskT, DT, NPT>(mask, height, epoch, last_changed, G, launch, b, t, false);
       __syncthreads();  // dist_s is reused by the next tile
     }
   }
@@ -456,13 +814,40 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
 }
 
 template <typename MaskT>
-void launch_bfs(int D, int npt, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height, int* epoch,
-                long long* last_changed, const Geom& G, int launch, int walk, int items) {
-  if constexpr (sizeof(MaskT) > 4) {  // only generic grids have more than 32 directions
-    bfs_kernel<MaskT, 0, 1><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items);
+void launch_bfs_queue(int D, int blocks, int threads, cudaStream_t st, const MaskT* mask, int* height, const Geom& G,
+                      const Work& W) {
+#define TC_QUEUE(DV) bfs_queue_kernel<MaskT, DV><<<blocks, threads, 0, st>>>(mask, height, G, W)
+  switch (sizeof(MaskT) > 4 ? 0 : D) {
+    case 4: TC_QUEUE(4); break;
+    case 6: TC_QUEUE(6); break;
+    case 8: TC_QUEUE(8); break;
+    case 18: TC_QUEUE(18); break;
+    case 26: TC_QUEUE(26); break;
+    default: TC_QUEUE(0); break;
+  }
+#undef TC_QUEUE
+}
+
+template <typename MaskT>
+void launch_bfs(int D, int npt, bool scan, dim3 grid, int threads, cudaStream_t st, const MaskT* mask, int* height,
+                int* epoch, long long* last_changed, const Geom& G, int launch, int walk, int items) {
+  if (scan) {
+#define TC_SCAN(DV) \
+  bfs_kernel<MaskT, DV, 1, true><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items)
+    switch (sizeof(MaskT) > 4 ? 0 : D) {
+      case 4: TC_SCAN(4); break;
+      case 6: TC_SCAN(6); break;
+      case 8: TC_SCAN(8); break;
+      case 18: TC_SCAN(18); break;
+      case 26: TC_SCAN(26); break;
+      default: TC_SCAN(0); break;
+    }
+#undef TC_SCAN
+  } else if constexpr (sizeof(MaskT) > 4) {  // only generic grids have more than 32 directions
+    bfs_kernel<MaskT, 0, 1, false><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items);
   } else {
 #define TC_BFS(DV, NV) \
-  bfs_kernel<MaskT, DV, NV><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items)
+  bfs_kernel<MaskT, DV, NV, false><<<grid, threads, 0, st>>>(mask, height, epoch, last_changed, G, launch, walk, items)
 #define TC_BFS_N(DV)          \
   if (npt == 8)               \
     TC_BFS(DV, 8);            \
@@ -506,12 +891,47 @@ void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
     // tile skipping looks at the 3x3x3 neighbouring tiles only
     if (std::abs(ox) > G.TX || std::abs(oy) > G.TY || std::abs(oz) > G.TZ) G.bfs_skip = 0;
   }
+  // push: the height box (halo as deep as the longest offset along each axis, at most 2)
+  int px = 0, py = 0, pz = 0;
+  for (int d = 0; d < G.D; ++d) {
+    px = std::max(px, std::abs(G.dx[d]));
+    py = std::max(py, std::abs(G.dy[d]));
+    pz = std::max(pz, std::abs(G.dz[d]));
+  }
+  G.box = px <= 2 && py <= 2 && pz <= 2;
+  if (!G.box) px = py = pz = 0;
+  G.px = px;
+  G.py = py;
+  G.pz = pz;
+  G.BX = G.TX + 2 * px;
+  G.BY = G.TY + 2 * py;
+  G.boxN = G.BX * G.BY * (G.TZ + 2 * pz);
+  // scan BFS: padded layout, unit steps along each axis, the rest
+  G.SX = G.TX + 1;
+  G.other = 0;
+  for (int a = 0; a < 3; ++a) G.axm[a] = G.axp[a] = -1;
+  for (int d = 0; d < G.D; ++d) {
+    G.boff[d] = G.dx[d] + G.BX * (G.dy[d] + G.BY * G.dz[d]);
+    G.plin[d] = G.dx[d] + G.SX * (G.dy[d] + G.TY * G.dz[d]);
+    const int ax = std::abs(G.dx[d]), ay = std::abs(G.dy[d]), az = std::abs(G.dz[d]);
+    const int a = ax + ay + az != 1 ? -1 : ax ? 0 : ay ? 1 : 2;
+    if (a >= 0) {
+      const int step = G.dx[d] + G.dy[d] + G.dz[d];
+      (step < 0 ? G.axm : G.axp)[a] = d;
+    } else {
+      G.other |= 1ULL << d;
+    }
+  }
 }
+
+bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 template <typename CapT, typename MaskT>
 std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor excess, at::Tensor sink, const Geom& G,
-                                               const Geom& GB, int npt, int64_t B, const std::vector<int64_t>& opts) {
+                                               const Geom& GB, int npt, bool scan, int64_t B,
+                                               const std::vector<int64_t>& opts) {
   const int NT = G.TX * G.TY * G.TZ;
+  const int NTB = scan ? GB.TX * GB.TY * GB.TZ : NT;  // threads of a BFS block
   auto st = at::cuda::getCurrentCUDAStream();
   auto i32 = excess.options().dtype(at::kInt);
   const long long total = (long long)B * G.N;
@@ -519,8 +939,9 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   at::Tensor mask = at::empty({total}, excess.options().dtype(sizeof(MaskT) == 4 ? at::kInt : at::kLong));
   at::Tensor tile_active = at::zeros({B * G.T}, i32);
   at::Tensor epoch = at::zeros({B * GB.T}, i32);
-  at::Tensor scal = at::zeros({2}, excess.options());  // last_changed, active count
-  at::Tensor host = at::empty({2}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  // last_changed, active count, then the queue BFS's head, tail, pending, stalled, max_gen, visits
+  at::Tensor scal = at::zeros({8}, excess.options());
+  at::Tensor host = at::empty({8}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
 
   CapT* cp = reinterpret_cast<CapT*>(caps.data_ptr());
   CapT* sp = reinterpret_cast<CapT*>(sink.data_ptr());
@@ -543,7 +964,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const bool pipeline = opts[kPipeline] > 0 && !profile;  // profiling needs the synchronous loop
   const int spec = pipeline ? (int)opts[kPipeline] : 0;   // pushes queued before the host knows
   const int per_sm_push = (int)(opts[kPersist] > 0 ? opts[kPersist] : 2);
-  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : 4);
+  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : std::max(1, 2048 / NTB));
   int push_blocks, bfs_blocks;
   if (walk) {
     const long long pt = (long long)G.T * B, bt = (long long)GB.T * B;
@@ -554,6 +975,28 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     push_blocks = opts[kPersist] < 0 ? G.T : std::min<int>(G.T, std::max<int>(1, per_sm_push * sms / (int)B));
     bfs_blocks = opts[kPersist] < 0 ? GB.T : std::min<int>(GB.T, std::max<int>(1, per_sm_bfs * sms / (int)B));
   }
+  // Queue BFS (default with the scan BFS; bfs_queue = -1: BFS launches until one changes nothing).
+  const bool queue = scan && opts[kBfsQueue] >= 0 && !pipeline;
+  const long long qtiles = (long long)GB.T * B;
+  at::Tensor state, ring, gen;
+  Work W{};
+  if (queue) {
+    unsigned long long capq = 4096;
+    while (capq < 4ULL * (unsigned long long)(qtiles + 4096)) capq <<= 1;  // never wraps onto a live slot
+    state = at::zeros({qtiles}, i32);
+    gen = at::zeros({qtiles}, i32);
+    ring = at::full({(long long)capq}, -1, excess.options());
+    W.state = state.data_ptr<int>();
+    W.gen = gen.data_ptr<int>();
+    W.ring = reinterpret_cast<long long*>(ring.data_ptr());
+    W.mask = capq - 1;
+    W.head = reinterpret_cast<unsigned long long*>(scp + 2);
+    W.tail = reinterpret_cast<unsigned long long*>(scp + 3);
+    W.pending = scp + 4;
+    W.stalled = scp + 5;
+    W.max_gen = scp + 6;
+    W.visits = scp + 7;
+  }
   const dim3 pgrid(push_blocks, walk ? 1u : (unsigned)B);
   const dim3 bgrid(bfs_blocks, walk ? 1u : (unsigned)B);
   const int items = (int)B;
@@ -562,7 +1005,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   float bfs_ms = 0, push_ms = 0;
   if (profile)
     for (auto& e : ev) TC_CUDA_CHECK(cudaEventCreate(&e));
-  struct EventGuard {  // destroys the events on every exit, the TORCH_CHECK throws included
+  struct EventGuard {  // destroys the events on every exit
     cudaEvent_t* e;
     int n;
     ~EventGuard() {
@@ -572,7 +1015,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   cudaEvent_t ready;
   TC_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   EventGuard ready_guard{&ready, 1};
-  const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT) + sizeof(int));
+  const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
   const int rounds = opts[kRounds] > 0 ? (int)opts[kRounds] : 16;
   const int64_t push_opt = opts[kPushLaunches];
@@ -586,7 +1029,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   auto bfs = [&](int n, int& launch) {
     for (int k = 0; k < n; ++k) {
       ++launch;
-      launch_bfs<MaskT>(G.D, npt, bgrid, NT, st, mp, hp, epp, scp, GB, launch, walk, items);
+      launch_bfs<MaskT>(G.D, npt, scan, bgrid, NTB, st, mp, hp, epp, scp, GB, launch, walk, items);
     }
     TC_CUDA_CHECK(cudaGetLastError());
   };
@@ -595,19 +1038,65 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
     count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + 1), G);
     TC_CUDA_CHECK(cudaGetLastError());
-    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 2 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 8 * sizeof(long long), cudaMemcpyDeviceToHost, st));
   };
-  auto push_count = [&](int last) { return push_opt > 0 ? (int)push_opt : std::max(1, std::min(64, last / 2)); };
+  // Push launches between two global relabels: half the BFS depth (launches, or tiles for the queue BFS),
+  // at most 4 with the queue BFS on 4/6-connected grids (v6 sweep: fixed 4 beat depth/2 by 5-12% at
+  // 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%, so more directions keep depth/2).
+  const int push_cap = queue && G.D <= 6 ? 4 : 64;
+  auto push_count = [&](int last) {
+    return push_opt > 0 ? (int)push_opt : std::max(1, std::min(push_cap, last / 2));
+  };
 
   int launch = 0;
-  int64_t cycles = 0, bfs_launches = 0, push_launches = 0, syncs = 0;
+  int64_t cycles = 0, bfs_launches = 0, push_launches = 0, syncs = 0, bfs_depth = 0;
+  int status = kStatusOk;
   int last_bfs = 8;
-  while (true) {
+  while (queue) {
+    // ---- global relabel: one queue BFS launch, then one read-back
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
+    TC_CUDA_CHECK(cudaMemsetAsync(scp + 2, 0, 5 * sizeof(long long), st));  // head .. max_gen
+    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state);
+    seed_kernel<<<(int)std::min<long long>((qtiles + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
+    launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W);
+    TC_CUDA_CHECK(cudaGetLastError());
+    ++bfs_launches;
+    count_and_copy();
+    TC_CUDA_CHECK(cudaStreamSynchronize(st));
+    ++syncs;
+    if (hostp[5] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
+      status = kStatusStalled;
+      goto finish;
+    }
+    if (profile) {
+      TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
+      TC_CUDA_CHECK(cudaEventSynchronize(ev[2]));
+      float a = 0;
+      TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[1], ev[2]));
+      bfs_ms += a;
+      if (cycles > 0) {
+        TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[0], ev[1]));
+        push_ms += a;
+      }
+    }
+    last_bfs = (int)hostp[6] + 1;  // wavefront depth in tiles: what a launch-based BFS would need
+    bfs_depth += last_bfs;
+    if (hostp[1] == 0) break;
+    if (++cycles > max_cycles) {  // reported by the Python layer (no exception crosses the op)
+      status = kStatusCycles;
+      goto finish;
+    }
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
+    const int P = push_count(last_bfs);
+    for (int p = 0; p < P; ++p) push(nullptr, 0);
+    push_launches += P;
+  }
+  while (!queue) {
     // ---- global relabel
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
     epoch.fill_(launch);
     scal.narrow(0, 0, 1).fill_(launch);  // "changed at the launch before the first": the first one runs
-    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total);
+    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total, nullptr);
     TC_CUDA_CHECK(cudaGetLastError());
     const int start = launch;
     // Spare launches after convergence exit at once (a few us each), a host sync costs tens of us:
@@ -642,8 +1131,10 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
           done = true;
           break;
         }
-        TORCH_CHECK(++cycles <= max_cycles, "torchcut_grid: push-relabel did not converge in ", max_cycles,
-                    " global relabels");
+        if (++cycles > max_cycles) {  // reported by the Python layer (no exception crosses the op)
+      status = kStatusCycles;
+      goto finish;
+    }
         const int want = push_count(last_bfs);
         for (int p = P; p < want; ++p) push(nullptr, 0);
         push_launches += std::max(P, want);
@@ -674,21 +1165,26 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     last_bfs = (int)(hostp[0] - start) + 1;  // launches that changed something, plus the confirming one
     bfs_launches += launch - start;           // launches issued (spare ones included)
     if (hostp[1] == 0) break;
-    TORCH_CHECK(++cycles <= max_cycles, "torchcut_grid: push-relabel did not converge in ", max_cycles,
-                " global relabels");
+    if (++cycles > max_cycles) {  // reported by the Python layer (no exception crosses the op)
+      status = kStatusCycles;
+      goto finish;
+    }
     // ---- push/relabel launches
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
     const int P = push_count(last_bfs);
     for (int p = 0; p < P; ++p) push(nullptr, 0);
     push_launches += P;
   }
+finish:
   at::Tensor out = at::empty({total}, excess.options().dtype(at::kBool));
   mask_kernel<<<flat_blocks, 256, 0, st>>>(hp, out.data_ptr<bool>(), total);
   TC_CUDA_CHECK(cudaGetLastError());
   at::Tensor stats = at::tensor({cycles + 1, bfs_launches, push_launches, syncs, (int64_t)rounds,
                                  (int64_t)G.TX, (int64_t)G.TY, (int64_t)G.TZ, (int64_t)npt,
                                  (int64_t)(bfs_ms * 1000), (int64_t)(push_ms * 1000), (int64_t)spec,
-                                 (int64_t)walk},
+                                 (int64_t)walk, (int64_t)scan, (int64_t)GB.TX, (int64_t)GB.TY, (int64_t)GB.TZ,
+                                 (int64_t)queue, queue ? (int64_t)hostp[7] : (int64_t)0, bfs_depth,
+                                 (int64_t)status},
                                 at::TensorOptions().dtype(at::kLong));
   return {out, stats};
 }
@@ -725,11 +1221,22 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess
   TORCH_CHECK((long long)G.nTX * G.nTY * G.nTZ < (1LL << 31), "torchcut_grid: grid too large: ",
               (long long)G.nTX * G.nTY * G.nTZ, " tiles");
   TORCH_CHECK(B <= 65535, "torchcut_grid: batch: expected at most 65535 items, got ", B);
-  // BFS tiles: npt nodes per thread (a larger tile moves the BFS wavefront further per launch).
+  // BFS tiles. Scan BFS (default): its own tile, up to 1024 threads, each extent a power of two <= 32.
+  // Otherwise (bfs_scan = -1) Jacobi tiles of npt nodes per thread.
+  const bool scan = opts[kBfsScan] >= 0;
   int npt = opts[kBfsNodes] > 0 ? (int)opts[kBfsNodes] : 1;  // 4 and 8 measured no faster (NOTES-grid.md)
-  if (G.D > 8 || (npt != 1 && npt != 4 && npt != 8)) npt = 1;
+  if (scan || G.D > 8 || (npt != 1 && npt != 4 && npt != 8)) npt = 1;
   Geom GB = G;
-  if (npt == 4) {
+  if (scan) {
+    GB.TX = pick_tile(opts[kBfsTileX], nd == 2 ? 32 : 8);  // 3D: 8x8x8 steadier than 16x8x8 at 128^3
+    GB.TY = pick_tile(opts[kBfsTileY], nd == 2 ? 16 : 8);  // 32x16 measured a little faster than 32x32
+    GB.TZ = nd == 2 ? 1 : pick_tile(opts[kBfsTileZ], 8);
+    const int nb = GB.TX * GB.TY * GB.TZ;
+    TORCH_CHECK(pow2(GB.TX) && pow2(GB.TY) && pow2(GB.TZ) && GB.TX <= 32 && GB.TY <= 32 && GB.TZ <= 32 &&
+                    nb >= 32 && nb <= 1024,
+                "torchcut_grid: BFS tile: expected powers of two, each at most 32, between 32 and 1024 nodes, got ",
+                GB.TX, "x", GB.TY, "x", GB.TZ);
+  } else if (npt == 4) {
     GB.TX *= 2;
     GB.TY *= 2;
   } else if (npt == 8) {
@@ -739,11 +1246,11 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess
   }
   finish_geom(GB, offsets, nd);
   if (caps.scalar_type() == at::kInt) {
-    if (G.D <= 32) return solve_typed<int, uint32_t>(caps, excess, sink, G, GB, npt, B, opts);
-    return solve_typed<int, unsigned long long>(caps, excess, sink, G, GB, npt, B, opts);
+    if (G.D <= 32) return solve_typed<int, uint32_t>(caps, excess, sink, G, GB, npt, scan, B, opts);
+    return solve_typed<int, unsigned long long>(caps, excess, sink, G, GB, npt, scan, B, opts);
   }
-  if (G.D <= 32) return solve_typed<long long, uint32_t>(caps, excess, sink, G, GB, npt, B, opts);
-  return solve_typed<long long, unsigned long long>(caps, excess, sink, G, GB, npt, B, opts);
+  if (G.D <= 32) return solve_typed<long long, uint32_t>(caps, excess, sink, G, GB, npt, scan, B, opts);
+  return solve_typed<long long, unsigned long long>(caps, excess, sink, G, GB, npt, scan, B, opts);
 }
 
 }  // namespace torchcut_grid

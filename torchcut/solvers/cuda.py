@@ -27,10 +27,14 @@ EXT = "torchcut_grid"
 # Height of nodes that cannot reach the sink (kInf in grid_common.h).
 INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
-_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile", "push_blocks", "persist",
-         "pipeline", "walk")
+_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile",
+         "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
-          "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk")
+          "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y",
+          "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "status")
+# Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
+_STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
+           2: "the queue BFS stalled; this is a bug in torchcut, please report it (bfs_queue=-1 avoids it)"}
 
 
 def load_error():
@@ -80,7 +84,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
         Residual sink capacities, overwritten.
     offsets : the K offsets of the grid (tuples of length 2 or 3).
     **options
-        Tuning knobs, all optional: ``rounds`` (local push rounds per launch, default 32),
+        Tuning knobs, all optional: ``rounds`` (local push rounds per launch, default 16),
         ``push_launches`` (launches between global relabels, default adaptive), ``bfs_batch``
         (BFS launches per host check), ``tile_x``/``tile_y``/``tile_z`` (tile extent),
         ``max_cycles`` (raise after this many global relabels), ``bfs_nodes`` (nodes per thread of the BFS
@@ -90,7 +94,12 @@ def solve_grid(caps, excess, sink, offsets, **options):
         ``pipeline`` (n > 0: while the host waits for a read-back, the GPU already runs n pushes, guarded on
         the device by "the BFS converged", and the next BFS launches; default 0 = the synchronous host loop,
         which measured as fast; ``profile`` implies 0), ``walk`` (default: blocks walk over the tiles of all
-        items in one flat order, 32 tile flags read at once; -1: each item gets its own blocks, as in v4).
+        items in one flat order, 32 tile flags read at once; -1: each item gets its own blocks, as in v4),
+        ``bfs_scan`` (default: BFS tiles relaxed by segmented min-plus scans along each axis; -1: by Jacobi
+        sweeps, as up to v5, with ``bfs_nodes``), ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z`` (extent of the
+        scan BFS's tiles: powers of two, at most 32 each, 32 to 1024 nodes; default 32x16 in 2D, 8x8x8 in 3D),
+        ``bfs_queue`` (default with the scan BFS: one launch per global relabel, resident blocks take tiles
+        from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing).
 
     Returns
     -------
@@ -135,12 +144,32 @@ def solve_grid(caps, excess, sink, offsets, **options):
             f"of {total / 2**20:.1f} MiB are free on {caps.device}"
         )
     opts = [int(options.get(k) or 0) for k in _OPTS]
+    if B > 65535:
+        raise ValueError(f"caps: expected a batch of at most 65535 items on the GPU, got {B}")
+    push_tile = [int(options.get(f"tile_{a}") or d) for a, d in
+                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8 if 2 * K > 8 else 16, 8, 4)))]
+    if ndim == 2:
+        push_tile[2] = 1
+    if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
+        raise ValueError(f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}")
+    if int(options.get("bfs_scan") or 0) >= 0:
+        tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
+        if ndim == 2:
+            tile[2] = 1
+        n_tile = math.prod(tile)
+        if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
+            raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
+                             f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
     flat = [v for o in offsets for v in o]
     mask, stats = torch.ops.torchcut_grid.solve(work[0], work[1], work[2], list(shape), flat, opts)
     for t, o in zip(work, (caps, excess, sink)):
         if t is not o:
             o.copy_(t)
     out = dict(zip(_STATS, stats.tolist()))
+    if out["status"]:
+        max_cycles = int(options.get("max_cycles") or 1000000)
+        raise RuntimeError("torchcut_grid: " + _STATUS.get(out["status"], "error {status}").format(
+            max_cycles=max_cycles, status=out["status"]))
     out["backend"] = "cuda"
     out["seconds"] = time.perf_counter() - t0
     return mask.view((B,) + shape), out
