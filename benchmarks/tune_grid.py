@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch")
     ap.add_argument("--reps", type=int, default=3, help="timed rounds over the sweep")
     ap.add_argument("--verify-all", action="store_true", help="verify the certificate of every timed run too")
+    ap.add_argument("--trace", action="store_true", help="after the timing, one solve with profile=2 per profiled option")
     ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
                     help="the benchmark's own energy or the library's segmentation_graph (see grid.py)")
     args = ap.parse_args()
@@ -106,13 +107,19 @@ def main():
                         r.verify()
                     except Exception as exc:  # noqa: BLE001 - report every failing run
                         print(f"  VERIFY FAILED {json.dumps(opts)}: {exc}", flush=True)
-        keys = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us", "bfs_visits", "bfs_depth")
+        keys = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us", "bfs_visits",
+                "bfs_depth", "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes")
         for opts, rs in zip(good, runs):
             rs.sort(key=lambda x: x[0])
             ms = statistics.median(x[0] for x in rs)
-            st = {k: rs[len(rs) // 2][1].get(k) for k in keys}
+            st = {k: rs[len(rs) // 2][1].get(k) for k in keys if rs[len(rs) // 2][1].get(k)}
             print(f"  {json.dumps(opts):<50} median {ms:8.2f} ms  min {rs[0][0]:7.2f}  max {rs[-1][0]:7.2f}  {st}",
                   flush=True)
+        for opts in [o for o in good if args.trace and "profile" in o]:  # traced solves (profile=2, stderr)
+            print(f"  trace {json.dumps(opts)}", flush=True)
+            sys.stderr.flush()
+            torchcut.maxflow(g, **{**opts, "profile": 2})
+            torch.cuda.synchronize()
         del g
         torch.cuda.empty_cache()
 

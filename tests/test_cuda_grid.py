@@ -240,6 +240,7 @@ HOST_LOOP_OPTS = [
     {"persist": -1},
     {"persist": 1, "bfs_nodes": 4},
     {"profile": 1},
+    {"profile": 2, "exp": 3},
 ]
 
 
@@ -256,6 +257,9 @@ def test_host_loop_and_walk_options(opts, ndim, conn, shape):
     assert res.stats["walk"] == (0 if walk < 0 else 1)
     pipe = opts.get("pipeline", 0)
     assert res.stats["pipeline"] == (pipe if pipe > 0 and not opts.get("profile") else 0)
+    if opts.get("profile"):  # the per-visit counters of the push tiles and the queue BFS
+        assert res.stats["push_visits"] > 0 and res.stats["push_rounds"] >= res.stats["push_visits"]
+        assert res.stats["bfs_passes"] > 0 and res.stats["bfs_relax_us"] > 0
 
 
 # BFS variants: the worklist of scan tiles (default), scan tiles in launches, Jacobi tiles (v5), and
@@ -268,6 +272,9 @@ BFS_OPTS = [
     {"bfs_tile_x": 32, "bfs_tile_y": 1, "bfs_tile_z": 1},
     {"bfs_tile_x": 1, "bfs_tile_y": 32, "bfs_tile_z": 4},
     {"bfs_tile_x": 4, "bfs_tile_y": 8, "bfs_tile_z": 32, "bfs_queue": -1},
+    {"exp": 1},
+    {"exp": 2, "tile_x": 8, "tile_y": 4},
+    {"exp": 3, "bfs_tile_x": 8, "bfs_tile_y": 4, "bfs_tile_z": 1},
 ]
 
 
@@ -290,7 +297,8 @@ def test_bfs_variants(opts, ndim, conn, shape):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opts", [{}, {"bfs_queue": -1}, {"bfs_tile_x": 4, "bfs_tile_y": 8}])
+@pytest.mark.parametrize("opts", [{}, {"bfs_queue": -1}, {"bfs_tile_x": 4, "bfs_tile_y": 8},
+                                  {"exp": 3, "bfs_tile_x": 4, "bfs_tile_y": 8}])
 def test_bfs_follows_a_long_serpentine(opts):
     """One corridor snaking through the grid: the sink is ~2000 steps and many tiles from the source, so
     every BFS must carry its wavefront through a long chain of tiles (flow = the narrowest corridor arc)."""

@@ -37,6 +37,7 @@ enum Opt {
   kBfsTileY,
   kBfsTileZ,
   kBfsQueue,      // -1: the scan BFS runs as launches over tiles until one changes nothing; else a worklist
+  kExp,           // bit mask of experimental paths under measurement (0: none)
   kNumOpts
 };
 

@@ -114,19 +114,26 @@ __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
 template <typename CapT, int DT>
 __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __restrict__ excess,
                                           CapT* __restrict__ sink, int* __restrict__ height,
-                                          int* __restrict__ tile_active, const Geom& G, int rounds, int b, int t) {
+                                          int* __restrict__ tile_active, const Geom& G, int rounds, int b, int t,
+                                          bool known, unsigned long long* __restrict__ prof) {
   const int D = DT ? DT : G.D;
   const int K = D / 2;
   const int NT = blockDim.x;
   int* flag = tile_active + (long long)b * G.T + t;
-  __shared__ int s_go;
-  if (threadIdx.x == 0) {
-    const int f = __ldcg(flag);
-    s_go = f;
-    if (f) *flag = 0;  // from now on, only "1" is ever written to it during this launch
+  long long t0 = 0;
+  if (known) {  // the walk read the flag set; only this block clears it, others only set it
+    if (threadIdx.x == 0) *flag = 0;  // from now on, only "1" is ever written to it during this launch
+  } else {
+    __shared__ int s_go;
+    if (threadIdx.x == 0) {
+      const int f = __ldcg(flag);
+      s_go = f;
+      if (f) *flag = 0;
+    }
+    __syncthreads();
+    if (!s_go) return;
   }
-  __syncthreads();
-  if (!s_go) return;
+  if (prof != nullptr && threadIdx.x == 0) t0 = clock64();
 
   extern __shared__ __align__(16) unsigned char smem[];
   long long* e_s = reinterpret_cast<long long*>(smem);
@@ -168,7 +175,8 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
   __syncthreads();
   const int h0 = h_s[bi];
 
-  for (int r = 0; r < rounds; ++r) {
+  int r = 0;
+  for (; r < rounds; ++r) {
     bool act = false;
     long long e = e_s[i];
     const int h = h_s[bi];
@@ -234,6 +242,11 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
     still = e > 0 && h < kInf;
   }
   if (__syncthreads_or(still) && threadIdx.x == 0) *flag = 1;
+  if (prof != nullptr && threadIdx.x == 0) {  // option profile: visits, cycles, local rounds
+    atomicAdd(prof, 1ULL);
+    atomicAdd(prof + 1, (unsigned long long)(clock64() - t0));
+    atomicAdd(prof + 2, (unsigned long long)min(r + 1, rounds));
+  }
 }
 
 // Persistent grid: each block walks over tiles, so idle tiles cost a flag read, not a block launch.
@@ -249,11 +262,11 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
                                                    CapT* __restrict__ sink, int* __restrict__ height,
                                                    int* __restrict__ tile_active, const __grid_constant__ Geom G,
                                                    int rounds, int walk, int items, const long long* __restrict__ guard,
-                                                   long long guard_launch) {
+                                                   long long guard_launch, unsigned long long* __restrict__ prof) {
   if (guard != nullptr && __ldcg(guard) >= guard_launch) return;
   if (!walk) {
     for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t);
+      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t, false, prof);
       __syncthreads();  // shared memory and s_go are reused by the next tile
     }
     return;
@@ -275,7 +288,8 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
       bits &= bits - 1;
       const long long q = q0 + (long long)j * gridDim.x;
       const int b = (int)(q / G.T);
-      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T));
+      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), true,
+                          prof);
       __syncthreads();  // shared memory and s_go are reused by the next tile
     }
   }
@@ -443,6 +457,15 @@ struct Work {
   int* gen;                 // [B * T] wavefront generation of the tile's latest enqueue
   long long* max_gen;       // deepest generation: the BFS depth in tiles (sets the push launches)
   long long* visits;        // tile relaxations, for the stats
+  int lean;                 // option exp bit 1: fewer fences per visit (one per block, atomicExch pop)
+  unsigned long long* prof; // option profile: [3] pop cycles, [4] visit cycles, [5] passes (nullptr: off)
+  // Fused count (option exp bit 2): each visit flags the push tiles of its active nodes (excess > 0,
+  // finite distance) and counts them, so no count kernel runs after the BFS. nullptr: off.
+  const long long* excess;
+  int* tile_active;         // [B * push tiles], zeroed by seed_kernel
+  unsigned long long* active;
+  long long ptiles;         // B * push tiles
+  int pTX, pTY, pTZ, pnTX, pnTY, pT;  // push tiling
 };
 
 // Tell tile q that a height it reads has changed (the change is written and fenced before). Returns
@@ -469,7 +492,7 @@ __device__ __forceinline__ void push_one(const Work& W, long long q, int gen) {
 }
 
 template <typename MaskT, int DT, bool QUEUE>
-__device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
+__device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
                                               int* __restrict__ epoch, long long* __restrict__ last_changed,
                                               const Geom& G, int launch, int b, int t, bool check, const Work& W,
                                               int gen) {
@@ -484,7 +507,7 @@ __device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, in
       if (ax >= 0 && ay >= 0 && az >= 0 && ax < G.nTX && ay < G.nTY && az < G.nTZ)
         go = __ldcg(ep + ax + G.nTX * (ay + G.nTY * az)) >= launch - 1;
     }
-    if (!__syncthreads_or(go)) return;
+    if (!__syncthreads_or(go)) return 0;
   }
   __shared__ int dist_s[kScanSmem];
   __shared__ MaskT m_s[kScanSmem];
@@ -493,9 +516,11 @@ __device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, in
   const int si = L.lx + G.SX * (L.ly + G.TY * L.lz);
   MaskT m = 0, m_other = 0;
   int cur0 = kInf;
+  long long ex = 0;  // fused count: the node's excess (read with the mask, used at the end)
   if (L.valid) {
     m = mask[(long long)b * G.N + L.g];
     cur0 = QUEUE ? __ldcg(hb + L.g) : hb[L.g];  // queue: other blocks wrote it in this launch
+    if (QUEUE && W.excess != nullptr) ex = W.excess[(long long)b * G.N + L.g];
   }
   int best = cur0;
   // Heights across the tile border, loaded whatever the mask says, so that the loads overlap the mask's.
@@ -544,7 +569,8 @@ __device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, in
     if (G.axp[a] >= 0 && ((mm >> G.axp[a]) & 1)) links |= 2u << (2 * a);
   }
   if (G.other) order |= 3u << (2 * P++);
-  for (int k = 0, quiet = 0; P > 0 && quiet < P; k = k + 1 == P ? 0 : k + 1) {
+  int passes = 0;
+  for (int k = 0, quiet = 0; P > 0 && quiet < P; k = k + 1 == P ? 0 : k + 1, ++passes) {
     const int a = (int)(order >> (2 * k)) & 3;
     bool ch = false;
     if (a < 3) {
@@ -594,11 +620,25 @@ __device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, in
           if (notify(W, q)) push_one(W, q, gen + 1);
         }
       }
-      __threadfence();
+      if (!W.lean) __threadfence();
+    }
+    bool act = false;
+    if (W.excess != nullptr && L.valid && fin < kInf && ex > 0) {  // fused count: an active node
+      act = true;
+      const int px = L.x / W.pTX, py = L.y / W.pTY, pz = L.z / W.pTZ;
+      W.tile_active[(long long)b * W.pT + px + W.pnTX * (py + W.pnTY * pz)] = 1;
+    }
+    if (W.lean || W.excess != nullptr) {  // bit 27: some height changed, bit 28: some node is active
+      const unsigned wm = __ballot_sync(0xffffffffu, mine), wa = __ballot_sync(0xffffffffu, act);
+      if ((threadIdx.x & 31) == 0 && (wm | wa)) atomicOr(&s_next, (wm ? 1u << 27 : 0u) | (wa ? 1u << 28 : 0u));
     }
     __syncthreads();
     if (threadIdx.x < 32) {  // warp 0 queues the flagged neighbours: one pending add, one tail add
       const unsigned next = s_next;
+      // lean: one fence for the whole block's height writes (ordered before it by the barrier), before
+      // any notification or the tile's return to idle makes them someone else's input
+      if (W.lean && ((next >> 27) & 1)) __threadfence();
+      if (threadIdx.x == 0 && ((next >> 28) & 1)) atomicAdd(W.active, 1ULL);
       long long q = -1;
       if (threadIdx.x < 27 && ((next >> threadIdx.x) & 1)) {
         const int tx = t % G.nTX + (int)threadIdx.x % 3 - 1, ty = (t / G.nTX) % G.nTY + ((int)threadIdx.x / 3) % 3 - 1,
@@ -629,6 +669,7 @@ __device__ __forceinline__ void bfs_scan_tile(const MaskT* __restrict__ mask, in
     ep[t] = launch;
     atomicMax(last_changed, (long long)launch);
   }
+  return passes;
 }
 
 // Queue BFS (v6): one launch per global relabel. Resident blocks take tiles from a ring buffer, relax
@@ -643,16 +684,23 @@ __global__ void __launch_bounds__(1024, 2)
     bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
                      const Work W) {
   __shared__ long long s_item;
+  long long t0 = 0, t1 = 0;
   while (true) {
     if (threadIdx.x == 0) {
+      if (W.prof != nullptr) t0 = clock64();
       const unsigned long long pos = atomicAdd(W.head, 1ULL);
       volatile long long* slot = W.ring + (pos & W.mask);
       long long item;
       for (long long spins = 0;; ++spins) {
-        item = *slot;
-        if (item >= 0) {
-          *slot = -1;
-          break;
+        if (W.lean) {  // take and clear in one round trip
+          item = (long long)atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), ~0ULL);
+          if (item >= 0) break;
+        } else {
+          item = *slot;
+          if (item >= 0) {
+            *slot = -1;
+            break;
+          }
         }
         if (*(volatile long long*)W.pending == 0) break;  // converged: nothing queued, nothing running
         if (spins > (1LL << 26)) {                         // seconds; would mean a bug, never a hang
@@ -662,35 +710,48 @@ __global__ void __launch_bounds__(1024, 2)
         __nanosleep(100);
       }
       if (item >= 0) {
-        __threadfence();
+        if (!W.lean) __threadfence();
         atomicExch(W.state + item, kRunning);  // from now on a change of a neighbour marks it dirty
-        __threadfence();
+        __threadfence();  // (acquire) the heights are read after the state and the slot
         atomic_add(W.visits, 1LL);
       }
       s_item = item;
+      if (W.prof != nullptr) {
+        t1 = clock64();
+        atomicAdd(W.prof + 3, (unsigned long long)(t1 - t0));
+      }
     }
     __syncthreads();
     const long long item = s_item;
     if (item < 0) return;
     const int b = (int)(item / G.T);
     const int gen = __ldcg(W.gen + item);
-    bfs_scan_tile<MaskT, DT, true>(mask, height, nullptr, nullptr, G, 0, b, (int)(item - (long long)b * G.T),
-                                   false, W, gen);
+    const int passes = bfs_scan_tile<MaskT, DT, true>(mask, height, nullptr, nullptr, G, 0, b,
+                                                      (int)(item - (long long)b * G.T), false, W, gen);
     __syncthreads();  // this tile's writes are fenced and its notifications counted
     if (threadIdx.x == 0) {
-      __threadfence();
+      // lean: the heights were fenced by warp 0 (if any changed) and thread 0 made the pending adds of
+      // the notifications itself, so program order keeps them before the decrement below
+      if (!W.lean) __threadfence();
       if (atomicCAS(W.state + item, kRunning, kIdle) == kDirty) {  // a neighbour changed meanwhile: again
         atomicExch(W.state + item, kQueued);
         push_one(W, item, gen);
       }
-      __threadfence();
+      if (!W.lean) __threadfence();
       atomic_add(W.pending, -1LL);
+      if (W.prof != nullptr) {
+        atomicAdd(W.prof + 4, (unsigned long long)(clock64() - t1));
+        atomicAdd(W.prof + 5, (unsigned long long)passes);
+      }
     }
   }
 }
 
-// Queue the seed tiles (flagged by bfs_init_kernel).
+// Queue the seed tiles (flagged by bfs_init_kernel); fused count: clear the push tiles' flags.
 __global__ void seed_kernel(const Work W, long long tiles) {
+  if (W.tile_active != nullptr)
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < W.ptiles; q += (long long)gridDim.x * blockDim.x)
+      W.tile_active[q] = 0;
   for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < tiles; q += (long long)gridDim.x * blockDim.x) {
     if (W.state[q] != kQueued) continue;
     W.gen[q] = 0;
@@ -783,14 +844,14 @@ int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallba
 template <typename CapT>
 void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
                  CapT* sink, int* height, int* tile_active, const Geom& G, int rounds, int walk, int items,
-                 const long long* guard, long long guard_launch) {
+                 const long long* guard, long long guard_launch, unsigned long long* prof) {
 #define TC_PUSH(DV, MB)                                                                                      \
   {                                                                                                          \
     auto kern = push_kernel<CapT, DV, MB>;                                                                   \
     if (smem > 48 * 1024)                                                                                    \
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
     kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, walk, items, guard, \
-                                      guard_launch);                                                         \
+                                      guard_launch, prof);                                                   \
   }                                                                                                          \
   break;
   if (minb == 2 && threads <= 512) {  // 2 blocks per SM: at most 64 registers a thread
@@ -939,9 +1000,10 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   at::Tensor mask = at::empty({total}, excess.options().dtype(sizeof(MaskT) == 4 ? at::kInt : at::kLong));
   at::Tensor tile_active = at::zeros({B * G.T}, i32);
   at::Tensor epoch = at::zeros({B * GB.T}, i32);
-  // last_changed, active count, then the queue BFS's head, tail, pending, stalled, max_gen, visits
-  at::Tensor scal = at::zeros({8}, excess.options());
-  at::Tensor host = at::empty({8}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  // last_changed, active count, then the queue BFS's head, tail, pending, stalled, max_gen, visits, then
+  // the profile counters (push visits, cycles, rounds; BFS pop cycles, visit cycles, passes)
+  at::Tensor scal = at::zeros({16}, excess.options());
+  at::Tensor host = at::empty({16}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
 
   CapT* cp = reinterpret_cast<CapT*>(caps.data_ptr());
   CapT* sp = reinterpret_cast<CapT*>(sink.data_ptr());
@@ -961,6 +1023,9 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   // each read-back (see below).
   const int walk = opts[kWalk] < 0 ? 0 : 1;
   const bool profile = opts[kProfile] != 0;
+  const int trace = opts[kProfile] >= 2;  // one line per relabel cycle and push launch on stderr
+  unsigned long long* prof = profile ? reinterpret_cast<unsigned long long*>(scp + 8) : nullptr;
+  const int exp = opts[kExp] > 0 ? (int)opts[kExp] : 0;
   const bool pipeline = opts[kPipeline] > 0 && !profile;  // profiling needs the synchronous loop
   const int spec = pipeline ? (int)opts[kPipeline] : 0;   // pushes queued before the host knows
   const int per_sm_push = (int)(opts[kPersist] > 0 ? opts[kPersist] : 2);
@@ -996,6 +1061,20 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     W.stalled = scp + 5;
     W.max_gen = scp + 6;
     W.visits = scp + 7;
+    W.lean = exp & 1;
+    W.prof = prof;
+    if (exp & 2) {  // fused count
+      W.excess = ep;
+      W.tile_active = tap;
+      W.active = reinterpret_cast<unsigned long long*>(scp + 1);
+      W.ptiles = (long long)G.T * B;
+      W.pTX = G.TX;
+      W.pTY = G.TY;
+      W.pTZ = G.TZ;
+      W.pnTX = G.nTX;
+      W.pnTY = G.nTY;
+      W.pT = G.T;
+    }
   }
   const dim3 pgrid(push_blocks, walk ? 1u : (unsigned)B);
   const dim3 bgrid(bfs_blocks, walk ? 1u : (unsigned)B);
@@ -1023,7 +1102,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
   auto push = [&](const long long* guard, long long guard_launch) {
     launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds, walk, items, guard,
-                      guard_launch);
+                      guard_launch, prof);
     TC_CUDA_CHECK(cudaGetLastError());
   };
   auto bfs = [&](int n, int& launch) {
@@ -1038,8 +1117,16 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     TC_CUDA_CHECK(cudaMemsetAsync(scp + 1, 0, sizeof(long long), st));
     count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + 1), G);
     TC_CUDA_CHECK(cudaGetLastError());
-    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 8 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 16 * sizeof(long long), cudaMemcpyDeviceToHost, st));
   };
+  int clock_khz = 1;  // cycles per ms (profile counters are clock64 cycles)
+  if (profile) {
+    int dev = 0;
+    TC_CUDA_CHECK(cudaGetDevice(&dev));
+    TC_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  }
+  const double khz = std::max(clock_khz, 1);
+  long long seen[16] = {0};  // trace: counters at the last line
   // Push launches between two global relabels: half the BFS depth (launches, or tiles for the queue BFS),
   // at most 4 with the queue BFS on 4/6-connected grids (v6 sweep: fixed 4 beat depth/2 by 5-12% at
   // 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%, so more directions keep depth/2).
@@ -1055,13 +1142,18 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   while (queue) {
     // ---- global relabel: one queue BFS launch, then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
-    TC_CUDA_CHECK(cudaMemsetAsync(scp + 2, 0, 5 * sizeof(long long), st));  // head .. max_gen
+    // head .. max_gen (fused count: the active count too)
+    TC_CUDA_CHECK(cudaMemsetAsync(scp + (W.active ? 1 : 2), 0, (W.active ? 6 : 5) * sizeof(long long), st));
     bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state);
-    seed_kernel<<<(int)std::min<long long>((qtiles + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
+    seed_kernel<<<(int)std::min<long long>((std::max(qtiles, W.ptiles) + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
     launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W);
     TC_CUDA_CHECK(cudaGetLastError());
     ++bfs_launches;
-    count_and_copy();
+    if (W.active) {
+      TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 16 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+    } else {
+      count_and_copy();
+    }
     TC_CUDA_CHECK(cudaStreamSynchronize(st));
     ++syncs;
     if (hostp[5] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
@@ -1081,6 +1173,16 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     }
     last_bfs = (int)hostp[6] + 1;  // wavefront depth in tiles: what a launch-based BFS would need
     bfs_depth += last_bfs;
+    if (trace) {
+      float a = 0;
+      TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[1], ev[2]));
+      const long long v = hostp[7] - seen[7];
+      fprintf(stderr, "trace cycle %lld: bfs %.1f us, %lld visits, depth %d, pop %.2f us/visit, relax %.2f us/visit, "
+              "%.1f passes/visit, active %lld\n", (long long)cycles, a * 1000, v, last_bfs,
+              v ? (hostp[11] - seen[11]) / khz * 1000 / v : 0.0, v ? (hostp[12] - seen[12]) / khz * 1000 / v : 0.0,
+              v ? (double)(hostp[13] - seen[13]) / v : 0.0, hostp[1]);
+      for (int k = 0; k < 16; ++k) seen[k] = hostp[k];
+    }
     if (hostp[1] == 0) break;
     if (++cycles > max_cycles) {  // reported by the Python layer (no exception crosses the op)
       status = kStatusCycles;
@@ -1088,7 +1190,21 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     }
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[0], st));
     const int P = push_count(last_bfs);
-    for (int p = 0; p < P; ++p) push(nullptr, 0);
+    for (int p = 0; p < P; ++p) {
+      if (trace) TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
+      push(nullptr, 0);
+      if (trace) {
+        TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
+        TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, 16 * sizeof(long long), cudaMemcpyDeviceToHost, st));
+        TC_CUDA_CHECK(cudaStreamSynchronize(st));
+        float a = 0;
+        TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev[2], ev[1]));
+        const long long v = hostp[8] - seen[8];
+        fprintf(stderr, "trace   push %d: %.1f us, %lld tiles, %.2f us/tile, %.1f rounds/tile\n", p, a * 1000, v,
+                v ? (hostp[9] - seen[9]) / khz * 1000 / v : 0.0, v ? (double)(hostp[10] - seen[10]) / v : 0.0);
+        for (int k = 0; k < 16; ++k) seen[k] = hostp[k];
+      }
+    }
     push_launches += P;
   }
   while (!queue) {
@@ -1184,7 +1300,9 @@ finish:
                                  (int64_t)(bfs_ms * 1000), (int64_t)(push_ms * 1000), (int64_t)spec,
                                  (int64_t)walk, (int64_t)scan, (int64_t)GB.TX, (int64_t)GB.TY, (int64_t)GB.TZ,
                                  (int64_t)queue, queue ? (int64_t)hostp[7] : (int64_t)0, bfs_depth,
-                                 (int64_t)status},
+                                 (int64_t)hostp[8], (int64_t)(hostp[9] / khz * 1000), (int64_t)hostp[10],
+                                 (int64_t)(hostp[11] / khz * 1000), (int64_t)(hostp[12] / khz * 1000),
+                                 (int64_t)hostp[13], (int64_t)status},
                                 at::TensorOptions().dtype(at::kLong));
   return {out, stats};
 }

@@ -28,10 +28,12 @@ EXT = "torchcut_grid"
 INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
 _OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile",
-         "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue")
+         "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue",
+         "exp")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y",
-          "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "status")
+          "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "push_visits", "push_visit_us", "push_rounds",
+          "bfs_pop_us", "bfs_relax_us", "bfs_passes", "status")
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
            2: "the queue BFS stalled; this is a bug in torchcut, please report it (bfs_queue=-1 avoids it)"}
@@ -88,7 +90,10 @@ def solve_grid(caps, excess, sink, offsets, **options):
         ``push_launches`` (launches between global relabels, default adaptive), ``bfs_batch``
         (BFS launches per host check), ``tile_x``/``tile_y``/``tile_z`` (tile extent),
         ``max_cycles`` (raise after this many global relabels), ``bfs_nodes`` (nodes per thread of the BFS
-        kernel: 1, 4 or 8), ``profile`` (time the BFS and push phases with events: ``bfs_us``/``push_us``), ``push_blocks``
+        kernel: 1, 4 or 8), ``profile`` (time the BFS and push phases with events: ``bfs_us``/``push_us``; count
+        push tile visits, their time and local rounds, and the BFS's time per pop and per tile relaxation:
+        ``push_visits``, ``push_visit_us``, ``push_rounds``, ``bfs_pop_us``, ``bfs_relax_us``, ``bfs_passes``,
+        summed over blocks; 2: also one line per relabel cycle and push launch on stderr), ``push_blocks``
         (1: the push kernel variant with more registers and one block per SM; default 2 per SM),
         ``persist`` (blocks per SM of the persistent push/BFS grids; -1: one block per tile),
         ``pipeline`` (n > 0: while the host waits for a read-back, the GPU already runs n pushes, guarded on
@@ -99,7 +104,8 @@ def solve_grid(caps, excess, sink, offsets, **options):
         sweeps, as up to v5, with ``bfs_nodes``), ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z`` (extent of the
         scan BFS's tiles: powers of two, at most 32 each, 32 to 1024 nodes; default 32x16 in 2D, 8x8x8 in 3D),
         ``bfs_queue`` (default with the scan BFS: one launch per global relabel, resident blocks take tiles
-        from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing).
+        from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing),
+        ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``).
 
     Returns
     -------
