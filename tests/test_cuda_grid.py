@@ -241,6 +241,8 @@ HOST_LOOP_OPTS = [
     {"persist": 1, "bfs_nodes": 4},
     {"profile": 1},
     {"profile": 2, "exp": 3},
+    {"push_tail": 40, "exp": 8},
+    {"push_tail": -1, "exp": 10},
 ]
 
 

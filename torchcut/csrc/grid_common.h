@@ -38,6 +38,7 @@ enum Opt {
   kBfsTileZ,
   kBfsQueue,      // -1: the scan BFS runs as launches over tiles until one changes nothing; else a worklist
   kExp,           // bit mask of experimental paths under measurement (0: none)
+  kPushTail,      // push launches per relabel when few tiles are active (0: default, -1: no tail rule)
   kNumOpts
 };
 

@@ -29,7 +29,7 @@ INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
 _OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile",
          "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue",
-         "exp")
+         "exp", "push_tail")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y",
           "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "push_visits", "push_visit_us", "push_rounds",
@@ -105,7 +105,9 @@ def solve_grid(caps, excess, sink, offsets, **options):
         scan BFS's tiles: powers of two, at most 32 each, 32 to 1024 nodes; default 32x16 in 2D, 8x8x8 in 3D),
         ``bfs_queue`` (default with the scan BFS: one launch per global relabel, resident blocks take tiles
         from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing),
-        ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``).
+        ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``),
+        ``push_tail`` (push launches between global relabels once at most a quarter as many tiles are
+        active as there are push blocks; default 12; -1: no such rule).
 
     Returns
     -------
