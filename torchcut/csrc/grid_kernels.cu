@@ -96,16 +96,29 @@ struct Local {
   bool valid;
 };
 
+// Tile extent known at compile time (0: read from the Geom). The default tiles are compiled with their
+// extents, so that index arithmetic inside a tile is shifts and masks, not integer divisions (v7: the
+// BFS and push kernels were bound by instruction issue, ~28 and ~48 runtime divisions in their SASS).
+template <int TXc = 0, int TYc = 0, int TZc = 0>
+struct Sh {
+  static constexpr bool fixed = TXc > 0 && TYc > 0 && TZc > 0;
+  static __device__ __forceinline__ int tx(const Geom& G) { return TXc ? TXc : G.TX; }
+  static __device__ __forceinline__ int ty(const Geom& G) { return TYc ? TYc : G.TY; }
+  static __device__ __forceinline__ int tz(const Geom& G) { return TZc ? TZc : G.TZ; }
+  static __device__ __forceinline__ int nt() { return fixed ? TXc * TYc * TZc : (int)blockDim.x; }
+};
+
+template <class S = Sh<>>
 __device__ __forceinline__ Local locate_at(const Geom& G, int t, int li) {
   Local L;
   const int tx = t % G.nTX, ty = (t / G.nTX) % G.nTY, tz = t / (G.nTX * G.nTY);
   L.i = li;
-  L.lx = L.i % G.TX;
-  L.ly = (L.i / G.TX) % G.TY;
-  L.lz = L.i / (G.TX * G.TY);
-  L.x = tx * G.TX + L.lx;
-  L.y = ty * G.TY + L.ly;
-  L.z = tz * G.TZ + L.lz;
+  L.lx = L.i % S::tx(G);
+  L.ly = (L.i / S::tx(G)) % S::ty(G);
+  L.lz = L.i / (S::tx(G) * S::ty(G));
+  L.x = tx * S::tx(G) + L.lx;
+  L.y = ty * S::ty(G) + L.ly;
+  L.z = tz * S::tz(G) + L.lz;
   L.valid = L.x < G.X && L.y < G.Y && L.z < G.Z;
   L.g = L.x + (long long)G.X * (L.y + (long long)G.Y * L.z);
   return L;
@@ -113,21 +126,22 @@ __device__ __forceinline__ Local locate_at(const Geom& G, int t, int li) {
 
 __device__ __forceinline__ Local locate(const Geom& G) { return locate_at(G, blockIdx.x, threadIdx.x); }
 
+template <class S = Sh<>>
 __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
-  return (unsigned)(L.lx + G.dx[d]) < (unsigned)G.TX && (unsigned)(L.ly + G.dy[d]) < (unsigned)G.TY &&
-         (unsigned)(L.lz + G.dz[d]) < (unsigned)G.TZ;
+  return (unsigned)(L.lx + G.dx[d]) < (unsigned)S::tx(G) && (unsigned)(L.ly + G.dy[d]) < (unsigned)S::ty(G) &&
+         (unsigned)(L.lz + G.dz[d]) < (unsigned)S::tz(G);
 }
 
 // --------------------------------------------------------------------------------------------- push
 // One tile's push/relabel rounds; returns early (uniformly) when the tile has nothing to do.
-template <typename CapT, int DT>
+template <typename CapT, int DT, class S>
 __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __restrict__ excess,
                                           CapT* __restrict__ sink, int* __restrict__ height,
                                           int* __restrict__ tile_active, const Geom& G, int rounds, int b, int t,
                                           bool known, unsigned long long* __restrict__ prof, bool plain) {
   const int D = DT ? DT : G.D;
   const int K = D / 2;
-  const int NT = blockDim.x;
+  const int NT = S::nt();
   int* flag = tile_active + (long long)b * G.T + t;
   long long t0 = 0;
   if (known) {  // the walk read the flag set; only this block clears it, others only set it
@@ -150,14 +164,14 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
   CapT* s_s = c_s + (size_t)D * NT;
   int* h_s = reinterpret_cast<int*>(s_s + NT);  // the box: tile plus halo, x fastest
 
-  const Local L = locate_at(G, t, threadIdx.x);
+  const Local L = locate_at<S>(G, t, threadIdx.x);
   const int i = L.i;
   const long long base = (long long)b * G.N;
   CapT* capb = caps + (long long)b * D * G.N;
   int* hb = height + base;
   {  // heights of the box (kInf outside the grid); those of other tiles are a snapshot (a heuristic)
-    const int x0 = (t % G.nTX) * G.TX - G.px, y0 = ((t / G.nTX) % G.nTY) * G.TY - G.py,
-              z0 = (t / (G.nTX * G.nTY)) * G.TZ - G.pz;
+    const int x0 = (t % G.nTX) * S::tx(G) - G.px, y0 = ((t / G.nTX) % G.nTY) * S::ty(G) - G.py,
+              z0 = (t / (G.nTX * G.nTY)) * S::tz(G) - G.pz;
     auto box_h = [&](int c) {
       const int x = x0 + c % G.BX, y = y0 + (c / G.BX) % G.BY, z = z0 + c / (G.BX * G.BY);
       return c < G.boxN && (unsigned)x < (unsigned)G.X && (unsigned)y < (unsigned)G.Y && (unsigned)z < (unsigned)G.Z
@@ -209,13 +223,25 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
         pushed += dl;
       }
       int hmin = kInf;
+      // All residuals and neighbour heights first (independent shared loads: one latency, not 2D).
+      CapT cv[DT > 0 ? DT : 1];
+      int hp[DT > 0 ? DT : 1];
+      if constexpr (DT > 0) {
+#pragma unroll
+        for (int d = 0; d < DT; ++d) {
+          cv[d] = c_s[d * NT + i];
+          hp[d] = G.box ? h_s[bi + G.boff[d]] : 0;  // without the box (long offsets): read below
+        }
+      }
 #pragma unroll
       for (int d = 0; d < D; ++d) {
-        const CapT c = c_s[d * NT + i];
+        const CapT c = DT > 0 ? cv[d] : c_s[d * NT + i];
         if (c <= 0) continue;
-        const bool inside = in_tile(G, L, d);
+        const bool inside = in_tile<S>(G, L, d);
         const int j = i + G.slin[d];
-        const int hv = (G.box || inside) ? h_s[bi + G.boff[d]] : __ldcg(hb + L.g + G.glin[d]);
+        const int hv = DT > 0 && G.box ? hp[d]
+                       : (G.box || inside) ? h_s[bi + G.boff[d]]
+                                           : __ldcg(hb + L.g + G.glin[d]);
         if (e > 0 && hv < h) {
           const CapT dl = (CapT)min((long long)c, e);
           e -= dl;
@@ -237,7 +263,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
             atomic_add(&capb[rd * G.N + gv], dl);
             atomic_add(&excess[base + gv], (long long)dl);
             const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
-            const int tv = vx / G.TX + G.nTX * (vy / G.TY + G.nTY * (vz / G.TZ));
+            const int tv = vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
             tile_active[(long long)b * G.T + tv] = 1;
           }
           if (c - dl > 0) hmin = min(hmin, hv);
@@ -261,7 +287,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
     if (h != h0) hb[L.g] = h;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      if (in_tile(G, L, d)) capb[d * G.N + L.g] = c_s[d * NT + i];
+      if (in_tile<S>(G, L, d)) capb[d * G.N + L.g] = c_s[d * NT + i];
     }
     still = e > 0 && h < kInf;
   }
@@ -285,7 +311,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
 // guard != nullptr: the launch was queued before the host knew whether the BFS before it converged; it
 //   does nothing unless it did (*guard = last BFS launch that changed something < guard_launch). Pushes
 //   between an unconverged BFS and its continuation would make the BFS's residual snapshot stale.
-template <typename CapT, int DT, int MINB>
+template <typename CapT, int DT, int MINB, class S>
 __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess,
                                                    CapT* __restrict__ sink, int* __restrict__ height,
                                                    int* __restrict__ tile_active, const __grid_constant__ Geom G,
@@ -295,7 +321,7 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
   if (guard != nullptr && __ldcg(guard) >= guard_launch) return;
   if (!walk) {
     for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t, false, prof, plain);
+      push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t, false, prof, plain);
       __syncthreads();  // shared memory and s_go are reused by the next tile
     }
     return;
@@ -316,9 +342,9 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
       const int j = __ffs(bits) - 1;
       bits &= bits - 1;
       const long long q = q0 + (long long)j * gridDim.x;
-      const int b = (int)(q / G.T);
-      push_tile<CapT, DT>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), true,
-                          prof, plain);
+      const int b = items == 1 ? 0 : (int)(q / G.T);
+      push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), true,
+                             prof, plain);
       __syncthreads();  // shared memory and s_go are reused by the next tile
     }
   }
@@ -528,7 +554,7 @@ __device__ __forceinline__ void push_one(const Work& W, long long q, int gen) {
   atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
 }
 
-template <typename MaskT, int DT, bool QUEUE>
+template <typename MaskT, int DT, bool QUEUE, class S = Sh<>>
 __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
                                               int* __restrict__ epoch, long long* __restrict__ last_changed,
                                               const Geom& G, int launch, int b, int t, bool check, const Work& W,
@@ -549,8 +575,8 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
   __shared__ int dist_s[kScanSmem];
   __shared__ MaskT m_s[kScanSmem];
   int* hb = height + (long long)b * G.N;
-  const Local L = locate_at(G, t, threadIdx.x);
-  const int si = L.lx + G.SX * (L.ly + G.TY * L.lz);
+  const Local L = locate_at<S>(G, t, threadIdx.x);
+  const int si = L.lx + (S::tx(G) + 1) * (L.ly + S::ty(G) * L.lz);
   MaskT m = 0, m_other = 0;
   int cur0 = kInf;
   long long ex = 0;  // fused count: the node's excess (read with the mask, used at the end)
@@ -565,7 +591,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
   // memory latency per visit instead of one per direction: v7 profile, load phase 3.4 us per visit).
   auto across = [&](int d) {
     const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
-    return L.valid && !in_tile(G, L, d) && (unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y &&
+    return L.valid && !in_tile<S>(G, L, d) && (unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y &&
            (unsigned)vz < (unsigned)G.Z;
   };
   if constexpr (DT > 0) {
@@ -574,7 +600,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
     for (int d = 0; d < DT; ++d) hv[d] = across(d) ? __ldcg(hb + L.g + G.glin[d]) : kInf;
 #pragma unroll
     for (int d = 0; d < DT; ++d) {
-      if (in_tile(G, L, d)) {
+      if (in_tile<S>(G, L, d)) {
         if ((G.other >> d) & 1) m_other |= m & ((MaskT)1 << d);
       } else if ((m >> d) & 1) {
         best = min(best, hv[d] + 1);
@@ -582,7 +608,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
     }
   } else {
     for (int d = 0; d < D; ++d) {
-      if (in_tile(G, L, d)) {
+      if (in_tile<S>(G, L, d)) {
         if ((G.other >> d) & 1) m_other |= m & ((MaskT)1 << d);
         continue;
       }
@@ -608,19 +634,19 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
   int P = 0;
 #pragma unroll
   for (int a = 0; a < 3; ++a) {
-    const int E = a == 0 ? G.TX : a == 1 ? G.TY : G.TZ;
+    const int E = a == 0 ? S::tx(G) : a == 1 ? S::ty(G) : S::tz(G);
     if (E == 1 || (G.axm[a] < 0 && G.axp[a] < 0)) continue;  // uniform over the block
     order |= (unsigned)a << (2 * P++);
     const int q = (int)threadIdx.x;
     int lx, ly, lz;  // the thread's node in this pass: the axis coordinate is the fastest
     if (a == 0) {
-      lx = q % G.TX, ly = (q / G.TX) % G.TY, lz = q / (G.TX * G.TY);
+      lx = q % S::tx(G), ly = (q / S::tx(G)) % S::ty(G), lz = q / (S::tx(G) * S::ty(G));
     } else if (a == 1) {
-      ly = q % G.TY, lx = (q / G.TY) % G.TX, lz = q / (G.TX * G.TY);
+      ly = q % S::ty(G), lx = (q / S::ty(G)) % S::tx(G), lz = q / (S::tx(G) * S::ty(G));
     } else {
-      lz = q % G.TZ, lx = (q / G.TZ) % G.TX, ly = q / (G.TZ * G.TX);
+      lz = q % S::tz(G), lx = (q / S::tz(G)) % S::tx(G), ly = q / (S::tz(G) * S::tx(G));
     }
-    const int idx = lx + G.SX * (ly + G.TY * lz);
+    const int idx = lx + (S::tx(G) + 1) * (ly + S::ty(G) * lz);
     (a == 0 ? p0 : a == 1 ? p1 : p2) = idx;
     const MaskT mm = m_s[idx];
     if (G.axm[a] >= 0 && ((mm >> G.axm[a]) & 1)) links |= 1u << (2 * a);
@@ -633,7 +659,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
     bool ch = false;
     if (a < 3) {
       const int idx = a == 0 ? p0 : a == 1 ? p1 : p2;
-      const int E = a == 0 ? G.TX : a == 1 ? G.TY : G.TZ;
+      const int E = a == 0 ? S::tx(G) : a == 1 ? S::ty(G) : S::tz(G);
       const int d0 = dist_s[idx];
       const int d1 = scan_line(d0, (links >> (2 * a)) & 1, (links >> (2 * a + 1)) & 1, E);
       if (d1 < d0) {
@@ -665,17 +691,17 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
       hb[L.g] = fin;
 #pragma unroll
       for (int d = 0; d < D; ++d) {
-        if (in_tile(G, L, d)) continue;
+        if (in_tile<S>(G, L, d)) continue;
         const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
         if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
         if (G.bfs_skip) {  // a neighbouring tile: one bit, queued once below
-          const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= G.TX ? 2 : 1;
-          const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= G.TY ? 2 : 1;
-          const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= G.TZ ? 2 : 1;
+          const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= S::tx(G) ? 2 : 1;
+          const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= S::ty(G) ? 2 : 1;
+          const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= S::tz(G) ? 2 : 1;
           atomicOr(&s_next, 1u << (ox + 3 * (oy + 3 * oz)));
         } else {  // offsets longer than a tile: notify the tile of the target directly
           __threadfence();
-          const long long q = (long long)b * G.T + vx / G.TX + G.nTX * (vy / G.TY + G.nTY * (vz / G.TZ));
+          const long long q = (long long)b * G.T + vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
           if (notify(W, q)) push_one(W, q, gen + 1);
         }
       }
@@ -740,8 +766,10 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
 // relaxed after the last change of the heights it reads, so all residual arcs satisfy d(u) <= d(v) + 1
 // and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
 // (bfs_init_kernel, seed_kernel).
-template <typename MaskT, int DT>
-__global__ void __launch_bounds__(1024, 2)
+// WIDE (option exp bit 16): blocks of at most 512 threads with up to 64 registers, two per SM (the default
+// bound of 32 registers spills ~25 values to the stack).
+template <typename MaskT, int DT, class S, int WIDE>
+__global__ void __launch_bounds__(WIDE ? 512 : 1024, 2)
     bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
                      const Work W) {
   __shared__ long long s_item;
@@ -786,9 +814,9 @@ __global__ void __launch_bounds__(1024, 2)
     __syncthreads();
     const long long item = s_item;
     if (item < 0) return;
-    const int b = (int)(item / G.T);
+    const int b = item < G.T ? 0 : (int)(item / G.T);
     const int gen = __ldcg(W.gen + item);
-    const int passes = bfs_scan_tile<MaskT, DT, true>(mask, height, nullptr, nullptr, G, 0, b,
+    const int passes = bfs_scan_tile<MaskT, DT, true, S>(mask, height, nullptr, nullptr, G, 0, b,
                                                       (int)(item - (long long)b * G.T), false, W, gen, t1);
     __syncthreads();  // this tile's writes are fenced and its notifications counted
     if (threadIdx.x == 0) {
@@ -906,18 +934,29 @@ __global__ void mask_kernel(const int* __restrict__ height, bool* __restrict__ o
 
 int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallback; }
 
+#define COMMA ,
+
 template <typename CapT>
 void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
                  CapT* sink, int* height, int* tile_active, const Geom& G, int rounds, int walk, int items,
                  const long long* guard, long long guard_launch, unsigned long long* prof, bool plain) {
-#define TC_PUSH(DV, MB)                                                                                      \
+  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 16 && G.TY == 8 && G.TZ == 4;
+#define TC_PUSH_S(DV, MB, SH)                                                                                \
   {                                                                                                          \
-    auto kern = push_kernel<CapT, DV, MB>;                                                                   \
+    auto kern = push_kernel<CapT, DV, MB, SH>;                                                               \
     if (smem > 48 * 1024)                                                                                    \
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
     kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, walk, items, guard, \
                                       guard_launch, prof, plain);                                            \
-  }                                                                                                          \
+  }
+#define TC_PUSH(DV, MB)                                                                      \
+  if constexpr (DV == 4 || DV == 8) {                                                        \
+    if (t2) TC_PUSH_S(DV, MB, Sh<32 COMMA 16 COMMA 1>) else TC_PUSH_S(DV, MB, Sh<>)          \
+  } else if constexpr (DV == 6) {                                                            \
+    if (t3) TC_PUSH_S(DV, MB, Sh<16 COMMA 8 COMMA 4>) else TC_PUSH_S(DV, MB, Sh<>)           \
+  } else {                                                                                   \
+    TC_PUSH_S(DV, MB, Sh<>)                                                                  \
+  }                                                                                          \
   break;
   if (minb == 2 && threads <= 512) {  // 2 blocks per SM: at most 64 registers a thread
     switch (D) {
@@ -937,12 +976,28 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
     default: TC_PUSH(0, 1)
   }
 #undef TC_PUSH
+#undef TC_PUSH_S
 }
 
 template <typename MaskT>
 void launch_bfs_queue(int D, int blocks, int threads, cudaStream_t st, const MaskT* mask, int* height, const Geom& G,
-                      const Work& W) {
-#define TC_QUEUE(DV) bfs_queue_kernel<MaskT, DV><<<blocks, threads, 0, st>>>(mask, height, G, W)
+                      const Work& W, bool wide) {
+  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 8 && G.TY == 8 && G.TZ == 8;
+#define TC_QUEUE_S(DV, SH)                                                                  \
+  {                                                                                         \
+    if (wide && threads <= 512)                                                             \
+      bfs_queue_kernel<MaskT, DV, SH, 1><<<blocks, threads, 0, st>>>(mask, height, G, W);   \
+    else                                                                                    \
+      bfs_queue_kernel<MaskT, DV, SH, 0><<<blocks, threads, 0, st>>>(mask, height, G, W);   \
+  }
+#define TC_QUEUE(DV)                                                                       \
+  if constexpr (DV == 4 || DV == 8) {                                                      \
+    if (t2) TC_QUEUE_S(DV, Sh<32 COMMA 16 COMMA 1>) else TC_QUEUE_S(DV, Sh<>)              \
+  } else if constexpr (DV == 6 || DV == 26) {                                              \
+    if (t3) TC_QUEUE_S(DV, Sh<8 COMMA 8 COMMA 8>) else TC_QUEUE_S(DV, Sh<>)                \
+  } else {                                                                                 \
+    TC_QUEUE_S(DV, Sh<>)                                                                   \
+  }
   switch (sizeof(MaskT) > 4 ? 0 : D) {
     case 4: TC_QUEUE(4); break;
     case 6: TC_QUEUE(6); break;
@@ -952,6 +1007,7 @@ void launch_bfs_queue(int D, int blocks, int threads, cudaStream_t st, const Mas
     default: TC_QUEUE(0); break;
   }
 #undef TC_QUEUE
+#undef TC_QUEUE_S
 }
 
 template <typename MaskT>
@@ -1091,11 +1147,12 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const bool profile = opts[kProfile] != 0;
   const int trace = opts[kProfile] >= 2;  // one line per relabel cycle and push launch on stderr
   unsigned long long* prof = profile ? reinterpret_cast<unsigned long long*>(scp + kProf) : nullptr;
-  const int exp = opts[kExp] > 0 ? (int)opts[kExp] : 0;
   const bool pipeline = opts[kPipeline] > 0 && !profile;  // profiling needs the synchronous loop
   const int spec = pipeline ? (int)opts[kPipeline] : 0;   // pushes queued before the host knows
   const int per_sm_push = (int)(opts[kPersist] > 0 ? opts[kPersist] : 2);
-  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : std::max(1, 2048 / NTB));
+  const int exp = opts[kExp] > 0 ? (int)opts[kExp] : 0;
+  const bool wide = (exp & 16) && NTB <= 512;  // queue BFS blocks with 64 registers, two per SM
+  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : wide ? 2 : std::max(1, 2048 / NTB));
   int push_blocks, bfs_blocks;
   if (walk) {
     const long long pt = (long long)G.T * B, bt = (long long)GB.T * B;
@@ -1218,7 +1275,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     if (W.active) TC_CUDA_CHECK(cudaMemsetAsync(scp + kActive, 0, sizeof(long long), st));
     bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state);
     seed_kernel<<<(int)std::min<long long>((std::max(qtiles, W.ptiles) + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
-    launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W);
+    launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W, wide);
     TC_CUDA_CHECK(cudaGetLastError());
     ++bfs_launches;
     if (W.active) {
