@@ -317,8 +317,56 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
                                                    int* __restrict__ tile_active, const __grid_constant__ Geom G,
                                                    int rounds, int walk, int items, const long long* __restrict__ guard,
                                                    long long guard_launch, unsigned long long* __restrict__ prof,
-                                                   bool plain) {
+                                                   bool plain, unsigned long long* __restrict__ pq,
+                                                   long long* __restrict__ plist) {
   if (guard != nullptr && __ldcg(guard) >= guard_launch) return;
+  if (walk && pq != nullptr) {
+    // Balanced walk (option exp bit 32): the strided flag scan only collects the active tiles into a list
+    // (pq[1] = its length); then blocks take tiles from it one at a time (pq[0] = next), so clustered
+    // active tiles spread over all blocks (the strided walk gave some blocks 2x the mean: v7 trace, 128^3
+    // first pushes ~290 us for ~1000 tiles of ~31 us on 264 blocks). A block takes an entry only by a
+    // CAS below the current length, so no entry is skipped; a block that appends after others stopped
+    // takes its own entries. Reserved slots are written by a running warp: the short spin ends.
+    const long long total = (long long)G.T * items;
+    for (long long q0 = blockIdx.x; q0 < total; q0 += 32LL * gridDim.x) {
+      if (threadIdx.x < 32) {
+        const long long q = q0 + (long long)threadIdx.x * gridDim.x;
+        const bool f = q < total && __ldcg(tile_active + q) != 0;
+        const unsigned bits = __ballot_sync(0xffffffffu, f);
+        if (bits) {
+          unsigned long long pos = 0;
+          if (threadIdx.x == 0) pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
+          pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(bits & ((1u << threadIdx.x) - 1u));
+          if (f) atomicExch(reinterpret_cast<unsigned long long*>(plist + pos), (unsigned long long)q);
+        }
+      }
+    }
+    __shared__ long long s_q;
+    while (true) {
+      if (threadIdx.x == 0) {
+        long long item = -1;
+        unsigned long long h = __ldcg(pq);
+        while (h < __ldcg(pq + 1)) {
+          const unsigned long long prev = atomicCAS(pq, h, h + 1);
+          if (prev == h) {
+            volatile long long* slot = plist + h;
+            while ((item = *slot) < 0) __nanosleep(32);
+            *slot = -1;  // clean for the next launch
+            break;
+          }
+          h = prev;
+        }
+        s_q = item;
+      }
+      __syncthreads();
+      const long long q = s_q;
+      if (q < 0) return;
+      const int b = items == 1 ? 0 : (int)(q / G.T);
+      push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), true,
+                             prof, plain);
+      __syncthreads();  // shared memory and s_q are reused by the next tile
+    }
+  }
   if (!walk) {
     for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
       push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, blockIdx.y, t, false, prof, plain);
@@ -502,7 +550,7 @@ constexpr int kScanSmem = 2048;  // padded layout: (TX + 1) * TY * TZ <= 2 * 102
 
 // Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.
 constexpr int kLast = 0, kActive = 1, kActiveTiles = 2, kProf = 8, kHead = 32, kTail = 48, kPending = 64, kMaxGen = 80,
-              kVisits = 96, kStalled = 112, kSlots = 128;
+              kVisits = 96, kStalled = 112, kPushQueue = 120, kSlots = 128;
 
 // Worklist of the queue BFS (one launch per global relabel, see bfs_queue_kernel).
 // Tile states: kIdle, kQueued (in the ring), kRunning (a block relaxes it), kDirty (running, and a
@@ -939,7 +987,8 @@ int pick_tile(int64_t want, int fallback) { return want > 0 ? (int)want : fallba
 template <typename CapT>
 void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStream_t st, CapT* caps, long long* excess,
                  CapT* sink, int* height, int* tile_active, const Geom& G, int rounds, int walk, int items,
-                 const long long* guard, long long guard_launch, unsigned long long* prof, bool plain) {
+                 const long long* guard, long long guard_launch, unsigned long long* prof, bool plain,
+                 unsigned long long* pq, long long* plist) {
   const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 16 && G.TY == 8 && G.TZ == 4;
 #define TC_PUSH_S(DV, MB, SH)                                                                                \
   {                                                                                                          \
@@ -947,7 +996,7 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
     if (smem > 48 * 1024)                                                                                    \
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));    \
     kern<<<grid, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, walk, items, guard, \
-                                      guard_launch, prof, plain);                                            \
+                                      guard_launch, prof, plain, pq, plist);                                 \
   }
 #define TC_PUSH(DV, MB)                                                                      \
   if constexpr (DV == 4 || DV == 8) {                                                        \
@@ -1223,9 +1272,15 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const int64_t push_opt = opts[kPushLaunches];
   const int batch_opt = opts[kBfsBatch] > 0 ? (int)opts[kBfsBatch] : 0;
   const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
+  // balanced walk (exp bit 32): list of active tiles, [0] next, [1] length (reset before each push launch)
+  const bool balanced = (exp & 32) && walk;
+  at::Tensor plist_t = balanced ? at::full({(long long)G.T * B}, -1, excess.options()) : at::Tensor();
+  unsigned long long* pq = balanced ? reinterpret_cast<unsigned long long*>(scp + kPushQueue) : nullptr;
+  long long* plist = balanced ? reinterpret_cast<long long*>(plist_t.data_ptr()) : nullptr;
   auto push = [&](const long long* guard, long long guard_launch) {
+    if (balanced) TC_CUDA_CHECK(cudaMemsetAsync(pq, 0, 2 * sizeof(long long), st));
     launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds, walk, items, guard,
-                      guard_launch, prof, (exp & 8) != 0);
+                      guard_launch, prof, (exp & 8) != 0, pq, plist);
     TC_CUDA_CHECK(cudaGetLastError());
   };
   auto bfs = [&](int n, int& launch) {
