@@ -243,8 +243,9 @@ HOST_LOOP_OPTS = [
     {"profile": 2, "exp": 3},
     {"push_tail": 40, "exp": 8},
     {"push_tail": -1, "exp": 10},
-    {"exp": 32},
-    {"exp": 42, "push_tail": 40, "tile_x": 8, "tile_y": 4},
+    {"push_walk": -1},
+    {"exp": 10, "push_tail": 40, "tile_x": 8, "tile_y": 4},
+    {"tile_x": 8, "tile_y": 8, "tile_z": 8},
 ]
 
 

@@ -39,6 +39,7 @@ enum Opt {
   kBfsQueue,      // -1: the scan BFS runs as launches over tiles until one changes nothing; else a worklist
   kExp,           // bit mask of experimental paths under measurement (0: none)
   kPushTail,      // push launches per relabel when few tiles are active (0: default, -1: no tail rule)
+  kPushWalk,      // -1: push blocks walk over the tiles in a fixed stride (v5); else they take listed active tiles
   kNumOpts
 };
 

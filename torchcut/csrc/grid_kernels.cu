@@ -321,42 +321,13 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
                                                    long long* __restrict__ plist) {
   if (guard != nullptr && __ldcg(guard) >= guard_launch) return;
   if (walk && pq != nullptr) {
-    // Balanced walk (option exp bit 32): the strided flag scan only collects the active tiles into a list
-    // (pq[1] = its length); then blocks take tiles from it one at a time (pq[0] = next), so clustered
-    // active tiles spread over all blocks (the strided walk gave some blocks 2x the mean: v7 trace, 128^3
-    // first pushes ~290 us for ~1000 tiles of ~31 us on 264 blocks). A block takes an entry only by a
-    // CAS below the current length, so no entry is skipped; a block that appends after others stopped
-    // takes its own entries. Reserved slots are written by a running warp: the short spin ends.
-    const long long total = (long long)G.T * items;
-    for (long long q0 = blockIdx.x; q0 < total; q0 += 32LL * gridDim.x) {
-      if (threadIdx.x < 32) {
-        const long long q = q0 + (long long)threadIdx.x * gridDim.x;
-        const bool f = q < total && __ldcg(tile_active + q) != 0;
-        const unsigned bits = __ballot_sync(0xffffffffu, f);
-        if (bits) {
-          unsigned long long pos = 0;
-          if (threadIdx.x == 0) pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
-          pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(bits & ((1u << threadIdx.x) - 1u));
-          if (f) atomicExch(reinterpret_cast<unsigned long long*>(plist + pos), (unsigned long long)q);
-        }
-      }
-    }
+    // Balanced walk (default; push_walk = -1: the strided walk below): list_kernel has listed the active tiles (pq[1] = their count);
+    // blocks take them one at a time (pq[0] = next), so clustered active tiles spread over all blocks.
     __shared__ long long s_q;
     while (true) {
       if (threadIdx.x == 0) {
-        long long item = -1;
-        unsigned long long h = __ldcg(pq);
-        while (h < __ldcg(pq + 1)) {
-          const unsigned long long prev = atomicCAS(pq, h, h + 1);
-          if (prev == h) {
-            volatile long long* slot = plist + h;
-            while ((item = *slot) < 0) __nanosleep(32);
-            *slot = -1;  // clean for the next launch
-            break;
-          }
-          h = prev;
-        }
-        s_q = item;
+        const unsigned long long k = atomicAdd(pq, 1ULL);
+        s_q = k < __ldcg(pq + 1) ? __ldcg(plist + k) : -1;
       }
       __syncthreads();
       const long long q = s_q;
@@ -395,6 +366,22 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
                              prof, plain);
       __syncthreads();  // shared memory and s_go are reused by the next tile
     }
+  }
+}
+
+// Balanced walk: the flagged tiles into a list (pq[1] = count), one warp-aggregated add per warp.
+__global__ void list_kernel(const int* __restrict__ tile_active, unsigned long long* __restrict__ pq,
+                            long long* __restrict__ plist, long long total) {
+  for (long long q0 = blockIdx.x * (long long)blockDim.x; q0 < total; q0 += (long long)gridDim.x * blockDim.x) {
+    const long long q = q0 + threadIdx.x;
+    const bool f = q < total && tile_active[q] != 0;
+    const unsigned bits = __ballot_sync(0xffffffffu, f);
+    if (!bits) continue;
+    const int lane = threadIdx.x & 31;
+    unsigned long long pos = 0;
+    if (lane == 0) pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
+    pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(bits & ((1u << lane) - 1u));
+    if (f) plist[pos] = q;
   }
 }
 
@@ -989,7 +976,8 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
                  CapT* sink, int* height, int* tile_active, const Geom& G, int rounds, int walk, int items,
                  const long long* guard, long long guard_launch, unsigned long long* prof, bool plain,
                  unsigned long long* pq, long long* plist) {
-  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 16 && G.TY == 8 && G.TZ == 4;
+  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 16 && G.TY == 8 && G.TZ == 4,
+             t8 = G.TX == 8 && G.TY == 8 && G.TZ == 8;
 #define TC_PUSH_S(DV, MB, SH)                                                                                \
   {                                                                                                          \
     auto kern = push_kernel<CapT, DV, MB, SH>;                                                               \
@@ -1002,7 +990,8 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
   if constexpr (DV == 4 || DV == 8) {                                                        \
     if (t2) TC_PUSH_S(DV, MB, Sh<32 COMMA 16 COMMA 1>) else TC_PUSH_S(DV, MB, Sh<>)          \
   } else if constexpr (DV == 6) {                                                            \
-    if (t3) TC_PUSH_S(DV, MB, Sh<16 COMMA 8 COMMA 4>) else TC_PUSH_S(DV, MB, Sh<>)           \
+    if (t3) TC_PUSH_S(DV, MB, Sh<16 COMMA 8 COMMA 4>)                                        \
+    else if (t8) TC_PUSH_S(DV, MB, Sh<8 COMMA 8 COMMA 8>) else TC_PUSH_S(DV, MB, Sh<>)       \
   } else {                                                                                   \
     TC_PUSH_S(DV, MB, Sh<>)                                                                  \
   }                                                                                          \
@@ -1272,13 +1261,17 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const int64_t push_opt = opts[kPushLaunches];
   const int batch_opt = opts[kBfsBatch] > 0 ? (int)opts[kBfsBatch] : 0;
   const int64_t max_cycles = opts[kMaxCycles] > 0 ? opts[kMaxCycles] : 1000000;
-  // balanced walk (exp bit 32): list of active tiles, [0] next, [1] length (reset before each push launch)
-  const bool balanced = (exp & 32) && walk;
-  at::Tensor plist_t = balanced ? at::full({(long long)G.T * B}, -1, excess.options()) : at::Tensor();
+  // balanced walk (push_walk >= 0): list of active tiles, [0] next, [1] length (reset before each push launch)
+  const bool balanced = opts[kPushWalk] >= 0 && walk;
+  at::Tensor plist_t = balanced ? at::empty({(long long)G.T * B}, excess.options()) : at::Tensor();
   unsigned long long* pq = balanced ? reinterpret_cast<unsigned long long*>(scp + kPushQueue) : nullptr;
   long long* plist = balanced ? reinterpret_cast<long long*>(plist_t.data_ptr()) : nullptr;
   auto push = [&](const long long* guard, long long guard_launch) {
-    if (balanced) TC_CUDA_CHECK(cudaMemsetAsync(pq, 0, 2 * sizeof(long long), st));
+    if (balanced) {
+      TC_CUDA_CHECK(cudaMemsetAsync(pq, 0, 2 * sizeof(long long), st));
+      const long long pt = (long long)G.T * B;
+      list_kernel<<<(int)std::min<long long>((pt + 255) / 256, 1024), 256, 0, st>>>(tap, pq, plist, pt);
+    }
     launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds, walk, items, guard,
                       guard_launch, prof, (exp & 8) != 0, pq, plist);
     TC_CUDA_CHECK(cudaGetLastError());

@@ -29,7 +29,7 @@ INF = 1 << 30
 # Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
 _OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile",
          "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue",
-         "exp", "push_tail")
+         "exp", "push_tail", "push_walk")
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y",
           "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "push_visits", "push_visit_us", "push_rounds",
@@ -107,7 +107,9 @@ def solve_grid(caps, excess, sink, offsets, **options):
         from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing),
         ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``),
         ``push_tail`` (push launches between global relabels once at most a quarter as many tiles are
-        active as there are push blocks; default 12; -1: no such rule).
+        active as there are push blocks; default 12; -1: no such rule), ``push_walk`` (default: before each
+        push launch the active tiles are listed and blocks take them one at a time; -1: blocks visit the
+        flagged tiles of a fixed stride, as up to v6).
 
     Returns
     -------
