@@ -280,8 +280,8 @@ BFS_OPTS = [
     {"exp": 1},
     {"exp": 2, "tile_x": 8, "tile_y": 4},
     {"exp": 3, "bfs_tile_x": 8, "bfs_tile_y": 4, "bfs_tile_z": 1},
-    {"exp": 16},
-    {"exp": 26, "bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8},
+    {"exp": 9, "tile_x": 16, "tile_y": 8, "tile_z": 4},
+    {"exp": 10, "bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8},
 ]
 
 

@@ -801,10 +801,10 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
 // relaxed after the last change of the heights it reads, so all residual arcs satisfy d(u) <= d(v) + 1
 // and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
 // (bfs_init_kernel, seed_kernel).
-// WIDE (option exp bit 16): blocks of at most 512 threads with up to 64 registers, two per SM (the default
-// bound of 32 registers spills ~25 values to the stack).
-template <typename MaskT, int DT, class S, int WIDE>
-__global__ void __launch_bounds__(WIDE ? 512 : 1024, 2)
+// Bound to 32 registers (four 512-thread blocks per SM; ~25 values spill to the stack). v7 measured a
+// 64-register variant with two blocks per SM: 30% less time per visit, half the blocks, no faster.
+template <typename MaskT, int DT, class S>
+__global__ void __launch_bounds__(1024, 2)
     bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
                      const Work W) {
   __shared__ long long s_item;
@@ -1019,15 +1019,10 @@ void launch_push(int D, int minb, dim3 grid, int threads, size_t smem, cudaStrea
 
 template <typename MaskT>
 void launch_bfs_queue(int D, int blocks, int threads, cudaStream_t st, const MaskT* mask, int* height, const Geom& G,
-                      const Work& W, bool wide) {
+                      const Work& W) {
   const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 8 && G.TY == 8 && G.TZ == 8;
-#define TC_QUEUE_S(DV, SH)                                                                  \
-  {                                                                                         \
-    if (wide && threads <= 512)                                                             \
-      bfs_queue_kernel<MaskT, DV, SH, 1><<<blocks, threads, 0, st>>>(mask, height, G, W);   \
-    else                                                                                    \
-      bfs_queue_kernel<MaskT, DV, SH, 0><<<blocks, threads, 0, st>>>(mask, height, G, W);   \
-  }
+#define TC_QUEUE_S(DV, SH) \
+  { bfs_queue_kernel<MaskT, DV, SH><<<blocks, threads, 0, st>>>(mask, height, G, W); }
 #define TC_QUEUE(DV)                                                                       \
   if constexpr (DV == 4 || DV == 8) {                                                      \
     if (t2) TC_QUEUE_S(DV, Sh<32 COMMA 16 COMMA 1>) else TC_QUEUE_S(DV, Sh<>)              \
@@ -1189,8 +1184,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   const int spec = pipeline ? (int)opts[kPipeline] : 0;   // pushes queued before the host knows
   const int per_sm_push = (int)(opts[kPersist] > 0 ? opts[kPersist] : 2);
   const int exp = opts[kExp] > 0 ? (int)opts[kExp] : 0;
-  const bool wide = (exp & 16) && NTB <= 512;  // queue BFS blocks with 64 registers, two per SM
-  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : wide ? 2 : std::max(1, 2048 / NTB));
+  const int per_sm_bfs = (int)(opts[kPersist] > 0 ? opts[kPersist] : std::max(1, 2048 / NTB));
   int push_blocks, bfs_blocks;
   if (walk) {
     const long long pt = (long long)G.T * B, bt = (long long)GB.T * B;
@@ -1323,7 +1317,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     if (W.active) TC_CUDA_CHECK(cudaMemsetAsync(scp + kActive, 0, sizeof(long long), st));
     bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state);
     seed_kernel<<<(int)std::min<long long>((std::max(qtiles, W.ptiles) + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
-    launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W, wide);
+    launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W);
     TC_CUDA_CHECK(cudaGetLastError());
     ++bfs_launches;
     if (W.active) {
@@ -1512,9 +1506,9 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess
     G.TY = pick_tile(opts[kTileY], G.D > 8 ? 8 : 16);
     G.TZ = 1;
   } else {
-    G.TX = pick_tile(opts[kTileX], G.D > 8 ? 8 : 16);
+    G.TX = pick_tile(opts[kTileX], 8);  // v7: 8x8x8 beat 16x8x4 at 128^3 (3.06 vs 3.25 ms) and 256^3
     G.TY = pick_tile(opts[kTileY], 8);
-    G.TZ = pick_tile(opts[kTileZ], 4);
+    G.TZ = pick_tile(opts[kTileZ], G.D > 8 ? 4 : 8);
   }
   TORCH_CHECK(G.TX * G.TY * G.TZ <= 512 && G.TX * G.TY * G.TZ >= 32,
               "torchcut_grid: tile: expected between 32 and 512 nodes, got ", G.TX, "x", G.TY, "x", G.TZ);

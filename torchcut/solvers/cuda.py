@@ -157,7 +157,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
     if B > 65535:
         raise ValueError(f"caps: expected a batch of at most 65535 items on the GPU, got {B}")
     push_tile = [int(options.get(f"tile_{a}") or d) for a, d in
-                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8 if 2 * K > 8 else 16, 8, 4)))]
+                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8, 8, 4 if 2 * K > 8 else 8)))]
     if ndim == 2:
         push_tile[2] = 1
     if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
