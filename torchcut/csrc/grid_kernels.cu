@@ -25,6 +25,18 @@
 //   the "last launch that changed something" counter once per batch of launches.
 // Termination (exact): right after a converged BFS, no node with excess has a finite distance. The
 // source side of the cut is the set of nodes at infinite distance.
+// Push walk (default, v7): before each push launch list_kernel lists the flagged tiles and the blocks
+//   take them one at a time (push_walk = -1: each block visits the flagged tiles of a fixed stride, which
+//   left some blocks twice the mean work when active tiles cluster). Push launches per relabel: half the
+//   BFS depth (capped at 4 on 4/6-connected grids), or push_tail (default: the BFS depth, 6 to 24) once
+//   at most a quarter as many tiles are active as there are push blocks (late cycles: a launch then
+//   costs ~25 us, a BFS ~200 us).
+// The default tiles (2D 32x16; 3D 8x8x8; also 16x8x4 push) are compiled with their extents (struct Sh), so
+//   in-tile index arithmetic is shifts and masks: both kernels are bound by instruction issue.
+// Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
+//   profile = 2 also prints one line per relabel cycle and push launch. Option exp: bits of measured
+//   alternatives (1: fewer fences per BFS visit, 2: active count fused into the BFS, 8: in-tile
+//   residual updates without atomics), each tested, none faster beyond the noise (NOTES-grid.md v7).
 // Host loop: synchronous by default (read the counters, then decide). Option pipeline = n > 0: behind each
 // read-back the stream already holds n pushes that run only if that BFS converged (checked on the device)
 // and BFS launches that continue it otherwise, so the GPU does not idle while the host waits.
@@ -1300,7 +1312,10 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   // push blocks, a push launch costs about one tile visit plus the launch (~25 us) and a BFS ~8 of them,
   // so run push_tail launches before the next BFS (v7 trace at 1024^2: the last 7 of 12 cycles had
   // 10-70 active tiles and 2-4 pushes each).
-  const int push_tail = opts[kPushTail] < 0 ? 0 : opts[kPushTail] > 0 ? (int)opts[kPushTail] : 12;
+  // Default: as many launches as the BFS was deep in tiles, 6 to 24 (fixed 6 was best at 1024^2, 24 at
+  // 2048^2; the depth grows with the grid).
+  const bool tail_on = opts[kPushTail] >= 0;
+  const int tail_fixed = opts[kPushTail] > 0 ? (int)opts[kPushTail] : 0;
   auto push_count = [&](int last) {
     return push_opt > 0 ? (int)push_opt : std::max(1, std::min(push_cap, last / 2));
   };
@@ -1365,7 +1380,8 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     // active tiles (fused count: BFS visits that found an active node, about the same)
     const long long act_tiles = W.active ? hostp[kActive] : hostp[kActiveTiles];
     int P = push_count(last_bfs);
-    if (push_tail && push_opt <= 0 && act_tiles * 4 <= push_blocks) P = std::max(P, push_tail);
+    if (tail_on && push_opt <= 0 && act_tiles * 4 <= push_blocks)
+      P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
     for (int p = 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev[2], st));
       push(nullptr, 0);

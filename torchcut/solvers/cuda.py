@@ -107,7 +107,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
         from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing),
         ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``),
         ``push_tail`` (push launches between global relabels once at most a quarter as many tiles are
-        active as there are push blocks; default 12; -1: no such rule), ``push_walk`` (default: before each
+        active as there are push blocks; default: the last BFS's depth in tiles, 6 to 24; -1: no such rule), ``push_walk`` (default: before each
         push launch the active tiles are listed and blocks take them one at a time; -1: blocks visit the
         flagged tiles of a fixed stride, as up to v6).
 
