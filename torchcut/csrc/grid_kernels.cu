@@ -87,6 +87,10 @@ struct Geom {
   unsigned long long other;  // directions that the axis scans do not cover (diagonals, long offsets)
 };
 
+// Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.
+constexpr int kLast = 0, kActive = 1, kActiveTiles = 2, kProf = 8, kHead = 32, kTail = 48, kPending = 64, kMaxGen = 80,
+              kVisits = 96, kStalled = 112, kPushQueue = 120 /* two pairs: 120-121, 122-123 */, kSlots = 128;
+
 __device__ __forceinline__ void atomic_add(int* p, int v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(long long* p, long long v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
@@ -382,8 +386,10 @@ __global__ void __launch_bounds__(512, MINB) push_kernel(CapT* __restrict__ caps
 }
 
 // Balanced walk: the flagged tiles into a list (pq[1] = count), one warp-aggregated add per warp.
+// It also clears the other pair of counters, which the next push launch uses (no memset node per launch).
 __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long long* __restrict__ pq,
-                            long long* __restrict__ plist, long long total) {
+                            long long* __restrict__ plist, long long total, unsigned long long* __restrict__ other) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) other[0] = other[1] = 0;
   for (long long q0 = blockIdx.x * (long long)blockDim.x; q0 < total; q0 += (long long)gridDim.x * blockDim.x) {
     const long long q = q0 + threadIdx.x;
     const bool f = q < total && tile_active[q] != 0;
@@ -404,7 +410,11 @@ __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long l
 template <typename CapT, typename MaskT>
 __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
                                 int* __restrict__ height, const __grid_constant__ Geom G, long long total,
-                                int* __restrict__ seeds) {
+                                int* __restrict__ seeds, long long* __restrict__ scal) {
+  if (scal != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {  // queue BFS: its counters start at 0
+    scal[kHead] = scal[kTail] = scal[kPending] = scal[kMaxGen] = 0;
+    scal[kActive] = scal[kActiveTiles] = 0;
+  }
   for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
        q += (long long)gridDim.x * blockDim.x) {
     const long long b = q / G.N, g = q - b * G.N;
@@ -546,10 +556,6 @@ __device__ __forceinline__ int scan_line(int d, bool to_prev, bool to_next, int 
 // other tiles (read once, at the start) seed the border, then passes of line scans along x, y, z and a
 // Jacobi step over the other in-tile arcs repeat until a whole iteration changes nothing.
 constexpr int kScanSmem = 2048;  // padded layout: (TX + 1) * TY * TZ <= 2 * 1024
-
-// Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.
-constexpr int kLast = 0, kActive = 1, kActiveTiles = 2, kProf = 8, kHead = 32, kTail = 48, kPending = 64, kMaxGen = 80,
-              kVisits = 96, kStalled = 112, kPushQueue = 120, kSlots = 128;
 
 // Worklist of the queue BFS (one launch per global relabel, see bfs_queue_kernel).
 // Tile states: kIdle, kQueued (in the ring), kRunning (a block relaxes it), kDirty (running, and a
@@ -1270,13 +1276,17 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
   // balanced walk (push_walk >= 0): list of active tiles, [0] next, [1] length (reset before each push launch)
   const bool balanced = opts[kPushWalk] >= 0 && walk;
   at::Tensor plist_t = balanced ? at::empty({(long long)G.T * B}, excess.options()) : at::Tensor();
-  unsigned long long* pq = balanced ? reinterpret_cast<unsigned long long*>(scp + kPushQueue) : nullptr;
+  unsigned long long* pq0 = reinterpret_cast<unsigned long long*>(scp + kPushQueue);  // two pairs, zero at start
   long long* plist = balanced ? reinterpret_cast<long long*>(plist_t.data_ptr()) : nullptr;
+  long long push_seq = 0;
   auto push = [&](const long long* guard, long long guard_launch) {
-    if (balanced) {
-      TC_CUDA_CHECK(cudaMemsetAsync(pq, 0, 2 * sizeof(long long), st));
+    unsigned long long* pq = nullptr;
+    if (balanced) {  // launch k uses pair k % 2; its list_kernel clears the other pair for launch k + 1
+      pq = pq0 + 2 * (push_seq & 1);
+      unsigned long long* other = pq0 + 2 * ((push_seq + 1) & 1);
+      ++push_seq;
       const long long pt = (long long)G.T * B;
-      list_kernel<<<(int)std::min<long long>((pt + 255) / 256, 1024), 256, 0, st>>>(tap, pq, plist, pt);
+      list_kernel<<<(int)std::min<long long>((pt + 255) / 256, 1024), 256, 0, st>>>(tap, pq, plist, pt, other);
     }
     launch_push<CapT>(G.D, push_minb, pgrid, NT, smem, st, cp, ep, sp, hp, tap, G, rounds, walk, items, guard,
                       guard_launch, prof, (exp & 8) != 0, pq, plist);
@@ -1290,8 +1300,8 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     TC_CUDA_CHECK(cudaGetLastError());
   };
   // Active nodes per tile and in total, then both counters to the host (pinned, asynchronous).
-  auto count_and_copy = [&]() {
-    TC_CUDA_CHECK(cudaMemsetAsync(scp + kActive, 0, 2 * sizeof(long long), st));
+  auto count_and_copy = [&](bool zeroed) {  // zeroed: bfs_init_kernel cleared the counts
+    if (!zeroed) TC_CUDA_CHECK(cudaMemsetAsync(scp + kActive, 0, 2 * sizeof(long long), st));
     count_kernel<<<tgrid, NT, 0, st>>>(ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G);
     TC_CUDA_CHECK(cudaGetLastError());
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
@@ -1328,9 +1338,8 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     // ---- global relabel: one queue BFS launch, then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
     // head .. max_gen (fused count: the active count too)
-    TC_CUDA_CHECK(cudaMemsetAsync(scp + kHead, 0, (kVisits - kHead) * sizeof(long long), st));
-    if (W.active) TC_CUDA_CHECK(cudaMemsetAsync(scp + kActive, 0, sizeof(long long), st));
-    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state);
+    // (zeroed by bfs_init_kernel: no memset nodes between the kernels)
+    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, GB, total, W.state, scp);
     seed_kernel<<<(int)std::min<long long>((std::max(qtiles, W.ptiles) + 255) / 256, 1024), 256, 0, st>>>(W, qtiles);
     launch_bfs_queue<MaskT>(G.D, bfs_blocks, NTB, st, mp, hp, GB, W);
     TC_CUDA_CHECK(cudaGetLastError());
@@ -1338,7 +1347,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     if (W.active) {
       TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     } else {
-      count_and_copy();
+      count_and_copy(true);
     }
     TC_CUDA_CHECK(cudaStreamSynchronize(st));
     ++syncs;
@@ -1405,7 +1414,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev[1], st));
     epoch.fill_(launch);
     scal.narrow(0, 0, 1).fill_(launch);  // "changed at the launch before the first": the first one runs
-    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total, nullptr);
+    bfs_init_kernel<CapT, MaskT><<<flat_blocks, 256, 0, st>>>(cp, sp, mp, hp, G, total, nullptr, nullptr);
     TC_CUDA_CHECK(cudaGetLastError());
     const int start = launch;
     // Spare launches after convergence exit at once (a few us each), a host sync costs tens of us:
@@ -1421,7 +1430,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
       // unconverged one is continued with the same residual snapshot, as no push ran in between.
       bool done = false;
       while (!done) {
-        count_and_copy();
+        count_and_copy(false);
         TC_CUDA_CHECK(cudaEventRecord(ready, st));
         const int checked = launch;  // converged iff some launch up to here changed nothing
         const int P = std::min(spec, push_count(launch - start));
@@ -1453,7 +1462,7 @@ std::tuple<at::Tensor, at::Tensor> solve_typed(at::Tensor caps, at::Tensor exces
       continue;
     }
     while (true) {
-      count_and_copy();
+      count_and_copy(false);
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
       ++syncs;
       if (hostp[kLast] < launch) break;  // some launch changed nothing: converged
