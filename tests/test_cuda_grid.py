@@ -382,7 +382,7 @@ def test_bad_option_is_named():
 # ------------------------------------------------------------------- fallback (runs without a GPU)
 def test_fallback_warns_once(monkeypatch):
     monkeypatch.setattr(cuda_backend, "load_error", lambda: "nvcc not found (test)")
-    monkeypatch.setattr(solvers._pick, "warned", False)
+    monkeypatch.setattr(solvers._pick, "warned", set())
     with pytest.warns(RuntimeWarning, match="nvcc not found"):
         assert solvers._pick(torch.device("cuda"), "auto") is solvers.reference
     with warnings.catch_warnings():

@@ -283,7 +283,7 @@ def test_cuda_fallback_warns_once(monkeypatch):
     from torchcut.solvers import csr, csr_reference, cuda_csr
 
     monkeypatch.setattr(cuda_csr, "load_error", lambda: "nvcc not found")
-    monkeypatch.setattr(csr._pick, "warned", False)
+    monkeypatch.setattr(csr._pick, "warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert csr._pick(torch.device("cuda"), "auto") is csr_reference

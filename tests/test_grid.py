@@ -147,7 +147,7 @@ def test_scale_argument():
 
 def test_maxflow_argument_errors():
     g = GridGraph(*small(), OFF4)
-    with pytest.raises(ValueError, match=r"backend: expected one of \('auto', 'reference', 'cuda'\), got 'gpu'"):
+    with pytest.raises(ValueError, match=r"backend: expected one of \('auto', 'reference', 'cpu', 'cuda'\), got 'gpu'"):
         torchcut.maxflow(g, backend="gpu")
     with pytest.raises(ValueError, match="backend='cuda': expected a graph on a CUDA device, got one on cpu"):
         torchcut.maxflow(g, backend="cuda")

@@ -2,8 +2,9 @@
 
 Each extension registers its ops with ``TORCH_LIBRARY(<name>, m)``; after :func:`load` they are
 called as ``torch.ops.<name>.<op>``. Builds are cached under ``$TORCHCUT_CACHE`` (default
-``~/.cache/torchcut``), one folder per extension, torch version and CUDA version, so the first CUDA
-call of a session pays the compile (tens of seconds) once per machine.
+``~/.cache/torchcut``), one folder per extension, torch version and CUDA version, so the first call
+of a session pays the compile (tens of seconds) once per machine. Extensions whose sources are all
+C++ (the CPU solver) need only the system C++ compiler; the others need nvcc and a CUDA build of torch.
 
 Build ahead of time with ``python -m torchcut.build`` (see README).
 """
@@ -41,18 +42,24 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
     if name in _errors:
         raise RuntimeError(_errors[name])
     try:
-        if torch.version.cuda is None:
+        cuda = any(s.endswith(".cu") for s in sources)
+        if cuda and torch.version.cuda is None:
             raise RuntimeError(f"this torch build ({torch.__version__}) has no CUDA support")
+        if not cuda:
+            _check_cxx()
         from torch.utils import cpp_extension
 
+        # torch's versioning hashes the sources and flags, not the headers they include: the flag
+        # carries a hash of the headers, so editing one rebuilds
+        tag = f"-DTORCHCUT_HEADERS={_headers_hash()}"
         build = cache_dir(name)
         build.mkdir(parents=True, exist_ok=True)
         cpp_extension.load(
             name=name,
             sources=[str(CSRC / s) for s in sources],
             build_directory=str(build),
-            extra_cflags=["-O3"],
-            extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-lineinfo", *(extra_cuda_cflags or [])],
+            extra_cflags=["-O3", tag],
+            extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-lineinfo", tag, *(extra_cuda_cflags or [])],
             is_python_module=False,
             verbose=os.environ.get("TORCHCUT_VERBOSE", "") not in ("", "0"),
         )
@@ -63,10 +70,34 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
         raise RuntimeError(msg) from exc
 
 
+def _headers_hash() -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    for f in sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("*.cuh")):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _check_cxx() -> None:
+    """Raise RuntimeError naming the compiler when no C++ compiler can be run (fast, before ninja)."""
+    import shutil
+
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx.split()[0]) is None:
+        raise RuntimeError(f"no C++ compiler found (looked for {cxx!r}; set CXX to one)")
+    try:
+        import ninja  # noqa: F401
+    except ImportError:
+        if shutil.which("ninja") is None:
+            raise RuntimeError("ninja is not installed (pip install ninja)") from None
+
+
 # Every extension of the package: name -> sources in torchcut/csrc.
 EXTENSIONS: dict[str, list[str]] = {
     "torchcut_grid": ["grid_ops.cpp", "grid_kernels.cu"],
     "torchcut_csr": ["csr_ops.cpp", "csr_kernels.cu"],
+    "torchcut_cpu": ["cpu_ops.cpp"],
 }
 
 

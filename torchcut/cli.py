@@ -52,8 +52,8 @@ def _cmd_maxflow(args) -> int:
     print(f"c time: read {t1 - t0:.4f} s, solve {t3 - t2:.4f} s on {device} "
           f"(backend {r.stats.get('backend')}, route {route})")
     if device == "cpu" and r.stats.get("backend") == "reference" and g.num_nodes > 50_000:
-        print("c note: on the CPU torchcut runs its reference solver (torch ops), which is slow on large "
-              "graphs; use --device cuda, or PyMaxflow for large graphs on the CPU")
+        print("c note: the compiled CPU solver is unavailable, so torchcut ran its reference solver (torch "
+              "ops), which is slow on large graphs; install a C++ compiler and ninja, or use --device cuda")
     if args.verify:
         r.verify()
         print("c verified: the flow and the cut certify each other")
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "file (.max, .max.gz, .max.bz2); print 's VALUE' and 'c' comment lines.")
     m.add_argument("file", help="DIMACS max-flow file")
     m.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
-    m.add_argument("--backend", choices=("auto", "reference", "cuda"), default="auto")
+    m.add_argument("--backend", choices=("auto", "reference", "cpu", "cuda"), default="auto")
     m.add_argument("--no-lattice", action="store_true", help="do not route lattice graphs to the grid solver")
     m.add_argument("--verify", action="store_true", help="check the flow/cut certificate")
     m.add_argument("--cut", metavar="OUT", help="write the DIMACS ids of the source side, one per line")

@@ -18,8 +18,10 @@ from ._choice import BACKENDS, BackendChoice
 
 __all__ = ["maxflow", "BACKENDS"]
 
-# Grid backends: the reference, or the CUDA kernels when their extension builds.
-_pick = BackendChoice(reference, "torchcut.solvers.cuda", "CUDA extension")
+# Grid backends: the reference, or the compiled solvers (CUDA kernels, CPU Boykov-Kolmogorov) when
+# their extension builds.
+_pick = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA extension"),
+                                  "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
 
 
 def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
@@ -49,11 +51,14 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     ----------
     graph : GridGraph or FlowGraph
         The network. Its device picks the solver.
-    backend : {"auto", "reference", "cuda"}
-        "auto" uses the CUDA kernels for CUDA graphs (falling back with one warning when they cannot be
-        built) and the reference solver otherwise.
+    backend : {"auto", "reference", "cpu", "cuda"}
+        "auto" uses the CUDA kernels for CUDA graphs and the compiled CPU solver (Boykov-Kolmogorov)
+        for CPU graphs, falling back to the reference push-relabel in torch ops with one warning when
+        they cannot be built. "cpu" and "cuda" name a compiled solver (and raise when it cannot be
+        built); "reference" runs the specification.
     **options
-        Passed to the backend (for example ``max_rounds`` for the reference solver).
+        Passed to the backend (for example ``max_rounds`` for the reference solver, ``threads`` for
+        the CPU solver).
 
     Returns
     -------

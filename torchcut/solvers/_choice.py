@@ -7,44 +7,46 @@ import warnings
 
 import torch
 
-BACKENDS = ("auto", "reference", "cuda")
+BACKENDS = ("auto", "reference", "cpu", "cuda")
 
 
 class BackendChoice:
-    """Picks the reference module or a CUDA module for a device and a ``backend`` argument.
+    """Picks the reference module or a compiled module for a device and a ``backend`` argument.
 
-    ``auto`` takes the CUDA module for CUDA graphs when its extension loads, and otherwise falls back
-    to the reference with one RuntimeWarning per process (per choice); ``cuda`` raises instead.
+    ``auto`` takes the CUDA module for CUDA graphs and the compiled CPU module for CPU graphs when
+    their extension loads, and otherwise falls back to the reference with one RuntimeWarning per
+    process (per choice and device type); ``cuda`` and ``cpu`` raise instead. Other devices take the
+    reference.
 
     Examples
     --------
     >>> from torchcut.solvers import reference
-    >>> choice = BackendChoice(reference, "torchcut.solvers.cuda", "CUDA extension")
+    >>> choice = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA extension")})
     >>> choice(torch.device("cpu"), "auto") is reference
     True
     """
 
-    def __init__(self, reference, cuda_module: str, what: str):
+    def __init__(self, reference, compiled: dict[str, tuple[str, str]]):
         self.reference = reference
-        self.cuda_module = cuda_module
-        self.what = what
-        self.warned = False
+        self.compiled = compiled  # device type -> (module name, what it is called in messages)
+        self.warned: set[str] = set()
 
-    def _cuda(self, required: bool):
-        module = importlib.import_module(self.cuda_module)
+    def _compiled(self, kind: str, required: bool):
+        name, what = self.compiled[kind]
+        module = importlib.import_module(name)
         err = module.load_error()
         if err is None:
             return module
         if required:
-            raise RuntimeError(f"backend='cuda': the {self.what} is unavailable: {err}")
-        if not self.warned:
+            raise RuntimeError(f"backend={kind!r}: the {what} is unavailable: {err}")
+        if kind not in self.warned:
             warnings.warn(
-                f"torchcut: {self.what} unavailable ({err}); using the reference push-relabel in torch ops, "
+                f"torchcut: {what} unavailable ({err}); using the reference push-relabel in torch ops, "
                 "which is much slower. Set TORCHCUT_VERBOSE=1 to see the build log.",
                 RuntimeWarning,
                 stacklevel=4,
             )
-            self.warned = True
+            self.warned.add(kind)
         return self.reference
 
     def __call__(self, device: torch.device, backend: str):
@@ -52,8 +54,11 @@ class BackendChoice:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         if backend == "reference":
             return self.reference
-        if backend == "cuda":
-            if device.type != "cuda":
-                raise ValueError(f"backend='cuda': expected a graph on a CUDA device, got one on {device}")
-            return self._cuda(required=True)
-        return self._cuda(required=False) if device.type == "cuda" else self.reference
+        if backend in ("cuda", "cpu"):
+            if device.type != backend:
+                where = "a CUDA device" if backend == "cuda" else "the CPU"
+                raise ValueError(f"backend={backend!r}: expected a graph on {where}, got one on {device}")
+            return self._compiled(backend, required=True)
+        if device.type in self.compiled:
+            return self._compiled(device.type, required=False)
+        return self.reference

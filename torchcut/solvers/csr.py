@@ -21,8 +21,10 @@ from ._choice import BACKENDS, BackendChoice
 
 __all__ = ["solve_flowgraph"]
 
-# CSR backends: the reference, or the CUDA CSR kernels when their extension builds.
-_pick = BackendChoice(csr_reference, "torchcut.solvers.cuda_csr", "CUDA CSR extension")
+# CSR backends: the reference, or the compiled solvers (CUDA CSR kernels, CPU Boykov-Kolmogorov) when
+# their extension builds.
+_pick = BackendChoice(csr_reference, {"cuda": ("torchcut.solvers.cuda_csr", "CUDA CSR extension"),
+                                      "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
 
 
 def _solve_as_grid(graph, backend: str, **options) -> CutResult:
@@ -62,7 +64,7 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool = True, **opt
     Parameters
     ----------
     graph : FlowGraph
-    backend : {"auto", "reference", "cuda"}
+    backend : {"auto", "reference", "cpu", "cuda"}
     lattice : bool
         Route 2D lattice graphs to the grid solver (default True).
     **options

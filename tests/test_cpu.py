@@ -1,0 +1,297 @@
+"""The compiled CPU backend (Boykov-Kolmogorov): flows equal to PyMaxflow and scipy, canonical cuts,
+certificates, batches, the int64 path, fallbacks and errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flow_cases as fc
+import test_reference_grid as grid_cases
+import torchcut
+from oracles import pymaxflow_grid
+from torchcut import FlowGraph, GridGraph, grid_offsets
+from torchcut.solvers import cpu as cpu_backend
+from torchcut.solvers import csr_reference, reference
+
+if cpu_backend.load_error() is not None:  # no C++ compiler here: the fallback test below still runs
+    pytestmark = pytest.mark.skip(reason=f"compiled CPU solver unavailable: {cpu_backend.load_error()}")
+
+I32 = 2**31 - 1
+
+
+def assert_canonical_grid(r):
+    """The mask is exactly the set of nodes that cannot reach the sink in the final residual network."""
+    g = r.graph
+    inf = g.num_nodes + 2
+    sink_res = (g.sink.to(torch.int64) - r.sink_flow.reshape(g.sink.shape)).reshape(g.sink.shape)
+    dist, _ = reference.bfs_to_sink(r.residual.to(torch.int64), sink_res, g.offsets, inf)
+    assert torch.equal(r.node_mask, dist.reshape(r.node_mask.shape) >= inf)
+
+
+def assert_canonical_csr(r):
+    g = r.graph
+    n = g.num_nodes
+    sink_res = g.sink[0].to(torch.int64) - r.sink_flow[0]
+    dist, _ = csr_reference.bfs_to_sink(g.row_ptr, g.head, g.tail, r.residual.to(torch.int64), sink_res, n + 2)
+    assert torch.equal(r.node_mask[0], dist >= n + 2)
+
+
+# ------------------------------------------------------------------------------------------- grids
+@pytest.mark.parametrize("seed", range(300))
+def test_random_grid_matches_pymaxflow(seed):
+    pytest.importorskip("maxflow")
+    src, snk, edges, offsets, reverse = grid_cases.make_case(seed)
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets, reverse), backend="cpu")
+    assert r.stats["backend"] == "cpu"
+    assert r.verify()
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets, reverse)
+    assert_canonical_grid(r)
+
+
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (6, 37, 41)), (2, 8, (5, 23, 19)), (3, 6, (4, 9, 8, 11)),
+                                              (3, 26, (3, 6, 7, 5))])
+def test_batch_threads_agree_with_items(ndim, conn, shape):
+    rng = np.random.default_rng(conn)
+    offsets = grid_offsets(ndim, conn)
+    src = rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.4)
+    snk = rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.4)
+    edges = rng.integers(0, 15, size=(len(offsets),) + shape)
+    g = GridGraph(src, snk, edges, offsets)
+    one = torchcut.maxflow(g, backend="cpu", threads=1)
+    many = torchcut.maxflow(g, backend="cpu", threads=3)
+    assert one.verify() and many.verify()
+    assert one.flow_value == many.flow_value
+    assert torch.equal(one.mask, many.mask) and torch.equal(one.residual, many.residual)
+    for b in range(shape[0]):
+        assert one.flow_value[b] == pymaxflow_grid(src[b], snk[b], edges[:, b], offsets)
+
+
+def test_segmentation_energy_matches_pymaxflow_and_reference_mask():
+    pytest.importorskip("maxflow")
+    from skimage import data, transform
+
+    img = transform.resize(data.astronaut(), (96, 80), anti_aliasing=True)
+    seeds = np.zeros((96, 80), np.int64)
+    seeds[40:50, 35:45] = 1
+    seeds[:3] = seeds[-3:] = 2
+    g = torchcut.segmentation_graph(torch.from_numpy(img), torch.from_numpy(seeds), connectivity=8, channel_axis=-1)
+    r = torchcut.maxflow(g, backend="cpu")
+    ref = torchcut.maxflow(g, backend="reference")
+    assert r.verify()
+    assert r.flow_values.tolist() == ref.flow_values.tolist()
+    assert torch.equal(r.mask, ref.mask)  # the canonical cut is unique: both backends return it
+    K = len(g.offsets)
+    assert r.flow_values.item() == pymaxflow_grid(g.source[0].numpy(), g.sink[0].numpy(), g.caps[0, :K].numpy(),
+                                                  g.offsets, _reverse_edges(g))
+
+
+def _reverse_edges(g):
+    """edges[k] of the reverse arcs p + o -> p, indexed at p (the oracle's convention)."""
+    from torchcut.grid import shift
+
+    K = len(g.offsets)
+    return np.stack([shift(g.caps[0, K + k], g.offsets[k], 0).numpy() for k in range(K)])
+
+
+def test_volume_matches_pymaxflow():
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(11)
+    shape = (14, 17, 15)
+    offsets = grid_offsets(3, 6)
+    src = rng.integers(0, 60, size=shape) * (rng.random(shape) < 0.3)
+    snk = rng.integers(0, 60, size=shape) * (rng.random(shape) < 0.3)
+    edges = rng.integers(0, 25, size=(3,) + shape)
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets))
+    assert r.stats["backend"] == "cpu" and r.verify()
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets)
+    assert_canonical_grid(r)
+
+
+def test_int64_storage_near_int32_max():
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(5)
+    shape = (3, 9, 11)
+    src = rng.integers(I32 - 100, I32, size=shape, endpoint=True)
+    snk = rng.integers(I32 - 100, I32, size=shape, endpoint=True)
+    edges = rng.integers(I32 - 100, I32, size=(4,) + shape, endpoint=True)
+    g = GridGraph(src, snk, edges, grid_offsets(2, 8))
+    assert g.caps.dtype == torch.int64
+    r = torchcut.maxflow(g, backend="cpu")
+    assert r.verify()
+    for b in range(3):
+        assert r.flow_value[b] == pymaxflow_grid(src[b], snk[b], edges[:, b], grid_offsets(2, 8)) > I32
+
+
+def test_all_zero_and_unreachable_sink():
+    offsets = grid_offsets(2, 4)
+    z = np.zeros((4, 5), np.int64)
+    zero = torchcut.maxflow(GridGraph(z, z, np.zeros((2, 4, 5), np.int64), offsets), backend="cpu")
+    assert zero.flow_value == 0 and zero.verify() and bool(zero.mask.all())
+    src = np.full((4, 5), 7)
+    snk = np.zeros((4, 5), np.int64)
+    snk[0, 0] = 9
+    edges = np.zeros((2, 4, 5), np.int64)  # no arc: only node (0, 0) reaches the sink, through its own capacity
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets), backend="cpu")
+    assert r.flow_value == 7 and r.verify()
+    assert r.mask.sum().item() == 19 and not r.mask[0, 0]
+
+
+def test_inputs_are_not_modified():
+    rng = np.random.default_rng(2)
+    src, snk = (torch.from_numpy(rng.integers(0, 20, (2, 6, 7))) for _ in range(2))
+    edges = torch.from_numpy(rng.integers(0, 9, (2, 2, 6, 7)))
+    g = GridGraph(src, snk, edges, grid_offsets(2, 4))
+    before = [t.clone() for t in (g.caps, g.source, g.sink)]
+    r = torchcut.maxflow(g, backend="cpu")
+    assert r.verify()
+    assert all(torch.equal(a, b) for a, b in zip(before, (g.caps, g.source, g.sink)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(h=st.integers(1, 9), w=st.integers(1, 9), conn=st.sampled_from([4, 8]), directed=st.booleans(),
+       seed=st.integers(0, 2**32 - 1), hi=st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32)))
+def test_property_grid(h, w, conn, directed, seed, hi):
+    rng = np.random.default_rng(seed)
+    offsets = grid_offsets(2, conn)
+    shape = (h, w)
+    src = rng.integers(0, hi, size=shape, endpoint=True)
+    snk = rng.integers(0, hi, size=shape, endpoint=True)
+    edges = rng.integers(0, hi, size=(len(offsets),) + shape, endpoint=True)
+    reverse = rng.integers(0, hi, size=(len(offsets),) + shape, endpoint=True) if directed else None
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets, reverse), backend="cpu")
+    assert r.verify()
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets, reverse)
+    assert_canonical_grid(r)
+
+
+# -------------------------------------------------------------------------------- general graphs
+def _solve_net(net):
+    g = FlowGraph.from_network(*net[1:4], net[4], net[5], net[0])
+    r = torchcut.maxflow(g, backend="cpu", lattice=False)
+    assert r.stats["backend"] == "cpu" and r.verify()
+    assert_canonical_csr(r)
+    return r
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_random_networks_match_scipy(seed):
+    rng = np.random.default_rng(1000 + seed)
+    net = (fc.uniform, fc.layered, fc.rmfgen)[seed % 3](rng)
+    assert _solve_net(net).flow_value == fc.scipy_flow(*net)
+
+
+def test_terminal_networks_match_pymaxflow():
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        n = int(rng.integers(2, 40))
+        m = int(rng.integers(0, 4 * n))
+        u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+        cap, rcap = rng.integers(0, 30, m), rng.integers(0, 30, m)
+        src = rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        snk = rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        g = FlowGraph.from_edges(u, v, cap, rcap, source=src, sink=snk, num_nodes=n)
+        r = torchcut.maxflow(g, backend="cpu", lattice=False)
+        assert r.verify()
+        assert_canonical_csr(r)
+        assert r.flow_value == fc.pymaxflow_flow(*fc.terminal_network(n, u, v, cap, rcap, src, snk))
+
+
+def test_csr_int64_and_zero():
+    u, v = [0, 1, 1], [1, 2, 3]
+    big = [I32, I32, I32]
+    g = FlowGraph.from_edges(u, v, big, big, source=[2 * I32, 0, 0, 0], sink=[0, 0, I32, I32])
+    assert g.caps.dtype == torch.int64
+    r = torchcut.maxflow(g, backend="cpu", lattice=False)
+    assert r.verify() and r.flow_value == I32
+    z = torchcut.maxflow(FlowGraph.from_edges([0], [1], [0], source=[0, 0], sink=[0, 0]), backend="cpu", lattice=False)
+    assert z.flow_value == 0 and z.verify() and z.mask.tolist() == [True, True]
+
+
+@st.composite
+def networks(draw):
+    n = draw(st.integers(3, 14))
+    m = draw(st.integers(0, 40))
+    node = st.integers(0, n - 1)
+    tail = draw(st.lists(node, min_size=m, max_size=m))
+    head = draw(st.lists(node, min_size=m, max_size=m))
+    # scipy's oracle sums parallel arcs in int32: keep every sum below 2**31
+    cap = draw(st.lists(st.one_of(st.integers(0, 10), st.integers(0, I32 // 64)), min_size=m, max_size=m))
+    s = draw(node)
+    t = draw(node.filter(lambda x: x != s))
+    return n, np.array(tail, dtype=np.int64), np.array(head, dtype=np.int64), np.array(cap, dtype=np.int64), s, t
+
+
+@settings(max_examples=80, deadline=None)
+@given(networks())
+def test_property_networks_match_scipy(net):
+    assert _solve_net(net).flow_value == fc.scipy_flow(*net)
+
+
+def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
+    from torchcut import cli
+
+    path = tmp_path / "g.max"
+    path.write_text("p max 4 5\nn 1 s\nn 4 t\na 1 2 3\na 1 3 2\na 2 3 1\na 2 4 2\na 3 4 3\n")
+    assert cli.main(["maxflow", str(path), "--verify", "--no-lattice"]) == 0
+    out = capsys.readouterr().out
+    assert "s 5" in out and "backend cpu" in out
+
+
+# ------------------------------------------------------------------------------ fallback and errors
+def test_threads_argument():
+    g = GridGraph(np.ones((3, 3)), np.ones((3, 3)), np.ones((2, 3, 3)), grid_offsets(2, 4))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=f"threads: expected a positive int, got {bad!r}"):
+            torchcut.maxflow(g, backend="cpu", threads=bad)
+    with pytest.raises(TypeError, match="unexpected options"):
+        torchcut.maxflow(FlowGraph.from_edges([0], [1], [1], source=[1, 0], sink=[0, 1]), backend="cpu",
+                         lattice=False, rounds=3)
+
+
+def test_backend_names_the_device():
+    from torchcut import solvers
+
+    with pytest.raises(ValueError, match="backend='cpu': expected a graph on the CPU, got one on cuda"):
+        solvers._pick(torch.device("cuda"), "cpu")
+    with pytest.raises(ValueError, match=r"backend: expected one of \('auto', 'reference', 'cpu', 'cuda'\)"):
+        solvers._pick(torch.device("cpu"), "gpu")
+    assert solvers._pick(torch.device("cpu"), "auto") is cpu_backend
+
+
+def test_no_compiler_falls_back_with_one_warning(monkeypatch):
+    from torchcut import solvers
+    from torchcut.solvers import csr
+
+    monkeypatch.setattr(cpu_backend, "load_error", lambda: "no C++ compiler found (looked for 'c++')")
+    monkeypatch.setattr(solvers._pick, "warned", set())
+    g = GridGraph(np.full((3, 4), 5), np.full((3, 4), 4), np.ones((2, 3, 4), np.int64), grid_offsets(2, 4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r1 = torchcut.maxflow(g)
+        r2 = torchcut.maxflow(g)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "compiled CPU solver unavailable (no C++ compiler found" in msgs[0]
+    assert r1.stats["backend"] == r2.stats["backend"] == "reference"
+    assert r1.flow_value == 48 and r1.verify()
+    with pytest.raises(RuntimeError, match="backend='cpu': the compiled CPU solver is unavailable: no C"):
+        torchcut.maxflow(g, backend="cpu")
+    monkeypatch.setattr(csr._pick, "warned", set())
+    with pytest.warns(RuntimeWarning, match="compiled CPU solver unavailable"):
+        assert csr._pick(torch.device("cpu"), "auto") is csr_reference
+
+
+def test_missing_compiler_is_detected(monkeypatch, tmp_path):
+    from torchcut import _ext
+
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(_ext, "_loaded", {})
+    monkeypatch.setattr(_ext, "_errors", {})
+    with pytest.raises(RuntimeError, match="no C\\+\\+ compiler found"):
+        _ext.load_named("torchcut_cpu")

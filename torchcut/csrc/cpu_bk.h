@@ -1,0 +1,302 @@
+// Boykov-Kolmogorov max-flow on the CPU, written once for any graph "topology".
+//
+// The algorithm (Boykov and Kolmogorov, "An experimental comparison of min-cut/max-flow algorithms for
+// energy minimization in vision", PAMI 2004), implemented from the paper:
+//
+//   * Two search trees, S rooted at the source and T rooted at the sink, grown breadth-first from a FIFO
+//     of active nodes over residual arcs (S: arcs p -> q, T: arcs q -> p). A node's tree and parent are
+//     one small word; terminal arcs live on the node as one signed residual `tr` (> 0: from the source,
+//     < 0: to the sink), so the trees' roots are the nodes with tr != 0.
+//   * When the trees touch, the path source -> ... -> p -> q -> ... -> sink is augmented by its
+//     bottleneck. Arcs it saturates cut their child off: the child becomes an orphan.
+//   * Adoption: an orphan looks among its neighbours of the same tree for a new parent whose own path to
+//     the root is intact (checked by walking up, with the timestamp/distance marks of the paper so each
+//     walk stops early and the trees stay shallow). Without one it becomes free, its children become
+//     orphans and its tree-neighbours become active again.
+//   * It stops when no active node is left: then the S tree is exactly what the source reaches.
+//
+// A Topo supplies the graph: per node v, its arcs k in [begin(v), end(v)), the arc index arc(v, k), the
+// neighbour head(v, k), the reverse arc sister(v, k), and the node's tree/parent word. Grids (implicit
+// neighbours, one byte per node for tree and parent) and CSR graphs share this file.
+//
+// Exact integer arithmetic: residuals of type Topo::Cap (int32 or int64: the caller guarantees that a
+// pair's residuals sum without overflow), terminal residuals and the flow in int64.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace torchcut_cpu {
+
+struct Marks {
+  int32_t ts;    // time of the last check that this node's path to its root is intact
+  int32_t dist;  // its length (in nodes) then
+};
+
+struct BKStats {
+  int64_t flow = 0;
+  int64_t augmentations = 0;
+  int64_t orphans = 0;
+  int64_t growths = 0;
+};
+
+template <class Topo>
+class BK {
+ public:
+  using Cap = typename Topo::Cap;
+  using P = typename Topo::P;
+
+  // tr: terminal residuals (modified); nxt: int32 scratch of n nodes; marks: n entries.
+  BK(Topo& g, int64_t n, int64_t* tr, int32_t* nxt, Marks* marks)
+      : g_(g), n_(n), tr_(tr), nxt_(nxt), mk_(marks) {}
+
+  BKStats run() {
+    init();
+    int32_t cur = -1;
+    for (;;) {
+      int32_t i = -1;
+      if (cur >= 0) {
+        nxt_[cur] = kIdle;
+        if (!g_.is_free(cur)) i = cur;
+        cur = -1;
+      }
+      if (i < 0 && (i = pop_active()) < 0) break;
+      ++st_.growths;
+      int32_t x = -1, y = -1;  // the S-tree and T-tree ends of the connecting arc
+      int64_t mid = -1, mid_sis = -1;
+      const Marks mi = mk_[i];
+      if (!g_.is_sink(i)) {
+        for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+          const int64_t a = g_.arc(i, k);
+          if (g_.rc[a] <= 0) continue;
+          const int32_t j = g_.head(i, k);
+          if (g_.is_free(j)) {
+            g_.set(j, g_.back(i, k), false);
+            mk_[j] = Marks{mi.ts, mi.dist + 1};
+            activate(j);
+          } else if (g_.is_sink(j)) {
+            x = i, y = j, mid = a, mid_sis = g_.sister(i, k);
+            break;
+          } else if (mk_[j].ts <= mi.ts && mk_[j].dist > mi.dist) {
+            g_.set_parent(j, g_.back(i, k));
+            mk_[j] = Marks{mi.ts, mi.dist + 1};
+          }
+        }
+      } else {
+        for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+          const int64_t sa = g_.sister(i, k);
+          if (g_.rc[sa] <= 0) continue;
+          const int32_t j = g_.head(i, k);
+          if (g_.is_free(j)) {
+            g_.set(j, g_.back(i, k), true);
+            mk_[j] = Marks{mi.ts, mi.dist + 1};
+            activate(j);
+          } else if (!g_.is_sink(j)) {
+            x = j, y = i, mid = sa, mid_sis = g_.arc(i, k);
+            break;
+          } else if (mk_[j].ts <= mi.ts && mk_[j].dist > mi.dist) {
+            g_.set_parent(j, g_.back(i, k));
+            mk_[j] = Marks{mi.ts, mi.dist + 1};
+          }
+        }
+      }
+      tick();
+      if (mid >= 0) {
+        nxt_[i] = kCurrent;  // active, not queued: grown again next
+        cur = i;
+        augment(x, y, mid, mid_sis);
+        adopt();
+      }
+    }
+    return st_;
+  }
+
+  // The canonical sink side: nodes that can reach the sink in the residual network (tr < 0 or a residual
+  // arc to such a node). Writes 1 there and 0 elsewhere into `reach`; uses nxt as the BFS queue.
+  void sink_side(uint8_t* reach) {
+    int64_t qt = 0;
+    for (int64_t v = 0; v < n_; ++v) {
+      reach[v] = tr_[v] < 0;
+      if (reach[v]) nxt_[qt++] = static_cast<int32_t>(v);
+    }
+    for (int64_t qh = 0; qh < qt; ++qh) {
+      const int32_t v = nxt_[qh];
+      for (auto k = g_.begin(v), e = g_.end(v); k != e; ++k) {
+        const int32_t j = g_.head(v, k);
+        if (!reach[j] && g_.rc[g_.sister(v, k)] > 0) {
+          reach[j] = 1;
+          nxt_[qt++] = j;
+        }
+      }
+    }
+  }
+
+ private:
+  static constexpr int32_t kIdle = -1;     // not active
+  static constexpr int32_t kCurrent = -2;  // active, being grown (not in the queue)
+  static constexpr int32_t kInfD = std::numeric_limits<int32_t>::max();
+
+  void init() {
+    for (int64_t v = 0; v < n_; ++v) {
+      nxt_[v] = kIdle;
+      mk_[v] = Marks{0, 1};
+      if (tr_[v] > 0) {
+        g_.set(v, Topo::kTerm, false);
+        activate(static_cast<int32_t>(v));
+      } else if (tr_[v] < 0) {
+        g_.set(v, Topo::kTerm, true);
+        activate(static_cast<int32_t>(v));
+      } else {
+        g_.set_free(v);
+      }
+    }
+  }
+
+  void tick() {
+    if (++time_ == std::numeric_limits<int32_t>::max()) {  // wrap: forget every mark
+      for (int64_t v = 0; v < n_; ++v) mk_[v].ts = 0;
+      time_ = 1;
+    }
+  }
+
+  void activate(int32_t v) {
+    if (nxt_[v] != kIdle) return;
+    if (qlast_ >= 0) nxt_[qlast_] = v; else qfirst_ = v;
+    qlast_ = v;
+    nxt_[v] = v;  // the last node points to itself
+  }
+
+  int32_t pop_active() {
+    while (qfirst_ >= 0) {
+      const int32_t v = qfirst_;
+      qfirst_ = nxt_[v] == v ? -1 : nxt_[v];
+      if (qfirst_ < 0) qlast_ = -1;
+      nxt_[v] = kIdle;
+      if (!g_.is_free(v)) return v;
+    }
+    return -1;
+  }
+
+  void orphan(int32_t v) {
+    g_.set_parent(v, Topo::kOrphan);
+    orphans_.push_back(v);
+  }
+
+  void augment(int32_t x, int32_t y, int64_t mid, int64_t mid_sis) {
+    int64_t b = g_.rc[mid];
+    int32_t v = x;
+    for (P p; (p = g_.parent(v)) != Topo::kTerm; v = g_.parent_node(v, p)) b = std::min<int64_t>(b, g_.rc[g_.parent_sister(v, p)]);
+    b = std::min(b, tr_[v]);
+    v = y;
+    for (P p; (p = g_.parent(v)) != Topo::kTerm; v = g_.parent_node(v, p)) b = std::min<int64_t>(b, g_.rc[g_.parent_arc(v, p)]);
+    b = std::min(b, -tr_[v]);
+    const Cap bc = static_cast<Cap>(b);
+    g_.rc[mid] -= bc;
+    g_.rc[mid_sis] += bc;
+    // source side: flow runs parent -> v
+    for (v = x;;) {
+      const P p = g_.parent(v);
+      if (p == Topo::kTerm) {
+        if ((tr_[v] -= b) == 0) orphan(v);
+        break;
+      }
+      const int64_t down = g_.parent_sister(v, p);
+      g_.rc[g_.parent_arc(v, p)] += bc;
+      const int32_t u = g_.parent_node(v, p);
+      if ((g_.rc[down] -= bc) == 0) orphan(v);
+      v = u;
+    }
+    // sink side: flow runs v -> parent
+    for (v = y;;) {
+      const P p = g_.parent(v);
+      if (p == Topo::kTerm) {
+        if ((tr_[v] += b) == 0) orphan(v);
+        break;
+      }
+      const int64_t up = g_.parent_arc(v, p);
+      g_.rc[g_.parent_sister(v, p)] += bc;
+      const int32_t u = g_.parent_node(v, p);
+      if ((g_.rc[up] -= bc) == 0) orphan(v);
+      v = u;
+    }
+    st_.flow += b;
+    ++st_.augmentations;
+  }
+
+  // Length of the path from j to its root, or kInfD when it meets an orphan; marks the path when intact.
+  int32_t origin(int32_t j) {
+    int64_t d = 0;
+    int32_t u = j;
+    for (;;) {
+      if (mk_[u].ts == time_) {
+        d += mk_[u].dist;
+        break;
+      }
+      const P p = g_.parent(u);
+      ++d;
+      if (p == Topo::kTerm) {
+        mk_[u] = Marks{time_, 1};
+        break;
+      }
+      if (p == Topo::kOrphan) return kInfD;
+      u = g_.parent_node(u, p);
+    }
+    if (d >= kInfD) d = kInfD - 1;
+    int32_t dd = static_cast<int32_t>(d);
+    for (u = j; mk_[u].ts != time_; u = g_.parent_node(u, g_.parent(u))) mk_[u] = Marks{time_, dd--};
+    return static_cast<int32_t>(d);
+  }
+
+  template <bool kSink>
+  void process_orphan(int32_t i) {
+    ++st_.orphans;
+    int32_t best_d = kInfD;
+    P best = Topo::kOrphan;
+    for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+      // S: the arc j -> i must have residual; T: the arc i -> j.
+      if (g_.rc[kSink ? g_.arc(i, k) : g_.sister(i, k)] <= 0) continue;
+      const int32_t j = g_.head(i, k);
+      if (g_.is_free(j) || g_.is_sink(j) != kSink) continue;
+      const int32_t d = origin(j);
+      if (d < best_d) {
+        best_d = d;
+        best = g_.to(i, k);
+      }
+    }
+    if (best_d < kInfD) {
+      g_.set_parent(i, best);
+      mk_[i] = Marks{time_, best_d + 1};
+      return;
+    }
+    g_.set_free(i);
+    for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+      const int32_t j = g_.head(i, k);
+      if (g_.is_free(j) || g_.is_sink(j) != kSink) continue;
+      if (g_.rc[kSink ? g_.arc(i, k) : g_.sister(i, k)] > 0) activate(j);
+      const P pj = g_.parent(j);
+      if (pj != Topo::kTerm && pj != Topo::kOrphan && g_.parent_node(j, pj) == i) orphan(j);
+    }
+  }
+
+  void adopt() {
+    for (size_t h = 0; h < orphans_.size(); ++h) {
+      const int32_t v = orphans_[h];
+      if (g_.is_sink(v)) process_orphan<true>(v); else process_orphan<false>(v);
+    }
+    orphans_.clear();
+  }
+
+  Topo& g_;
+  int64_t n_;
+  int64_t* tr_;
+  int32_t* nxt_;
+  Marks* mk_;
+  int32_t qfirst_ = -1, qlast_ = -1;
+  int32_t time_ = 0;
+  std::vector<int32_t> orphans_;
+  BKStats st_;
+};
+
+}  // namespace torchcut_cpu

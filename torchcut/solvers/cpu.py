@@ -1,0 +1,142 @@
+"""CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs (``torch.ops.torchcut_cpu``).
+
+The C++ sources are ``torchcut/csrc/cpu_bk.h`` (the algorithm, written once for any graph) and
+``torchcut/csrc/cpu_ops.cpp`` (grid and CSR layouts, op registration). They are compiled with the
+system C++ compiler on first use through :mod:`torchcut._ext` (about 20 s once, cached; no CUDA
+needed) or ahead of time by ``python -m torchcut.build``. When no compiler is available,
+:func:`torchcut.maxflow` falls back to the reference push-relabel with one warning.
+
+Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augmenting paths with
+search trees that are reused between augmentations do far less work on vision graphs than
+push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Grids use implicit
+neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one byte per node for tree
+and parent), as in GridCut; items of a batch are solved on parallel threads.
+
+Result contract (shared with the other backends, see :mod:`torchcut.solvers`): the residuals, the
+excess and the residual sink capacities are written back in place; an unsaturated source residual is
+reported as excess (a valid preflow with every source arc saturated), and the mask is the canonical
+source side (nodes that cannot reach the sink in the final residual network).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import _ext
+
+__all__ = ["load_error", "solve_grid", "solve_csr"]
+
+EXT = "torchcut_cpu"
+_STATS = ("flow", "augmentations", "orphans", "growths")
+
+
+def load_error():
+    """Why the compiled CPU solver cannot be used, or None when it can.
+
+    The first call compiles it (about 20 s) unless it is cached.
+
+    Examples
+    --------
+    >>> load_error() is None or isinstance(load_error(), str)
+    True
+    """
+    try:
+        _ext.load_named(EXT)
+    except Exception as exc:  # noqa: BLE001 - any build failure is reported, never raised here
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def _threads(threads) -> int:
+    if threads is None:
+        return max(1, torch.get_num_threads())
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: expected a positive int, got {threads!r}")
+    return threads
+
+
+def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
+    totals = raw.sum(0).tolist()
+    out = {k: v for k, v in zip(_STATS[1:], totals[1:])}
+    out.update(backend="cpu", algorithm="boykov-kolmogorov", threads=threads, seconds=time.perf_counter() - t0)
+    return out
+
+
+def solve_grid(caps, excess, sink, offsets, *, threads=None):
+    """Maximum flow of a batched grid network on the CPU, in place.
+
+    Same contract as :func:`torchcut.solvers.reference.solve_grid`.
+
+    Parameters
+    ----------
+    caps : Tensor ``[B, 2K, *shape]`` int32 or int64, CPU
+        Residual arc capacities, overwritten with the final residuals.
+    excess : Tensor ``[B, *shape]`` int64
+        Initial excess (reduced source capacity), overwritten with the final excess.
+    sink : Tensor ``[B, *shape]``, dtype of caps
+        Residual sink capacities, overwritten.
+    offsets : the K offsets of the grid.
+    threads : int, optional
+        Items of the batch solved at once (default ``torch.get_num_threads()``).
+
+    Returns
+    -------
+    (mask, stats): bool ``[B, *shape]`` source side, and a dict of counters.
+
+    Examples
+    --------
+    >>> caps = torch.zeros(1, 4, 1, 2, dtype=torch.int32); caps[0, 0, 0, 0] = 5
+    >>> excess = torch.tensor([[[3, 0]]]); sink = torch.tensor([[[0, 2]]], dtype=torch.int32)
+    >>> mask, stats = solve_grid(caps, excess, sink, ((0, 1), (1, 0)))
+    >>> mask.tolist(), sink.tolist(), excess.tolist()
+    ([[[True, True]]], [[[0, 0]]], [[[1, 0]]])
+    """
+    t0 = time.perf_counter()
+    threads = _threads(threads)
+    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
+    ndim = len(offsets[0])
+    if caps.device.type != "cpu":
+        raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
+    if caps.dim() != ndim + 2 or caps.shape[1] != 2 * len(offsets):
+        raise ValueError(f"caps: expected shape [B, {2 * len(offsets)}, *shape] with {ndim} spatial dims, "
+                         f"got {tuple(caps.shape)}")
+    if sink.dtype != caps.dtype:
+        raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
+    shape = tuple(caps.shape[2:])
+    work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
+    flat = [v for o in offsets for v in o]
+    mask, raw = torch.ops.torchcut_cpu.grid_solve(work[0], work[1], work[2], list(shape), flat, threads)
+    for t, o in zip(work, (caps, excess, sink)):
+        if t is not o:
+            o.copy_(t)
+    return mask.view((caps.shape[0],) + shape), _stats(raw, t0, threads)
+
+
+def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options):
+    """Maximum flow of a general network in CSR layout on the CPU, in place.
+
+    Same contract as :func:`torchcut.solvers.csr_reference.solve_csr` (``tail`` is not needed).
+
+    Examples
+    --------
+    >>> import torchcut
+    >>> g = torchcut.FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
+    >>> caps, excess, sink = g.caps.clone(), g.source[0].clone(), g.sink[0].clone()
+    >>> mask, stats = solve_csr(g.row_ptr, g.head, g.tail, g.rev, caps, excess, sink)
+    >>> mask.tolist(), sink.tolist()
+    ([True, True, False], [0, 0, 2])
+    """
+    if options:
+        raise TypeError(f"solve_csr: unexpected options {sorted(options)} for the CPU backend")
+    t0 = time.perf_counter()
+    if caps.device.type != "cpu":
+        raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
+    args = [t.contiguous() for t in (row_ptr, head, rev)]
+    work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
+    mask, raw = torch.ops.torchcut_cpu.csr_solve(*args, *work)
+    for t, o in zip(work, (caps, excess, sink)):
+        if t is not o:
+            o.copy_(t)
+    return mask, _stats(raw, t0, 1)
