@@ -25,7 +25,7 @@ from typing import Sequence
 
 import torch
 
-from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe, quantization_scale
+from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity, check_sum, describe, quantization_scale
 
 __all__ = ["GridGraph", "grid_offsets", "shift", "overlap_slices"]
 
@@ -111,6 +111,39 @@ def overlap_slices(shape: Sequence[int], offset: Sequence[int]):
             here.append(slice(min(-o, n), n))
             there.append(slice(0, max(n + o, 0)))
     return tuple(here), tuple(there)
+
+
+def _pair_peak(edges, reverse, offsets, shape) -> int:
+    """Largest ``edges[k][p] + reverse[k][p]`` over the arc pairs inside the grid (int64, exact)."""
+    peak = 0
+    for k, o in enumerate(offsets):
+        here = (slice(None),) + overlap_slices(shape, o)[0]
+        e = edges[k][here]
+        if e.numel():
+            peak = max(peak, int((e.to(torch.int64) + reverse[k][here]).max()))
+    return peak
+
+
+def _zero_outside(x: torch.Tensor, offset) -> None:
+    """Zero ``x[..., p]`` (trailing dims) wherever ``p + offset`` leaves the grid: one slab per axis."""
+    nd = len(offset)
+    lead = (slice(None),) * (x.dim() - nd)
+    for a, (o, n) in enumerate(zip(offset, x.shape[x.dim() - nd:])):
+        if o:
+            sl = [slice(None)] * nd
+            sl[a] = slice(max(n - o, 0), n) if o > 0 else slice(0, min(-o, n))
+            x[lead + tuple(sl)] = 0
+
+
+def _exact_total(tensors) -> int:
+    """Exact sum of non-negative integer tensors as a Python int (int32 entries summed in int64)."""
+    total = 0
+    for t in tensors:
+        if t.dtype == torch.int64:  # may wrap in int64: sum the high and low halves apart
+            total += (int((t >> 31).sum()) << 31) + int((t & INT32_MAX).sum())
+        else:
+            total += int(t.sum(dtype=torch.int64))
+    return total
 
 
 def _inside_mask(shape: Sequence[int], offset: Sequence[int], device) -> torch.Tensor:
@@ -202,14 +235,13 @@ class GridGraph:
             raise ValueError(f"source: expected a non-empty grid, got shape {full_shape}")
         B = source.shape[0]
 
-        # Zero the arcs that leave the grid, in both directions.
-        inside = torch.stack([_inside_mask(self.shape, o, device) for o in self.offsets]).unsqueeze(1)
-        edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
-        reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
-
         floating = any(t.is_floating_point() for t in (source, sink, edges, reverse))
         self.is_float = floating
         if floating:
+            # Zero the arcs that leave the grid, then quantize.
+            inside = torch.stack([_inside_mask(self.shape, o, device) for o in self.offsets]).unsqueeze(1)
+            edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
+            reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
             source, sink, edges, reverse = (t.to(torch.float64) for t in (source, sink, edges, reverse))
             top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
             scale = quantization_scale(top, scale)
@@ -218,19 +250,31 @@ class GridGraph:
         else:
             if scale is not None:
                 raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
-            source, sink, edges, reverse = (t.to(torch.int64) for t in (source, sink, edges, reverse))
             self.scale = None
-
-        check_sum((source, sink, edges, reverse), "GridGraph")
-        peak = max(int((edges + reverse).max()), int(sink.max()))
+        source, sink = source.to(torch.int64), sink.to(torch.int64)
+        # Integer capacities are never copied whole to int64: sums and maxima are taken in int64 from
+        # the input (arcs that leave the grid counted too, which only makes the checks stricter).
+        parts = (source, sink, edges) + (() if reverse is edges else (reverse,))
+        bound = sum(int(t.max()) * t.numel() for t in parts)  # max * count: cheap, and usually enough
+        check_sum(bound if bound < SUM_LIMIT else _exact_total(parts), "GridGraph")
+        peak_arc = int(edges.max()) + int(reverse.max())
+        if peak_arc > INT32_MAX:  # the bound is loose: the largest pair of arcs that exist
+            peak_arc = _pair_peak(edges, reverse, self.offsets, self.shape)
+        peak = max(peak_arc, int(sink.max()))
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
 
         caps = torch.empty((B, 2 * K) + self.shape, dtype=cap_dtype, device=device)
+        lead = (slice(None),)
         for k, o in enumerate(self.offsets):
-            caps[:, k] = edges[k]
-            # arc (p + o) -> p lives at node p + o in direction K + k
-            neg = tuple(-v for v in o)
-            caps[:, K + k] = shift(reverse[k], neg, 0)
+            for d, off in ((k, o), (K + k, tuple(-v for v in o))):
+                _zero_outside(caps[:, d], off)
+            if any(abs(v) >= n for v, n in zip(o, self.shape)):
+                continue  # every arc of this offset leaves the grid
+            here, _ = overlap_slices(self.shape, o)
+            caps[:, k][lead + here] = edges[k][lead + here]
+            # arc (p + o) -> p lives at node q = p + o in direction K + k: caps[K + k][q] = reverse[k][q - o]
+            here, there = overlap_slices(self.shape, tuple(-v for v in o))
+            caps[:, K + k][lead + here] = reverse[k][lead + there]
         self.caps = caps
         self.source = source.contiguous()
         self.sink = sink.to(cap_dtype).contiguous()

@@ -94,6 +94,7 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None):
     ([[[True, True]]], [[[0, 0]]], [[[1, 0]]])
     """
     t0 = time.perf_counter()
+    _ext.load_named(EXT)
     threads = _threads(threads)
     offsets = tuple(tuple(int(v) for v in o) for o in offsets)
     ndim = len(offsets[0])
@@ -131,6 +132,7 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options):
     if options:
         raise TypeError(f"solve_csr: unexpected options {sorted(options)} for the CPU backend")
     t0 = time.perf_counter()
+    _ext.load_named(EXT)
     if caps.device.type != "cpu":
         raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
     args = [t.contiguous() for t in (row_ptr, head, rev)]
