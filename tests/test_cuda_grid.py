@@ -4,8 +4,8 @@ Flow values must equal PyMaxflow's and the reference's exactly; every result mus
 canonical minimum cut, so they must equal the reference's and be identical over repeated runs even
 though atomics make the flows themselves vary. The fallback test at the end runs without a GPU.
 
-``TORCHCUT_TEST_GRID_OPTS='{"pipeline": -1, "walk": -1}' pytest -m cuda ...`` runs the whole file with
-those solver options as defaults (options a test passes itself win), e.g. to check an older code path.
+``TORCHCUT_TEST_GRID_OPTS='{"persist": -1, "push_tail": -1}' pytest -m cuda ...`` runs the whole file
+with those solver options as defaults (options a test passes itself win).
 """
 
 from __future__ import annotations
@@ -224,64 +224,52 @@ def test_near_int32_max_uses_int64_path(ndim, conn, shape):
 def test_tuning_options_do_not_change_the_answer():
     offs = grid_offsets(2, 4)
     s, t, e, r = _instance((70, 90), offs, directed=True, seed=8)
-    for opts in ({"rounds": 1, "push_launches": 1}, {"rounds": 3, "bfs_batch": 1}, {"tile_x": 8, "tile_y": 4}):
+    for opts in ({"rounds": 1, "push_launches": 1}, {"rounds": 3}, {"tile_x": 8, "tile_y": 4}):
         _check(s, t, e, offs, r, repeats=2, **opts)
 
 
-# Host loop and tile walk variants (v4 behaviour: pipeline=0, walk=-1), alone and with options that
-# make BFS batches short (bfs_batch=1: most read-backs find an unconverged BFS) or grids of one block per tile.
+# Host loop options: grid sizes, tile shapes (the generic kernels), tail rules and the profile counters.
 HOST_LOOP_OPTS = [
-    {"pipeline": -1, "walk": -1},
-    {"pipeline": -1},
-    {"walk": -1},
-    {"pipeline": 2},
-    {"pipeline": 1, "bfs_batch": 1},
-    {"pipeline": 4, "push_launches": 1},
+    {},
     {"persist": -1},
-    {"persist": 1, "bfs_nodes": 4},
+    {"persist": 1},
     {"profile": 1},
-    {"profile": 2, "exp": 3},
-    {"push_tail": 40, "exp": 8},
-    {"push_tail": -1, "exp": 10},
-    {"push_walk": -1},
-    {"exp": 10, "push_tail": 40, "tile_x": 8, "tile_y": 4},
+    {"profile": 2},
+    {"push_tail": 40},
+    {"push_tail": -1},
+    {"push_launches": 1, "rounds": 4},
+    {"push_tail": 40, "tile_x": 8, "tile_y": 4},
     {"tile_x": 8, "tile_y": 8, "tile_z": 8},
+    {"tile_x": 16, "tile_y": 8, "tile_z": 4},
 ]
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opts", HOST_LOOP_OPTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("opts", HOST_LOOP_OPTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (70, 90)), (2, 4, (300, 400)), (3, 6, (9, 17, 13))])
-def test_host_loop_and_walk_options(opts, ndim, conn, shape):
+def test_host_loop_options(opts, ndim, conn, shape):
     offs = grid_offsets(ndim, conn)
     s, t, e, r = _instance(shape, offs, batch=3, directed=True, seed=12)
     res = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2, **opts)
     if ENV_OPTS:
         return
-    walk = opts.get("walk", 0)
-    assert res.stats["walk"] == (0 if walk < 0 else 1)
-    pipe = opts.get("pipeline", 0)
-    assert res.stats["pipeline"] == (pipe if pipe > 0 and not opts.get("profile") else 0)
+    assert res.stats["bfs_launches"] == res.stats["global_relabels"]  # one worklist launch per BFS
+    assert res.stats["host_syncs"] == res.stats["global_relabels"]  # one read-back per cycle
     if opts.get("profile"):  # the per-visit counters of the push tiles and the queue BFS
         assert res.stats["push_visits"] > 0 and res.stats["push_rounds"] >= res.stats["push_visits"]
         assert res.stats["bfs_passes"] > 0 and res.stats["bfs_relax_us"] > 0
 
 
-# BFS variants: the worklist of scan tiles (default), scan tiles in launches, Jacobi tiles (v5), and
-# small, flat and deep scan tiles (lines of 1, 2, 4 ... 32 nodes along each axis).
+# BFS tiles: the defaults, and small, flat and deep tiles (lines of 1, 2, 4 ... 32 nodes along each axis),
+# alone and with push tiles that differ from the BFS tiles.
 BFS_OPTS = [
     {},
-    {"bfs_queue": -1},
-    {"bfs_scan": -1},
     {"bfs_tile_x": 8, "bfs_tile_y": 4, "bfs_tile_z": 1},
     {"bfs_tile_x": 32, "bfs_tile_y": 1, "bfs_tile_z": 1},
     {"bfs_tile_x": 1, "bfs_tile_y": 32, "bfs_tile_z": 4},
-    {"bfs_tile_x": 4, "bfs_tile_y": 8, "bfs_tile_z": 32, "bfs_queue": -1},
-    {"exp": 1},
-    {"exp": 2, "tile_x": 8, "tile_y": 4},
-    {"exp": 3, "bfs_tile_x": 8, "bfs_tile_y": 4, "bfs_tile_z": 1},
-    {"exp": 9, "tile_x": 16, "tile_y": 8, "tile_z": 4},
-    {"exp": 10, "bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8},
+    {"bfs_tile_x": 4, "bfs_tile_y": 8, "bfs_tile_z": 32},
+    {"tile_x": 8, "tile_y": 4},
+    {"bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8, "tile_x": 16, "tile_y": 8, "tile_z": 4},
 ]
 
 
@@ -295,17 +283,12 @@ def test_bfs_variants(opts, ndim, conn, shape):
     res = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2, **opts)
     if ENV_OPTS:
         return
-    scan = opts.get("bfs_scan", 0) >= 0
-    assert res.stats["bfs_scan"] == scan
-    assert res.stats["bfs_queue"] == (scan and opts.get("bfs_queue", 0) >= 0)
-    if res.stats["bfs_queue"]:
-        assert res.stats["bfs_launches"] == res.stats["global_relabels"]  # one launch per BFS
-        assert res.stats["bfs_visits"] > 0
+    assert res.stats["bfs_launches"] == res.stats["global_relabels"]  # one launch per BFS
+    assert res.stats["bfs_visits"] > 0
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opts", [{}, {"bfs_queue": -1}, {"bfs_tile_x": 4, "bfs_tile_y": 8},
-                                  {"exp": 3, "bfs_tile_x": 4, "bfs_tile_y": 8}])
+@pytest.mark.parametrize("opts", [{}, {"bfs_tile_x": 4, "bfs_tile_y": 8}, {"bfs_tile_x": 32, "bfs_tile_y": 1}])
 def test_bfs_follows_a_long_serpentine(opts):
     """One corridor snaking through the grid: the sink is ~2000 steps and many tiles from the source, so
     every BFS must carry its wavefront through a long chain of tiles (flow = the narrowest corridor arc)."""
@@ -377,6 +360,20 @@ def test_bad_option_is_named():
                   torch.ones(2, 4, 4, device="cuda"), offs)
     with pytest.raises(TypeError, match="max_rounds"):
         torchcut.maxflow(g, backend="cuda", max_rounds=3)
+    with pytest.raises(TypeError, match="pipeline"):  # removed in v8 (NOTES-grid.md)
+        torchcut.maxflow(g, backend="cuda", pipeline=2)
+
+
+def test_options_are_documented_in_one_place():
+    """Every option of the op has a line in OPTIONS, in the order of grid_common.h's struct Options."""
+    import re
+    from pathlib import Path
+
+    header = (Path(cuda_backend.__file__).resolve().parent.parent / "csrc" / "grid_common.h").read_text()
+    fields = re.search(r"int64_t\* f\[kCount\] = \{([^}]*)\}", header).group(1)
+    assert tuple(f.strip().removeprefix("&o.") for f in fields.split(",")) == cuda_backend._OPTS
+    assert f"kCount = {len(cuda_backend._OPTS)};" in header
+    assert all(isinstance(v, str) and v for v in cuda_backend.OPTIONS.values())
 
 
 # ------------------------------------------------------------------- fallback (runs without a GPU)

@@ -20,22 +20,25 @@
 // * Termination (exact): right after a global relabel, no vertex with excess has a finite distance:
 //   one host read per cycle. The source side of the cut = vertices at infinite distance.
 
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+// Plain CUDA runtime, no torch headers (fast to compile); the bindings (csr_ops.cpp) allocate the
+// buffers and pass the current stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+#include <stdexcept>
+#include <string>
+
+#include "csr_common.h"
 
 namespace torchcut_csr {
 
-#define CSR_CUDA_CHECK(expr)                                                                     \
-  do {                                                                                           \
-    cudaError_t err__ = (expr);                                                                  \
-    TORCH_CHECK(err__ == cudaSuccess, "torchcut_csr: CUDA error ", cudaGetErrorString(err__),  \
-                " at " #expr);                                                                   \
+#define CSR_CUDA_CHECK(expr)                                                                            \
+  do {                                                                                                  \
+    cudaError_t err__ = (expr);                                                                         \
+    if (err__ != cudaSuccess)                                                                           \
+      throw std::runtime_error(std::string("torchcut_csr: CUDA error ") + cudaGetErrorString(err__) + \
+                               " at " #expr);                                                           \
   } while (0)
 
 namespace {
@@ -45,7 +48,7 @@ constexpr int kHeavy = 32;  // degree above which a vertex is handled by a whole
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kLevelsPerCheck = 16;
 
-// counters in device memory
+// counters in device memory (kNumCtr ints, csr_common.h)
 enum Ctr : int {
   kLevelBegin = 0,  // BFS queue: current level is Q[begin, end)
   kLevelEnd = 1,
@@ -53,7 +56,6 @@ enum Ctr : int {
   kLevel = 3,       // distance of the current level
   kActive = 4,      // active queue length
   kActiveCount = 5, // active vertices right after the last BFS (termination test)
-  kNumCtr = 8
 };
 
 __device__ __forceinline__ long long atomic_add_ll(long long* p, long long v) {
@@ -315,34 +317,13 @@ int grid_for(long long work, int sms) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> solve_cuda(const at::Tensor& row_ptr, const at::Tensor& head, const at::Tensor& rev,
-                                              at::Tensor& res, at::Tensor& excess, at::Tensor& sink, int64_t period,
-                                              int64_t iters, int64_t max_cycles) {
-  c10::cuda::CUDAGuard guard(res.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const int n = (int)excess.numel();
+void solve(const int* rp, const int* hd, const int* rv, long long* r, long long* e, long long* s, int n, int* h,
+           int* q, int* act, int* c, int* hc, int64_t period, int64_t iters, int64_t max_cycles, cudaStream_t stream,
+           int sms, int64_t* stats) {
   const int inf = n + 2;
-  auto opts_i = at::TensorOptions().dtype(at::kInt).device(res.device());
-  at::Tensor height = at::empty({std::max(n, 1)}, opts_i);
-  at::Tensor queue = at::empty({std::max(n, 1)}, opts_i);
-  at::Tensor active = at::empty({std::max(n, 1)}, opts_i);
-  at::Tensor ctr = at::zeros({kNumCtr}, opts_i);
-  at::Tensor host_ctr = at::empty({kNumCtr}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
-  int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int g_nodes = grid_for(n, sms);
-
-  const int* rp = row_ptr.data_ptr<int>();
-  const int* hd = head.data_ptr<int>();
-  const int* rv = rev.data_ptr<int>();
-  long long* r = reinterpret_cast<long long*>(res.data_ptr<int64_t>());
-  long long* e = reinterpret_cast<long long*>(excess.data_ptr<int64_t>());
-  long long* s = reinterpret_cast<long long*>(sink.data_ptr<int64_t>());
-  int* h = height.data_ptr<int>();
-  int* q = queue.data_ptr<int>();
-  int* act = active.data_ptr<int>();
-  int* c = ctr.data_ptr<int>();
-  int* hc = host_ctr.data_ptr<int>();
-
+  CSR_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(int) * kNumCtr, stream));
+  int status = 0;
   long long cycles = 0, rounds = 0, levels_total = 0;
   int last_levels = 1;
   while (true) {
@@ -370,9 +351,10 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(const at::Tensor& row_ptr, const a
     CSR_CUDA_CHECK(cudaMemcpyAsync(hc, c, sizeof(int) * kNumCtr, cudaMemcpyDeviceToHost, stream));
     CSR_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (hc[kActiveCount] == 0) break;
-    ++cycles;
-    TORCH_CHECK(cycles <= max_cycles, "torchcut_csr: push-relabel did not converge in ", max_cycles,
-                " cycles (global relabels)");
+    if (++cycles > max_cycles) {  // a status, raised by the Python layer (no exception crosses the op)
+      status = 1;
+      break;
+    }
     int rounds_now = period > 0 ? (int)period : std::max(8, last_levels / 2);
     for (int k = 0; k < rounds_now; ++k) {
       reset_ctr<<<1, 1, 0, stream>>>(c, kActive);
@@ -382,14 +364,11 @@ std::tuple<at::Tensor, at::Tensor> solve_cuda(const at::Tensor& row_ptr, const a
     rounds += rounds_now;
     CSR_CUDA_CHECK(cudaGetLastError());
   }
-  at::Tensor mask = height.slice(0, 0, n) >= inf;
-  at::Tensor stats = at::empty({4}, at::TensorOptions().dtype(at::kLong));
-  auto* st = stats.data_ptr<int64_t>();
-  st[0] = cycles;
-  st[1] = rounds;
-  st[2] = levels_total;
-  st[3] = last_levels;
-  return {mask, stats};
+  stats[0] = cycles;
+  stats[1] = rounds;
+  stats[2] = levels_total;
+  stats[3] = last_levels;
+  stats[4] = status;
 }
 
 }  // namespace torchcut_csr

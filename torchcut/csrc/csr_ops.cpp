@@ -1,15 +1,20 @@
-// Bindings of the general-graph push-relabel extension: torch.ops.torchcut_csr.solve
+// Bindings of the general-graph push-relabel extension: torch.ops.torchcut_csr.solve (argument checks,
+// buffers from torch's caching allocators, the current stream; the solver is in csr_kernels.cu).
+#include <ATen/TensorOperators.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include <ATen/ATen.h>
+#include <algorithm>
+#include <exception>
+
+#include "csr_common.h"
 
 namespace torchcut_csr {
 
-std::tuple<at::Tensor, at::Tensor> solve_cuda(const at::Tensor& row_ptr, const at::Tensor& head, const at::Tensor& rev,
-                                              at::Tensor& res, at::Tensor& excess, at::Tensor& sink, int64_t period,
-                                              int64_t iters, int64_t max_cycles);
-
-static std::tuple<at::Tensor, at::Tensor> solve(at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor res,
+static std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor res,
                                                 at::Tensor excess, at::Tensor sink, int64_t period, int64_t iters,
                                                 int64_t max_cycles) {
   const auto dev = res.device();
@@ -37,7 +42,26 @@ static std::tuple<at::Tensor, at::Tensor> solve(at::Tensor row_ptr, at::Tensor h
   TORCH_CHECK(n + 2 < INT32_MAX && a < INT32_MAX, "torchcut_csr.solve: graph too large for int32 indices");
   TORCH_CHECK(iters >= 1 && max_cycles >= 1, "torchcut_csr.solve: iters and max_cycles: expected >= 1, got ", iters,
               " and ", max_cycles);
-  return solve_cuda(row_ptr, head, rev, res, excess, sink, period, iters, max_cycles);
+  c10::cuda::CUDAGuard guard(dev);
+  const int nn = (int)n;
+  auto opts_i = at::TensorOptions().dtype(at::kInt).device(dev);
+  at::Tensor height = at::empty({std::max<int64_t>(n, 1)}, opts_i);
+  at::Tensor queue = at::empty({std::max<int64_t>(n, 1)}, opts_i);
+  at::Tensor active = at::empty({std::max<int64_t>(n, 1)}, opts_i);
+  at::Tensor ctr = at::empty({kNumCtr}, opts_i);  // zeroed by solve()
+  at::Tensor host_ctr = at::empty({kNumCtr}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+  at::Tensor stats = at::zeros({kNumStats}, at::TensorOptions().dtype(at::kLong));
+  try {
+    solve(row_ptr.data_ptr<int>(), head.data_ptr<int>(), rev.data_ptr<int>(),
+          reinterpret_cast<long long*>(res.data_ptr()), reinterpret_cast<long long*>(excess.data_ptr()),
+          reinterpret_cast<long long*>(sink.data_ptr()), nn, height.data_ptr<int>(), queue.data_ptr<int>(),
+          active.data_ptr<int>(), ctr.data_ptr<int>(), host_ctr.data_ptr<int>(), period, iters, max_cycles,
+          at::cuda::getCurrentCUDAStream(), at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+          stats.data_ptr<int64_t>());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  return {height.slice(0, 0, n) >= (int64_t)(n + 2), stats};
 }
 
 }  // namespace torchcut_csr
@@ -48,4 +72,4 @@ TORCH_LIBRARY(torchcut_csr, m) {
       "int period, int iters, int max_cycles) -> (Tensor, Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(torchcut_csr, CUDA, m) { m.impl("solve", &torchcut_csr::solve); }
+TORCH_LIBRARY_IMPL(torchcut_csr, CUDA, m) { m.impl("solve", &torchcut_csr::solve_op); }

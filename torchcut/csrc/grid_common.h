@@ -1,9 +1,17 @@
-// Shared declarations of the grid push-relabel extension (torchcut_grid).
+// Shared declarations of the grid push-relabel extension (torchcut_grid): plain C++ and the CUDA
+// runtime only, no torch headers, so that the kernel files (grid_push*.cu, grid_bfs.cu) and the host
+// loop (grid_solve.cpp) compile fast and in parallel; only the bindings (grid_ops.cpp) include torch.
+//
+// Files: grid_device.cuh (device helpers shared by the kernels), grid_push.cuh + grid_push_i32.cu /
+// grid_push_i64.cu (push kernels, one file per capacity type), grid_bfs.cu (global relabel: the
+// worklist BFS, its init and seeds, the active count, the output mask), grid_solve.cpp (geometry and
+// the host loop), grid_ops.cpp (the op: argument checks, buffers, torch.ops.torchcut_grid.solve).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <cuda_runtime.h>
 
-#include <tuple>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace torchcut_grid {
@@ -17,36 +25,119 @@ constexpr int kInf = 1 << 30;
 // thrown inside the op was measured to crash the process on the GPU machine, so the Python layer raises).
 constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
 
-// Option slots of the `solve` op (0 = default).
-enum Opt {
-  kTileX = 0,
-  kTileY,
-  kTileZ,
-  kRounds,        // local push/relabel rounds per push launch
-  kPushLaunches,  // push launches between two global relabels (0 = adaptive)
-  kBfsBatch,      // BFS launches between two host reads of the convergence flag
-  kMaxCycles,     // give up after this many global relabels
-  kBfsNodes,      // nodes per thread of the BFS kernel (1, 4 or 8)
-  kProfile,       // time BFS and push phases with events (adds synchronisations)
-  kPushBlocks,    // 1: push kernel compiled for 1 block/SM (more registers); else 2 blocks/SM
-  kPersist,       // blocks per SM of the persistent push/BFS grids (0: 2 and 4; -1: one block per tile)
-  kPipeline,      // n > 0: n pushes queued (guarded) behind each read-back; 0 or -1: synchronous host loop
-  kWalk,          // -1: blocks per item walk over its tiles (v4); 0 or 1: one flat walk over all items' tiles
-  kBfsScan,       // -1: BFS tiles relax by Jacobi sweeps (v1-v5); else by segmented scans along each axis (v6)
-  kBfsTileX,      // BFS tile extent of the scan BFS (powers of two, at most 32 each, 32 to 1024 nodes)
-  kBfsTileY,
-  kBfsTileZ,
-  kBfsQueue,      // -1: the scan BFS runs as launches over tiles until one changes nothing; else a worklist
-  kExp,           // bit mask of experimental paths under measurement (0: none)
-  kPushTail,      // push launches per relabel when few tiles are active (0: default, -1: no tail rule)
-  kPushWalk,      // -1: push blocks walk over the tiles in a fixed stride (v5); else they take listed active tiles
-  kNumOpts
+// The tuning options of the solver, in the order of the op's `opts` list (torchcut/solvers/cuda.py,
+// _OPTS, holds the same names and their documentation for users). 0 always means "the default".
+// Variants that measured no faster were removed (benchmarks/NOTES-grid.md, "v8: lean kernels").
+struct Options {
+  int64_t tile_x = 0, tile_y = 0, tile_z = 0;  // push tile extent (default 2D 32x16, 32x8 beyond 8 dirs;
+                                               // 3D 8x8x8, 8x8x4 beyond 8 dirs); 32 to 512 nodes
+  int64_t rounds = 0;         // local push/relabel rounds per tile visit (default 16)
+  int64_t push_launches = 0;  // push launches between two global relabels (default: half the BFS depth in
+                              // tiles, at most 4 on 4/6-connected grids)
+  int64_t max_cycles = 0;     // give up (status kStatusCycles) after this many global relabels
+  int64_t profile = 0;        // 1: events and per-visit cycle counters; 2: also a trace line per cycle
+  int64_t persist = 0;        // blocks per SM of the persistent push/BFS grids (default 2 push, 2048 /
+                              // BFS tile threads BFS); -1: one block per tile
+  int64_t bfs_tile_x = 0, bfs_tile_y = 0, bfs_tile_z = 0;  // BFS tile extent (powers of two <= 32, 32 to
+                                                           // 1024 nodes; default 2D 32x16, 3D 8x8x8)
+  int64_t push_tail = 0;      // push launches per relabel once at most a quarter as many tiles are active as
+                              // there are push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
+  static constexpr int kCount = 12;
+  // From the op's list (missing entries: 0 = default).
+  static Options from(const std::vector<int64_t>& v) {
+    Options o;
+    int64_t* f[kCount] = {&o.tile_x,   &o.tile_y,     &o.tile_z,     &o.rounds,     &o.push_launches, &o.max_cycles,
+                          &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail};
+    for (int k = 0; k < kCount && k < (int)v.size(); ++k) *f[k] = v[k];
+    return o;
+  }
 };
 
-// Runs push-relabel phase one in place. Returns (source-side mask [B, N] bool, stats int64).
-std::tuple<at::Tensor, at::Tensor> solve_cuda(at::Tensor caps, at::Tensor excess, at::Tensor sink,
-                                              const std::vector<int64_t>& shape,
-                                              const std::vector<int64_t>& offsets,
-                                              const std::vector<int64_t>& opts);
+// Counters returned by the op, in the order of _STATS in torchcut/solvers/cuda.py.
+enum Stat {
+  kStRelabels = 0, kStBfsLaunches, kStPushLaunches, kStHostSyncs, kStRounds, kStTileX, kStTileY, kStTileZ,
+  kStBfsTileX, kStBfsTileY, kStBfsTileZ, kStBfsUs, kStPushUs, kStBfsVisits, kStBfsDepth, kStPushVisits,
+  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStStatus, kNumStats
+};
+
+struct Geom {
+  int X, Y, Z;     // grid extent, x fastest
+  long long N;     // nodes per item
+  int TX, TY, TZ;  // tile extent
+  int nTX, nTY, nTZ;
+  int T;  // tiles per item
+  int D;  // directions
+  int K;  // offsets (D / 2)
+  int bfs_skip;  // every offset reaches at most the 3x3x3 neighbouring tiles
+  int dx[kMaxDirs], dy[kMaxDirs], dz[kMaxDirs];
+  int slin[kMaxDirs];        // linear offset inside a tile
+  long long glin[kMaxDirs];  // linear offset in the grid
+  // Push: the tile's heights plus a halo of px/py/pz nodes on each side (the box) sit in shared memory,
+  // so that a local round never waits on a global load. box == 0 (offsets longer than 2): no halo, the
+  // heights of other tiles are read from global memory.
+  int box, px, py, pz, BX, BY, boxN;
+  int boff[kMaxDirs];  // linear offset in the box
+  // Scan BFS: shared arrays with rows padded to SX = TX + 1 (fewer bank conflicts in the y/z passes).
+  int SX;
+  int plin[kMaxDirs];        // linear offset in the padded layout
+  int axm[3], axp[3];        // direction of the unit step -1 / +1 along x, y, z (-1: none)
+  unsigned long long other;  // directions that the axis scans do not cover (diagonals, long offsets)
+};
+
+// Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.
+constexpr int kActive = 1, kActiveTiles = 2, kProf = 8, kHead = 32, kTail = 48, kPending = 64, kMaxGen = 80,
+              kVisits = 96, kStalled = 112, kPushQueue = 120 /* two pairs: 120-121, 122-123 */, kSlots = 128;
+
+// Worklist of the queue BFS (one launch per global relabel, see bfs_queue_kernel in grid_bfs.cu).
+// Tile states: kIdle, kQueued (in the ring), kRunning (a block relaxes it), kDirty (running, and a
+// neighbour changed since it started: it goes back into the ring when it finishes). So a tile is never
+// relaxed by two blocks at once, and every change reaches a relaxation that starts after it.
+constexpr int kIdle = 0, kQueued = 1, kRunning = 2, kDirty = 3;
+struct Work {
+  int* state;                 // [B * T] tile states (bfs_init_kernel sets kQueued on the seed tiles)
+  long long* ring;            // tile ids, -1 = empty slot; capacity a power of two >= 4 (T * B + 4096)
+  unsigned long long mask;    // capacity - 1
+  unsigned long long* head;   // next slot to take
+  unsigned long long* tail;   // next slot to fill
+  long long* pending;         // tiles queued or running; 0 = the BFS has converged
+  long long* stalled;         // set when a block waited implausibly long (turned into an error on the host)
+  int* gen;                   // [B * T] wavefront generation of the tile's latest enqueue
+  long long* max_gen;         // deepest generation: the BFS depth in tiles (sets the push launches)
+  long long* visits;          // tile relaxations, for the stats
+  unsigned long long* prof;   // option profile: [3] pop cycles, [4] visit cycles, [5] passes (nullptr: off)
+};
+
+// Kernel launchers (grid_push_i32.cu / grid_push_i64.cu, grid_bfs.cu). CapT: int or long long;
+// MaskT: uint32_t (at most 32 directions) or unsigned long long.
+template <typename CapT>
+void launch_push(cudaStream_t st, int blocks, int threads, size_t smem, CapT* caps, long long* excess, CapT* sink,
+                 int* height, int* tile_active, const Geom& G, int rounds, int items, unsigned long long* prof,
+                 unsigned long long* pq, long long* plist);
+void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,
+                 unsigned long long* other);
+template <typename CapT, typename MaskT>
+void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
+                     const Geom& G, long long total, int* seeds, long long* scal);
+template <typename MaskT>
+void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
+                      const Work& W);
+void launch_seed(cudaStream_t st, const Work& W, long long tiles);
+void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
+                  unsigned long long* count, const Geom& G);
+void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total);
+
+// Memory the host loop asks the bindings for (torch's caching allocators).
+struct Alloc {
+  virtual void* device(size_t bytes) = 0;
+  virtual void* pinned(size_t bytes) = 0;
+  virtual ~Alloc() = default;
+};
+
+// Push-relabel phase one in place on caps [B, D, N], excess [B, N] (int64), sink [B, N]; writes the
+// source-side mask (out [B * N]) and the counters (stats[kNumStats]). caps_bytes: 4 (int32) or 8.
+// Throws std::runtime_error on a CUDA error or bad options; a limit hit is a status (stats[kStStatus]).
+void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
+           const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
+           int64_t* stats);
 
 }  // namespace torchcut_grid

@@ -1,13 +1,39 @@
-// Bindings of the grid push-relabel extension: torch.ops.torchcut_grid.solve
+// Bindings of the grid push-relabel extension: torch.ops.torchcut_grid.solve (argument checks, buffers
+// from torch's caching allocators, the current stream; the solver itself is in grid_solve.cpp).
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+
+#include <exception>
+#include <vector>
 
 #include "grid_common.h"
 
 namespace torchcut_grid {
 
-static std::tuple<at::Tensor, at::Tensor> solve(at::Tensor caps, at::Tensor excess, at::Tensor sink,
-                                                c10::IntArrayRef shape, c10::IntArrayRef offsets,
-                                                c10::IntArrayRef opts) {
+namespace {
+
+// Buffers of one solve: torch tensors, kept alive until the op returns (the caching allocators make
+// them cheap, and stream-ordered: the stream's later work may reuse them after the solve).
+struct TorchAlloc final : Alloc {
+  at::Device dev;
+  std::vector<at::Tensor> keep;
+  explicit TorchAlloc(at::Device d) : dev(d) {}
+  void* device(size_t bytes) override {
+    keep.push_back(at::empty({(int64_t)std::max<size_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte).device(dev)));
+    return keep.back().data_ptr();
+  }
+  void* pinned(size_t bytes) override {
+    keep.push_back(at::empty({(int64_t)std::max<size_t>(bytes, 1)},
+                             at::TensorOptions().dtype(at::kByte).pinned_memory(true)));
+    return keep.back().data_ptr();
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor caps, at::Tensor excess, at::Tensor sink, c10::IntArrayRef shape,
+                                            c10::IntArrayRef offsets, c10::IntArrayRef opts) {
   TORCH_CHECK(caps.is_cuda() && excess.is_cuda() && sink.is_cuda(),
               "torchcut_grid.solve: expected caps, excess and sink on a CUDA device, got ", caps.device(), ", ",
               excess.device(), ", ", sink.device());
@@ -31,15 +57,28 @@ static std::tuple<at::Tensor, at::Tensor> solve(at::Tensor caps, at::Tensor exce
               " offsets, got ", K);
   int64_t n = 1;
   for (auto s : shape) n *= s;
-  const int64_t B = excess.numel() / std::max<int64_t>(n, 1);
+  TORCH_CHECK(n > 0, "torchcut_grid.solve: shape: expected at least one node, got ", shape);
+  const int64_t B = excess.numel() / n;
   TORCH_CHECK(excess.numel() == B * n && sink.numel() == B * n && caps.numel() == B * 2 * K * n,
               "torchcut_grid.solve: expected caps [B, 2K, *shape], excess and sink [B, *shape] with shape ", shape,
               " and K=", K, ", got ", caps.sizes(), ", ", excess.sizes(), ", ", sink.sizes());
-  std::vector<int64_t> o(opts.begin(), opts.end());
-  o.resize(kNumOpts, 0);
-  return solve_cuda(caps, excess, sink, std::vector<int64_t>(shape.begin(), shape.end()),
-                    std::vector<int64_t>(offsets.begin(), offsets.end()), o);
+  c10::cuda::CUDAGuard guard(caps.device());
+  at::Tensor out = at::empty({B * n}, excess.options().dtype(at::kBool));
+  at::Tensor stats = at::zeros({kNumStats}, at::TensorOptions().dtype(at::kLong));
+  TorchAlloc alloc(caps.device());
+  try {
+    solve(caps.data_ptr(), (int)caps.element_size(), reinterpret_cast<long long*>(excess.data_ptr()), sink.data_ptr(),
+          out.data_ptr<bool>(), std::vector<int64_t>(shape.begin(), shape.end()),
+          std::vector<int64_t>(offsets.begin(), offsets.end()), B,
+          Options::from(std::vector<int64_t>(opts.begin(), opts.end())), at::cuda::getCurrentCUDAStream(),
+          at::cuda::getCurrentDeviceProperties()->multiProcessorCount, alloc, stats.data_ptr<int64_t>());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  return {out, stats};
 }
+
+}  // namespace
 
 }  // namespace torchcut_grid
 
@@ -49,4 +88,4 @@ TORCH_LIBRARY(torchcut_grid, m) {
       "-> (Tensor, Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(torchcut_grid, CUDA, m) { m.impl("solve", &torchcut_grid::solve); }
+TORCH_LIBRARY_IMPL(torchcut_grid, CUDA, m) { m.impl("solve", &torchcut_grid::solve_op); }

@@ -1,15 +1,18 @@
 """CUDA backend: push-relabel kernels for grid networks (``torch.ops.torchcut_grid``).
 
-The kernels live in ``torchcut/csrc/grid_kernels.cu`` and are compiled on first use through
-:mod:`torchcut._ext`. This module is the thin layer between the dispatcher in
-:mod:`torchcut.solvers` and the compiled op: it checks the arguments, that the solver's buffers fit on
-the GPU, and turns the op's counters into a dict.
+The kernels live in ``torchcut/csrc/grid_*`` (push kernels ``grid_push.cuh``, global relabel
+``grid_bfs.cu``, host loop ``grid_solve.cpp``, bindings ``grid_ops.cpp``) and are compiled on first use
+through :mod:`torchcut._ext`. This module is the thin layer between the dispatcher in
+:mod:`torchcut.solvers` and the compiled op: it checks the arguments and the tuning options (all of
+them listed in :data:`OPTIONS`, the one Python place for them; ``struct Options`` in
+``grid_common.h`` is the C++ one), that the solver's buffers fit on the GPU, and turns the op's
+counters into a dict.
 
-Algorithm (details at the top of ``grid_kernels.cu``): tile-local push/relabel rounds in shared memory
-with atomics across tile borders, and a global relabel (BFS from the sink) on the GPU, also tiled.
-Termination is exact: right after a BFS, no node with excess can reach the sink. The host reads one
-small counter per batch of BFS launches, never once per push round (option ``pipeline``: queue the next
-launches before waiting for that read).
+Algorithm: tile-local push/relabel rounds in shared memory with atomics across tile borders, and a
+global relabel (BFS from the sink) on the GPU as one worklist launch. Termination is exact: right
+after a BFS, no node with excess can reach the sink. The host reads one small counter block per
+global relabel, so a solve cannot be captured into a CUDA graph; :func:`solve_grid` raises a
+RuntimeError during a capture, before anything is queued on the stream.
 """
 
 from __future__ import annotations
@@ -21,22 +24,61 @@ import torch
 
 from .. import _ext
 
-__all__ = ["load_error", "solve_grid", "workspace_bytes", "INF"]
+__all__ = ["load_error", "solve_grid", "workspace_bytes", "check_not_capturing", "INF", "OPTIONS"]
 
 EXT = "torchcut_grid"
 # Height of nodes that cannot reach the sink (kInf in grid_common.h).
 INF = 1 << 30
-# Option names of solve_grid, in the op's order (grid_common.h, enum Opt).
-_OPTS = ("tile_x", "tile_y", "tile_z", "rounds", "push_launches", "bfs_batch", "max_cycles", "bfs_nodes", "profile",
-         "push_blocks", "persist", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_queue",
-         "exp", "push_tail", "push_walk")
+# The tuning options of solve_grid, in the op's order (grid_common.h, struct Options), with what they
+# do. 0 or None always means the default. Variants that measured no faster were removed (see
+# benchmarks/NOTES-grid.md, "v8: lean kernels"): pipeline, walk, bfs_scan, bfs_queue, bfs_nodes,
+# bfs_batch, push_blocks, push_walk and the exp bits.
+OPTIONS = {
+    "tile_x": "push tile extent along x (default 32 in 2D, 8 in 3D); tiles of 32 to 512 nodes",
+    "tile_y": "push tile extent along y (default 16 in 2D, 8 beyond 8 directions; 8 in 3D)",
+    "tile_z": "push tile extent along z (3D only; default 8, 4 beyond 8 directions)",
+    "rounds": "local push/relabel rounds per tile visit (default 16)",
+    "push_launches": "push launches between global relabels (default: half the BFS depth in tiles, at most 4 "
+                     "on 4/6-connected grids)",
+    "max_cycles": "raise RuntimeError after this many global relabels (default 1000000)",
+    "profile": "1: time the BFS and push phases with events and count per-visit cycles (bfs_us, push_us, "
+               "push_visits, push_visit_us, push_rounds, bfs_pop_us, bfs_relax_us, bfs_passes); 2: also one "
+               "line per relabel cycle and push launch on stderr",
+    "persist": "blocks per SM of the persistent push/BFS grids (default 2 for pushes, as many as fit for the "
+               "BFS); -1: one block per tile",
+    "bfs_tile_x": "BFS tile extent along x (powers of two, at most 32 each, 32 to 1024 nodes; default 32 in "
+                  "2D, 8 in 3D)",
+    "bfs_tile_y": "BFS tile extent along y (default 16 in 2D, 8 in 3D)",
+    "bfs_tile_z": "BFS tile extent along z (3D only; default 8)",
+    "push_tail": "push launches between global relabels once at most a quarter as many tiles are active as "
+                 "there are push blocks (default: the last BFS's depth in tiles, 6 to 24; -1: no such rule)",
+}
+_OPTS = tuple(OPTIONS)
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
-          "tile_z", "bfs_nodes", "bfs_us", "push_us", "pipeline", "walk", "bfs_scan", "bfs_tile_x", "bfs_tile_y",
-          "bfs_tile_z", "bfs_queue", "bfs_visits", "bfs_depth", "push_visits", "push_visit_us", "push_rounds",
-          "bfs_pop_us", "bfs_relax_us", "bfs_passes", "status")
+          "tile_z", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_us", "push_us", "bfs_visits", "bfs_depth",
+          "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes", "status")
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
-           2: "the queue BFS stalled; this is a bug in torchcut, please report it (bfs_queue=-1 avoids it)"}
+           2: "the worklist BFS stalled; this is a bug in torchcut, please report it"}
+
+
+def check_not_capturing(what: str) -> None:
+    """Raise RuntimeError when the current CUDA stream is capturing a CUDA graph.
+
+    The CUDA solvers read counters back to the host between launches (their termination test), which
+    a graph capture cannot hold; called before anything is queued, it leaves the capture valid, so the
+    caller's ``torch.cuda.graph`` block ends cleanly and the CUDA context stays usable.
+
+    Examples
+    --------
+    >>> check_not_capturing("torchcut.maxflow")  # outside a capture: nothing happens
+    """
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"{what}: the CUDA solver cannot run while a CUDA graph is being captured (it reads counters "
+            "back to the host between kernel launches to decide when to stop); call it outside "
+            "torch.cuda.graph(...) / stream capture"
+        )
 
 
 def load_error():
@@ -86,30 +128,9 @@ def solve_grid(caps, excess, sink, offsets, **options):
         Residual sink capacities, overwritten.
     offsets : the K offsets of the grid (tuples of length 2 or 3).
     **options
-        Tuning knobs, all optional: ``rounds`` (local push rounds per launch, default 16),
-        ``push_launches`` (launches between global relabels, default adaptive), ``bfs_batch``
-        (BFS launches per host check), ``tile_x``/``tile_y``/``tile_z`` (tile extent),
-        ``max_cycles`` (raise after this many global relabels), ``bfs_nodes`` (nodes per thread of the BFS
-        kernel: 1, 4 or 8), ``profile`` (time the BFS and push phases with events: ``bfs_us``/``push_us``; count
-        push tile visits, their time and local rounds, and the BFS's time per pop and per tile relaxation:
-        ``push_visits``, ``push_visit_us``, ``push_rounds``, ``bfs_pop_us``, ``bfs_relax_us``, ``bfs_passes``,
-        summed over blocks; 2: also one line per relabel cycle and push launch on stderr), ``push_blocks``
-        (1: the push kernel variant with more registers and one block per SM; default 2 per SM),
-        ``persist`` (blocks per SM of the persistent push/BFS grids; -1: one block per tile),
-        ``pipeline`` (n > 0: while the host waits for a read-back, the GPU already runs n pushes, guarded on
-        the device by "the BFS converged", and the next BFS launches; default 0 = the synchronous host loop,
-        which measured as fast; ``profile`` implies 0), ``walk`` (default: blocks walk over the tiles of all
-        items in one flat order, 32 tile flags read at once; -1: each item gets its own blocks, as in v4),
-        ``bfs_scan`` (default: BFS tiles relaxed by segmented min-plus scans along each axis; -1: by Jacobi
-        sweeps, as up to v5, with ``bfs_nodes``), ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z`` (extent of the
-        scan BFS's tiles: powers of two, at most 32 each, 32 to 1024 nodes; default 32x16 in 2D, 8x8x8 in 3D),
-        ``bfs_queue`` (default with the scan BFS: one launch per global relabel, resident blocks take tiles
-        from a worklist that changed tiles refill; -1: launches over all tiles until one changes nothing),
-        ``exp`` (a bit mask of experimental kernel paths under measurement, see ``grid_kernels.cu``),
-        ``push_tail`` (push launches between global relabels once at most a quarter as many tiles are
-        active as there are push blocks; default: the last BFS's depth in tiles, 6 to 24; -1: no such rule), ``push_walk`` (default: before each
-        push launch the active tiles are listed and blocks take them one at a time; -1: blocks visit the
-        flagged tiles of a fixed stride, as up to v6).
+        Tuning knobs, all optional, listed with what they do in :data:`OPTIONS` (``tile_x``/``tile_y``/
+        ``tile_z``, ``rounds``, ``push_launches``, ``max_cycles``, ``profile``, ``persist``,
+        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``). None or 0 means the default.
 
     Returns
     -------
@@ -124,6 +145,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
     >>> mask.tolist(), sink.tolist()  # doctest: +SKIP
     ([[[True, False]]], [[[0, 0]]])
     """
+    check_not_capturing("torchcut.maxflow")
     t0 = time.perf_counter()
     unknown = set(options) - set(_OPTS)
     if unknown:
@@ -162,14 +184,13 @@ def solve_grid(caps, excess, sink, offsets, **options):
         push_tile[2] = 1
     if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
         raise ValueError(f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}")
-    if int(options.get("bfs_scan") or 0) >= 0:
-        tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
-        if ndim == 2:
-            tile[2] = 1
-        n_tile = math.prod(tile)
-        if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
-            raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
-                             f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
+    tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
+    if ndim == 2:
+        tile[2] = 1
+    n_tile = math.prod(tile)
+    if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
+        raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
+                         f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
     flat = [v for o in offsets for v in o]
     mask, stats = torch.ops.torchcut_grid.solve(work[0], work[1], work[2], list(shape), flat, opts)
     for t, o in zip(work, (caps, excess, sink)):

@@ -1,11 +1,12 @@
 """CUDA backend for general graphs: push-relabel kernels on CSR (``torch.ops.torchcut_csr``).
 
-The kernels live in ``torchcut/csrc/csr_kernels.cu`` (algorithm described at its top: an active-vertex
-queue rebuilt each round, one thread per low-degree vertex and a warp per high-degree vertex, a
+The kernels and the host loop live in ``torchcut/csrc/csr_kernels.cu`` (algorithm described at its
+top: an active-vertex queue rebuilt each round, one thread per low-degree vertex and a warp per high-degree vertex, a
 queue-based BFS global relabel on the GPU, one host read per cycle). This module converts the layout
 of :mod:`torchcut.graph` to the op's (int32 indices, int64 residuals) and back. When the extension
 cannot be built, :func:`torchcut.maxflow` falls back to :mod:`torchcut.solvers.csr_reference` with
-one warning.
+one warning. The host loop reads counters back between launches, so a solve cannot run inside a CUDA
+graph capture: :func:`solve_csr` raises a RuntimeError then, before anything is queued on the stream.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import torch
 
 from .. import _ext
+from .cuda import check_not_capturing
 
 __all__ = ["load_error", "solve_csr"]
 
@@ -52,6 +54,12 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, 
     max_cycles : int, optional
         Raise RuntimeError after this many global relabels.
 
+    Raises
+    ------
+    RuntimeError
+        During a CUDA graph capture on the current stream (nothing is queued then), or when
+        ``max_cycles`` is reached.
+
     Examples
     --------
     >>> import torch, torchcut
@@ -59,6 +67,7 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, 
     >>> torchcut.maxflow(g, backend="cuda", lattice=False).flow_value  # doctest: +SKIP
     2
     """
+    check_not_capturing("torchcut.maxflow")
     t0 = time.perf_counter()
     _ext.load_named(EXT)
     n = excess.numel()
@@ -79,5 +88,7 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, 
         sink.copy_(s)
     torch.cuda.synchronize(caps.device)
     st = st.tolist()
+    if st[4]:  # the op returns a status instead of throwing
+        raise RuntimeError(f"torchcut_csr: push-relabel did not converge in {max_cycles} cycles (global relabels)")
     return mask, {"backend": "cuda_csr", "global_relabels": st[0] + 1, "rounds": st[1], "bfs_levels": st[2],
                   "seconds": time.perf_counter() - t0}

@@ -1,0 +1,466 @@
+// Global relabel of the grid solver (BFS from the sink over residual arcs) and the small per-node
+// kernels: residual masks and seeds (bfs_init_kernel, seed_kernel), the worklist BFS
+// (bfs_queue_kernel), the active count (count_kernel), the push walk's list (list_kernel) and the
+// output mask (mask_kernel).
+//
+// Global relabel = exact distance to the sink over residual arcs, Bellman-Ford style: each BFS tile is
+// relaxed to its fixed point in shared memory by segmented min-plus scans along x, y and z
+// (bfs_scan_tile). One launch per global relabel (bfs_queue_kernel): resident blocks take tiles from a
+// worklist and tiles whose border heights changed go back into it, until nothing is queued or running.
+// Termination of the solve (exact): right after a converged BFS, no node with excess has a finite
+// distance. The source side of the cut is the set of nodes at infinite distance.
+#include <algorithm>
+
+#include "grid_device.cuh"
+
+namespace torchcut_grid {
+
+// Residual bit masks and the BFS start (height 1 next to the sink, else kInf); seeds (G = BFS geometry):
+// flag the tiles holding a node next to the sink or a node with a residual arc to such a node in another
+// tile (their heights never change, so no tile would be told of them).
+template <typename CapT, typename MaskT>
+__global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
+                                int* __restrict__ height, const __grid_constant__ Geom G, long long total,
+                                int* __restrict__ seeds, long long* __restrict__ scal) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // the BFS counters start at 0 (no memset node)
+    scal[kHead] = scal[kTail] = scal[kPending] = scal[kMaxGen] = 0;
+    scal[kActive] = scal[kActiveTiles] = 0;
+  }
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+       q += (long long)gridDim.x * blockDim.x) {
+    const long long b = q / G.N, g = q - b * G.N;
+    const CapT* cb = caps + b * G.D * G.N + g;
+    MaskT m = 0;
+    for (int d = 0; d < G.D; ++d)
+      if (cb[d * G.N] > 0) m |= (MaskT)1 << d;
+    mask[q] = m;
+    const bool next_to_sink = sink[q] > 0;
+    height[q] = next_to_sink ? 1 : kInf;
+    if (next_to_sink || m) {
+      const int x = (int)(g % G.X), y = (int)((g / G.X) % G.Y), z = (int)(g / ((long long)G.X * G.Y));
+      const int lx = x % G.TX, ly = y % G.TY, lz = z % G.TZ;
+      bool seed = next_to_sink;
+      for (int d = 0; d < G.D && !seed; ++d) {
+        if (!((m >> d) & 1)) continue;
+        const int ax = lx + G.dx[d], ay = ly + G.dy[d], az = lz + G.dz[d];
+        if ((unsigned)ax < (unsigned)G.TX && (unsigned)ay < (unsigned)G.TY && (unsigned)az < (unsigned)G.TZ) continue;
+        const int vx = x + G.dx[d], vy = y + G.dy[d], vz = z + G.dz[d];
+        if ((unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y && (unsigned)vz < (unsigned)G.Z)
+          seed = sink[q + G.glin[d]] > 0;
+      }
+      if (seed) seeds[b * G.T + x / G.TX + G.nTX * (y / G.TY + G.nTY * (z / G.TZ))] = 1;  // kQueued
+    }
+  }
+}
+
+// Scan BFS (v6). Along one axis of the tile, a line of E nodes (E a power of two <= 32) lies in E
+// consecutive lanes of a warp. Relaxing every arc of the line along +axis, in order, is a min-plus scan:
+// with a_p = d_p - p, d_p <- p + min{a_q : q <= p, every node q+1..p has its residual arc to the previous
+// one}; the arcs are a ballot, so each lane finds the first node of its chain with one bit operation,
+// and log2(E) shuffles finish the scan. The same backwards (b_p = d_p + p). A pass relaxes whole lines,
+// so a tile reaches its fixed point in a few passes (about one per turn of the shortest paths) instead
+// of one Jacobi sweep per node of path length.
+__device__ __forceinline__ int scan_line(int d, bool to_prev, bool to_next, int E) {
+  const unsigned full = 0xffffffffu;
+  const int lane = (int)(threadIdx.x & 31);
+  const int p = lane & (E - 1);
+  // forward: node p takes d(p-1) + 1 when it has a residual arc to p-1
+  unsigned links = __ballot_sync(full, to_prev && p > 0);
+  const int start = 31 - __clz(~links & ((2u << lane) - 1u));  // first node of p's chain (p = 0 is one)
+  int a = d - lane;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {  // unrolled: E is uniform, the branch costs nothing
+    if (o >= E) break;
+    const int v = __shfl_up_sync(full, a, o);
+    if (lane - o >= start) a = min(a, v);
+  }
+  d = min(d, a + lane);
+  // backward: node p takes d(p+1) + 1 when it has a residual arc to p+1
+  links = __ballot_sync(full, to_next && p < E - 1);
+  const int end = __ffs(~links & ~((1u << lane) - 1u)) - 1;  // last node of p's chain
+  int c = d + lane;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    if (o >= E) break;
+    const int v = __shfl_down_sync(full, c, o);
+    if (lane + o <= end) c = min(c, v);
+  }
+  return min(d, c - lane);  // values from unreached nodes stay >= kInf
+}
+
+// One block of TX*TY*TZ threads (powers of two) relaxes one BFS tile to its fixed point: the heights of
+// other tiles (read once, at the start) seed the border, then passes of line scans along x, y, z and a
+// Jacobi step over the other in-tile arcs repeat until a whole iteration changes nothing.
+constexpr int kScanSmem = 2048;  // padded layout: (TX + 1) * TY * TZ <= 2 * 1024
+
+// Tell tile q that a height it reads has changed (the change is written and fenced before). Returns
+// true when the caller must put q into the ring (it was idle); a running tile is marked dirty instead.
+__device__ __forceinline__ bool notify(const Work& W, long long q) {
+  int cur = kIdle;
+  while (true) {
+    const int want = cur == kIdle ? kQueued : cur == kRunning ? kDirty : -1;
+    if (want < 0) return false;  // queued or dirty: its next relaxation starts after this change
+    const int prev = atomicCAS(W.state + q, cur, want);
+    if (prev == cur) return want == kQueued;
+    cur = prev;
+  }
+}
+
+// Put one tile into the ring (counted in pending before it becomes visible to a consumer).
+__device__ __forceinline__ void push_one(const Work& W, long long q, int gen) {
+  W.gen[q] = gen;
+  atomic_add(W.pending, 1LL);
+  atomicMax(W.max_gen, (long long)gen);
+  __threadfence();
+  const unsigned long long pos = atomicAdd(W.tail, 1ULL);
+  atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+}
+
+template <typename MaskT, int DT, class S>
+__device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int* __restrict__ height, const Geom& G,
+                                             int b, int t, const Work& W, int gen, long long t_start) {
+  const int D = DT ? DT : G.D;
+  __shared__ int dist_s[kScanSmem];
+  __shared__ MaskT m_s[kScanSmem];
+  int* hb = height + (long long)b * G.N;
+  const Local L = locate_at<S>(G, t, threadIdx.x);
+  const int si = L.lx + (S::tx(G) + 1) * (L.ly + S::ty(G) * L.lz);
+  MaskT m = 0, m_other = 0;
+  int cur0 = kInf;
+  if (L.valid) {
+    m = mask[(long long)b * G.N + L.g];
+    cur0 = __ldcg(hb + L.g);  // other blocks wrote it in this launch
+  }
+  int best = cur0;
+  // Heights across the tile border, loaded whatever the mask says, so that the loads overlap the mask's.
+  // With the directions known at compile time, every load is issued before the first is used (one
+  // memory latency per visit instead of one per direction: v7 profile, load phase 3.4 us per visit).
+  auto across = [&](int d) {
+    const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+    return L.valid && !in_tile<S>(G, L, d) && (unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y &&
+           (unsigned)vz < (unsigned)G.Z;
+  };
+  if constexpr (DT > 0) {
+    int hv[DT];
+#pragma unroll
+    for (int d = 0; d < DT; ++d) hv[d] = across(d) ? __ldcg(hb + L.g + G.glin[d]) : kInf;
+#pragma unroll
+    for (int d = 0; d < DT; ++d) {
+      if (in_tile<S>(G, L, d)) {
+        if ((G.other >> d) & 1) m_other |= m & ((MaskT)1 << d);
+      } else if ((m >> d) & 1) {
+        best = min(best, hv[d] + 1);
+      }
+    }
+  } else {
+    for (int d = 0; d < D; ++d) {
+      if (in_tile<S>(G, L, d)) {
+        if ((G.other >> d) & 1) m_other |= m & ((MaskT)1 << d);
+        continue;
+      }
+      if (!across(d)) continue;
+      const int hv = __ldcg(hb + L.g + G.glin[d]);
+      if ((m >> d) & 1) best = min(best, hv + 1);
+    }
+  }
+  __shared__ unsigned s_next;  // neighbouring tiles (3x3x3 bits) that must relax again
+  if (threadIdx.x == 0) s_next = 0;
+  dist_s[si] = best;
+  m_s[si] = m;
+  __syncthreads();
+  long long tm = 0;
+  if (W.prof != nullptr && threadIdx.x == 0) tm = t_start;
+  mark(W.prof, 8, tm);
+  // Passes: a line scan along each axis that has unit steps, then (if any) a Jacobi step over the other
+  // arcs, in turn; the tile is at its fixed point once every pass has run without a change. What a thread
+  // reads in each scan pass (its node's slot and residual arcs along the axis) is set up once per tile.
+  int p0 = 0, p1 = 0, p2 = 0;  // the thread's slot in the x, y and z passes
+  unsigned links = 0;  // bit 2a: arc to the previous node along axis a, bit 2a + 1: to the next one
+  unsigned order = 0;  // the passes in turn, 2 bits each (3 = the Jacobi step)
+  int P = 0;
+#pragma unroll
+  for (int a = 0; a < 3; ++a) {
+    const int E = a == 0 ? S::tx(G) : a == 1 ? S::ty(G) : S::tz(G);
+    if (E == 1 || (G.axm[a] < 0 && G.axp[a] < 0)) continue;  // uniform over the block
+    order |= (unsigned)a << (2 * P++);
+    const int q = (int)threadIdx.x;
+    int lx, ly, lz;  // the thread's node in this pass: the axis coordinate is the fastest
+    if (a == 0) {
+      lx = q % S::tx(G), ly = (q / S::tx(G)) % S::ty(G), lz = q / (S::tx(G) * S::ty(G));
+    } else if (a == 1) {
+      ly = q % S::ty(G), lx = (q / S::ty(G)) % S::tx(G), lz = q / (S::tx(G) * S::ty(G));
+    } else {
+      lz = q % S::tz(G), lx = (q / S::tz(G)) % S::tx(G), ly = q / (S::tz(G) * S::tx(G));
+    }
+    const int idx = lx + (S::tx(G) + 1) * (ly + S::ty(G) * lz);
+    (a == 0 ? p0 : a == 1 ? p1 : p2) = idx;
+    const MaskT mm = m_s[idx];
+    if (G.axm[a] >= 0 && ((mm >> G.axm[a]) & 1)) links |= 1u << (2 * a);
+    if (G.axp[a] >= 0 && ((mm >> G.axp[a]) & 1)) links |= 2u << (2 * a);
+  }
+  if (G.other) order |= 3u << (2 * P++);
+  int passes = 0;
+  for (int k = 0, quiet = 0; P > 0 && quiet < P; k = k + 1 == P ? 0 : k + 1, ++passes) {
+    const int a = (int)(order >> (2 * k)) & 3;
+    bool ch = false;
+    if (a < 3) {
+      const int idx = a == 0 ? p0 : a == 1 ? p1 : p2;
+      const int E = a == 0 ? S::tx(G) : a == 1 ? S::ty(G) : S::tz(G);
+      const int d0 = dist_s[idx];
+      const int d1 = scan_line(d0, (links >> (2 * a)) & 1, (links >> (2 * a + 1)) & 1, E);
+      if (d1 < d0) {
+        dist_s[idx] = d1;
+        ch = true;
+      }
+    } else if (m_other) {  // diagonals and long offsets inside the tile (old or new values: both bound)
+      const int d0 = dist_s[si];
+      int bst = d0;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if ((m_other >> d) & 1) bst = min(bst, dist_s[si + G.plin[d]] + 1);
+      if (bst < d0) {
+        dist_s[si] = bst;
+        ch = true;
+      }
+    }
+    quiet = __syncthreads_or(ch) ? 0 : quiet + 1;
+  }
+  mark(W.prof, 9, tm);
+  const int fin = dist_s[si];
+  const bool mine = fin < cur0;
+  {
+    // Tiles with an arc into a changed node relax again: the write is fenced before the notification,
+    // and a tile's relaxation reads only after it left the queued state (an atomic), so it either sees
+    // the new height or starts again after it (notify). Heights that never change (1, next to the sink)
+    // reach other tiles because those tiles are seeds too (bfs_init_kernel).
+    if (mine) {
+      hb[L.g] = fin;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        if (in_tile<S>(G, L, d)) continue;
+        const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+        if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
+        if (G.bfs_skip) {  // a neighbouring tile: one bit, queued once below
+          const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= S::tx(G) ? 2 : 1;
+          const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= S::ty(G) ? 2 : 1;
+          const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= S::tz(G) ? 2 : 1;
+          atomicOr(&s_next, 1u << (ox + 3 * (oy + 3 * oz)));
+        } else {  // offsets longer than a tile: notify the tile of the target directly
+          __threadfence();
+          const long long q = (long long)b * G.T + vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
+          if (notify(W, q)) push_one(W, q, gen + 1);
+        }
+      }
+      __threadfence();
+    }
+    __syncthreads();
+    mark(W.prof, 10, tm);
+    if (threadIdx.x < 32) {  // warp 0 queues the flagged neighbours: one pending add, one tail add
+      const unsigned next = s_next;
+      long long q = -1;
+      if (threadIdx.x < 27 && ((next >> threadIdx.x) & 1)) {
+        const int tx = t % G.nTX + (int)threadIdx.x % 3 - 1, ty = (t / G.nTX) % G.nTY + ((int)threadIdx.x / 3) % 3 - 1,
+                  tz = t / (G.nTX * G.nTY) + (int)threadIdx.x / 9 - 1;
+        if (tx >= 0 && ty >= 0 && tz >= 0 && tx < G.nTX && ty < G.nTY && tz < G.nTZ) {
+          q = (long long)b * G.T + tx + G.nTX * (ty + G.nTY * tz);
+          if (!notify(W, q)) q = -1;
+        }
+      }
+      const unsigned win = __ballot_sync(0xffffffffu, q >= 0);
+      if (win) {
+        if (q >= 0) W.gen[q] = gen + 1;
+        if (threadIdx.x == 0) {
+          atomic_add(W.pending, (long long)__popc(win));  // counted before the tiles become visible
+          atomicMax(W.max_gen, (long long)gen + 1);
+        }
+        __threadfence();
+        unsigned long long pos = 0;
+        if (threadIdx.x == 0) pos = atomicAdd(W.tail, (unsigned long long)__popc(win));
+        pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(win & ((1u << threadIdx.x) - 1u));
+        if (q >= 0) atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+      }
+      mark(W.prof, 11, tm);
+    }
+  }
+  return passes;
+}
+
+// Queue BFS (v6): one launch per global relabel. Resident blocks take tiles from a ring buffer, relax
+// them (bfs_scan_tile) and notify the neighbouring tiles whose nodes can now reach the sink by a shorter
+// path. Asynchronous Bellman-Ford: no launch boundaries, no host reads, every block always has the next
+// tile of the wavefront. Converged when no tile is queued or running (pending == 0): then every tile was
+// relaxed after the last change of the heights it reads, so all residual arcs satisfy d(u) <= d(v) + 1
+// and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
+// (bfs_init_kernel, seed_kernel).
+// Bound to 32 registers (four 512-thread blocks per SM; ~25 values spill to the stack). v7 measured a
+// 64-register variant with two blocks per SM: 30% less time per visit, half the blocks, no faster.
+template <typename MaskT, int DT, class S>
+__global__ void __launch_bounds__(1024, 2)
+    bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
+                     const Work W) {
+  __shared__ long long s_item;
+  long long t0 = 0, t1 = 0;
+  while (true) {
+    if (threadIdx.x == 0) {
+      if (W.prof != nullptr) t0 = clock64();
+      const unsigned long long pos = atomicAdd(W.head, 1ULL);
+      volatile long long* slot = W.ring + (pos & W.mask);
+      long long item;
+      for (long long spins = 0;; ++spins) {
+        item = *slot;
+        if (item >= 0) {
+          *slot = -1;
+          break;
+        }
+        if (*(volatile long long*)W.pending == 0) break;  // converged: nothing queued, nothing running
+        if (spins > (1LL << 26)) {                         // seconds; would mean a bug, never a hang
+          atomicExch(reinterpret_cast<unsigned long long*>(W.stalled), 1ULL);
+          break;
+        }
+        __nanosleep(100);
+      }
+      if (item >= 0) {
+        __threadfence();
+        atomicExch(W.state + item, kRunning);  // from now on a change of a neighbour marks it dirty
+        __threadfence();  // (acquire) the heights are read after the state and the slot
+        atomic_add(W.visits, 1LL);
+      }
+      s_item = item;
+      if (W.prof != nullptr) {
+        t1 = clock64();
+        atomicAdd(W.prof + 3, (unsigned long long)(t1 - t0));
+      }
+    }
+    __syncthreads();
+    const long long item = s_item;
+    if (item < 0) return;
+    const int b = item < G.T ? 0 : (int)(item / G.T);
+    const int gen = __ldcg(W.gen + item);
+    const int passes = bfs_scan_tile<MaskT, DT, S>(mask, height, G, b, (int)(item - (long long)b * G.T), W, gen, t1);
+    __syncthreads();  // this tile's writes are fenced and its notifications counted
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicCAS(W.state + item, kRunning, kIdle) == kDirty) {  // a neighbour changed meanwhile: again
+        atomicExch(W.state + item, kQueued);
+        push_one(W, item, gen);
+      }
+      __threadfence();
+      atomic_add(W.pending, -1LL);
+      if (W.prof != nullptr) {
+        atomicAdd(W.prof + 4, (unsigned long long)(clock64() - t1));
+        atomicAdd(W.prof + 5, (unsigned long long)passes);
+      }
+    }
+  }
+}
+
+// Queue the seed tiles (flagged by bfs_init_kernel).
+__global__ void seed_kernel(const Work W, long long tiles) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < tiles; q += (long long)gridDim.x * blockDim.x) {
+    if (W.state[q] != kQueued) continue;
+    W.gen[q] = 0;
+    atomic_add(W.pending, 1LL);
+    const unsigned long long pos = atomicAdd(W.tail, 1ULL);
+    W.ring[pos & W.mask] = q;
+  }
+}
+
+// Active nodes (excess > 0, finite distance) per tile and in total, right after a BFS.
+__global__ void count_kernel(const long long* __restrict__ excess, const int* __restrict__ height,
+                             int* __restrict__ tile_active, unsigned long long* __restrict__ count,
+                             const __grid_constant__ Geom G) {
+  const Local L = locate_at(G, blockIdx.x, threadIdx.x);
+  const long long q = (long long)blockIdx.y * G.N + L.g;
+  const bool a = L.valid && excess[q] > 0 && height[q] < kInf;
+  const int n = __syncthreads_count(a);
+  if (threadIdx.x == 0) {
+    tile_active[(long long)blockIdx.y * G.T + blockIdx.x] = n > 0;
+    if (n) {
+      atomicAdd(count, (unsigned long long)n);
+      atomicAdd(count + 1, 1ULL);  // active tiles
+    }
+  }
+}
+
+__global__ void mask_kernel(const int* __restrict__ height, bool* __restrict__ out, long long total) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+       q += (long long)gridDim.x * blockDim.x)
+    out[q] = height[q] >= kInf;
+}
+
+// Push walk: the flagged tiles into a list (pq[1] = count), one warp-aggregated add per warp.
+// It also clears the other pair of counters, which the next push launch uses (no memset node per launch).
+__global__ void list_kernel(const int* __restrict__ tile_active, unsigned long long* __restrict__ pq,
+                            long long* __restrict__ plist, long long total, unsigned long long* __restrict__ other) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) other[0] = other[1] = 0;
+  for (long long q0 = blockIdx.x * (long long)blockDim.x; q0 < total; q0 += (long long)gridDim.x * blockDim.x) {
+    const long long q = q0 + threadIdx.x;
+    const bool f = q < total && tile_active[q] != 0;
+    const unsigned bits = __ballot_sync(0xffffffffu, f);
+    if (!bits) continue;
+    const int lane = threadIdx.x & 31;
+    unsigned long long pos = 0;
+    if (lane == 0) pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
+    pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(bits & ((1u << lane) - 1u));
+    if (f) plist[pos] = q;
+  }
+}
+
+
+// ---------------------------------------------------------------------------------------- launchers
+template <typename CapT, typename MaskT>
+void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
+                     const Geom& G, long long total, int* seeds, long long* scal) {
+  bfs_init_kernel<CapT, MaskT><<<blocks, 256, 0, st>>>(caps, sink, mask, height, G, total, seeds, scal);
+}
+template void launch_bfs_init<int, uint32_t>(cudaStream_t, int, const int*, const int*, uint32_t*, int*, const Geom&,
+                                             long long, int*, long long*);
+template void launch_bfs_init<int, unsigned long long>(cudaStream_t, int, const int*, const int*, unsigned long long*,
+                                                       int*, const Geom&, long long, int*, long long*);
+template void launch_bfs_init<long long, uint32_t>(cudaStream_t, int, const long long*, const long long*, uint32_t*,
+                                                   int*, const Geom&, long long, int*, long long*);
+template void launch_bfs_init<long long, unsigned long long>(cudaStream_t, int, const long long*, const long long*,
+                                                             unsigned long long*, int*, const Geom&, long long, int*,
+                                                             long long*);
+
+// Compiled variants: the default BFS tile of 4-, 8-, 6- and 26-connected grids with its directions and
+// extents known at compile time, 18 directions, and one generic kernel for every other grid, tile
+// option and 64-bit masks.
+template <typename MaskT>
+void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
+                      const Work& W) {
+  auto go = [&](auto kern) { kern<<<blocks, threads, 0, st>>>(mask, height, G, W); };
+  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t3 = G.TX == 8 && G.TY == 8 && G.TZ == 8;
+  if constexpr (sizeof(MaskT) == 4) {
+    if (G.D == 4 && t2) return go(bfs_queue_kernel<MaskT, 4, Sh<32, 16, 1>>);
+    if (G.D == 8 && t2) return go(bfs_queue_kernel<MaskT, 8, Sh<32, 16, 1>>);
+    if (G.D == 6 && t3) return go(bfs_queue_kernel<MaskT, 6, Sh<8, 8, 8>>);
+    if (G.D == 26 && t3) return go(bfs_queue_kernel<MaskT, 26, Sh<8, 8, 8>>);
+    if (G.D == 18) return go(bfs_queue_kernel<MaskT, 18, Sh<>>);
+  }
+  go(bfs_queue_kernel<MaskT, 0, Sh<>>);
+}
+template void launch_bfs_queue<uint32_t>(cudaStream_t, int, int, const uint32_t*, int*, const Geom&, const Work&);
+template void launch_bfs_queue<unsigned long long>(cudaStream_t, int, int, const unsigned long long*, int*,
+                                                   const Geom&, const Work&);
+
+void launch_seed(cudaStream_t st, const Work& W, long long tiles) {
+  seed_kernel<<<(int)std::min<long long>((tiles + 255) / 256, 1024), 256, 0, st>>>(W, tiles);
+}
+
+void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
+                  unsigned long long* count, const Geom& G) {
+  count_kernel<<<dim3(G.T, (unsigned)items), G.TX * G.TY * G.TZ, 0, st>>>(excess, height, tile_active, count, G);
+}
+
+void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,
+                 unsigned long long* other) {
+  list_kernel<<<(int)std::min<long long>((total + 255) / 256, 1024), 256, 0, st>>>(tile_active, pq, plist, total,
+                                                                                  other);
+}
+
+void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total) {
+  mask_kernel<<<blocks, 256, 0, st>>>(height, out, total);
+}
+
+}  // namespace torchcut_grid

@@ -1,0 +1,345 @@
+// Host loop of the grid push-relabel solver (phase one): geometry, buffers, and the cycle of one global
+// relabel (a worklist BFS launch) and a few push launches, with one read-back of the counters per cycle.
+// Plain C++ and the CUDA runtime: the kernels are launched through grid_common.h's launchers.
+//
+// Layout (see torchcut/grid.py): caps [B, D, N] residuals, D = 2K directions (d < K: offsets[d],
+// d >= K: -offsets[d-K]); excess [B, N] int64; sink [B, N] residual sink capacities; N = Z*Y*X with
+// x fastest. 2D grids are 3D grids with Z = 1. The grid is cut into push tiles (grid_push.cuh) and BFS
+// tiles (grid_bfs.cu), each of its own extent.
+//
+// Push launches per relabel: half the BFS depth in tiles (capped at 4 on 4/6-connected grids), or
+// push_tail (default: the BFS depth, 6 to 24) once at most a quarter as many tiles are active as there
+// are push blocks (late cycles: a launch then costs ~25 us, a BFS ~200 us).
+// Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
+// profile = 2 also prints one line per relabel cycle and push launch.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "grid_common.h"
+
+namespace torchcut_grid {
+
+namespace {
+
+#define TC_CHECK(expr)                                                                                   \
+  do {                                                                                                   \
+    cudaError_t err__ = (expr);                                                                          \
+    if (err__ != cudaSuccess)                                                                            \
+      throw std::runtime_error(std::string("torchcut_grid: CUDA error ") + cudaGetErrorString(err__) + \
+                               " at " #expr);                                                            \
+  } while (0)
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw std::runtime_error("torchcut_grid: " + msg);
+}
+
+std::string dims(int x, int y, int z) { return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z); }
+
+// Tile counts, per-direction offsets and whether BFS tile skipping is safe, from X/Y/Z and TX/TY/TZ.
+void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
+  const int K = G.K;
+  G.nTX = (G.X + G.TX - 1) / G.TX;
+  G.nTY = (G.Y + G.TY - 1) / G.TY;
+  G.nTZ = (G.Z + G.TZ - 1) / G.TZ;
+  G.T = G.nTX * G.nTY * G.nTZ;
+  G.bfs_skip = 1;
+  for (int d = 0; d < G.D; ++d) {
+    const int k = d < K ? d : d - K;
+    const int sgn = d < K ? 1 : -1;
+    const int ox = sgn * (int)offsets[k * nd + nd - 1];
+    const int oy = sgn * (int)offsets[k * nd + nd - 2];
+    const int oz = nd == 3 ? sgn * (int)offsets[k * nd] : 0;
+    G.dx[d] = ox;
+    G.dy[d] = oy;
+    G.dz[d] = oz;
+    G.slin[d] = ox + G.TX * (oy + G.TY * oz);
+    G.glin[d] = ox + (long long)G.X * (oy + (long long)G.Y * oz);
+    // the BFS notifies the 3x3x3 neighbouring tiles by bits; longer offsets notify their target tile
+    if (std::abs(ox) > G.TX || std::abs(oy) > G.TY || std::abs(oz) > G.TZ) G.bfs_skip = 0;
+  }
+  // push: the height box (halo as deep as the longest offset along each axis, at most 2)
+  int px = 0, py = 0, pz = 0;
+  for (int d = 0; d < G.D; ++d) {
+    px = std::max(px, std::abs(G.dx[d]));
+    py = std::max(py, std::abs(G.dy[d]));
+    pz = std::max(pz, std::abs(G.dz[d]));
+  }
+  G.box = px <= 2 && py <= 2 && pz <= 2;
+  if (!G.box) px = py = pz = 0;
+  G.px = px;
+  G.py = py;
+  G.pz = pz;
+  G.BX = G.TX + 2 * px;
+  G.BY = G.TY + 2 * py;
+  G.boxN = G.BX * G.BY * (G.TZ + 2 * pz);
+  // scan BFS: padded layout, unit steps along each axis, the rest
+  G.SX = G.TX + 1;
+  G.other = 0;
+  for (int a = 0; a < 3; ++a) G.axm[a] = G.axp[a] = -1;
+  for (int d = 0; d < G.D; ++d) {
+    G.boff[d] = G.dx[d] + G.BX * (G.dy[d] + G.BY * G.dz[d]);
+    G.plin[d] = G.dx[d] + G.SX * (G.dy[d] + G.TY * G.dz[d]);
+    const int ax = std::abs(G.dx[d]), ay = std::abs(G.dy[d]), az = std::abs(G.dz[d]);
+    const int a = ax + ay + az != 1 ? -1 : ax ? 0 : ay ? 1 : 2;
+    if (a >= 0) {
+      const int step = G.dx[d] + G.dy[d] + G.dz[d];
+      (step < 0 ? G.axm : G.axp)[a] = d;
+    } else {
+      G.other |= 1ULL << d;
+    }
+  }
+}
+
+bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+int pick(int64_t want, int fallback) { return want > 0 ? (int)want : fallback; }
+
+// Destroys events on every exit.
+struct Events {
+  cudaEvent_t e[3];
+  int n = 0;
+  ~Events() {
+    for (int k = 0; k < n; ++k) cudaEventDestroy(e[k]);
+  }
+};
+
+template <typename CapT, typename MaskT>
+void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, const Geom& GB, int64_t B,
+                 const Options& opts, cudaStream_t st, int sms, Alloc& alloc, int64_t* stats) {
+  const int NT = G.TX * G.TY * G.TZ;
+  const int NTB = GB.TX * GB.TY * GB.TZ;  // threads of a BFS block
+  const long long total = (long long)B * G.N;
+  const long long pt = (long long)G.T * B;      // push tiles of all items
+  const long long qtiles = (long long)GB.T * B;  // BFS tiles of all items
+  int* hp = static_cast<int*>(alloc.device(total * sizeof(int)));
+  MaskT* mp = static_cast<MaskT*>(alloc.device(total * sizeof(MaskT)));
+  int* tap = static_cast<int*>(alloc.device(pt * sizeof(int)));
+  long long* plist = static_cast<long long*>(alloc.device(pt * sizeof(long long)));
+  // Counters (slots k*): the active count, the profile counters, and the queue BFS's head, tail,
+  // pending, max_gen, visits and stalled, each of those in its own 128-byte line (every visit updates
+  // them, and idle blocks poll pending); the push walk's two counter pairs.
+  long long* scp = static_cast<long long*>(alloc.device(kSlots * sizeof(long long)));
+  long long* hostp = static_cast<long long*>(alloc.pinned(kSlots * sizeof(long long)));
+  unsigned long long capq = 4096;
+  while (capq < 4ULL * (unsigned long long)(qtiles + 4096)) capq <<= 1;  // never wraps onto a live slot
+  Work W{};
+  W.state = static_cast<int*>(alloc.device(qtiles * sizeof(int)));
+  W.gen = static_cast<int*>(alloc.device(qtiles * sizeof(int)));
+  W.ring = static_cast<long long*>(alloc.device(capq * sizeof(long long)));
+  TC_CHECK(cudaMemsetAsync(tap, 0, pt * sizeof(int), st));
+  TC_CHECK(cudaMemsetAsync(scp, 0, kSlots * sizeof(long long), st));
+  TC_CHECK(cudaMemsetAsync(W.state, 0, qtiles * sizeof(int), st));
+  TC_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
+  TC_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
+  for (int k = 0; k < kSlots; ++k) hostp[k] = 0;
+  W.mask = capq - 1;
+  W.head = reinterpret_cast<unsigned long long*>(scp + kHead);
+  W.tail = reinterpret_cast<unsigned long long*>(scp + kTail);
+  W.pending = scp + kPending;
+  W.stalled = scp + kStalled;
+  W.max_gen = scp + kMaxGen;
+  W.visits = scp + kVisits;
+
+  const bool profile = opts.profile != 0;
+  const bool trace = opts.profile >= 2;  // one line per relabel cycle and push launch on stderr
+  unsigned long long* prof = profile ? reinterpret_cast<unsigned long long*>(scp + kProf) : nullptr;
+  W.prof = prof;
+  // Persistent grids: blocks walk over the tiles of all items (2 push blocks per SM, as many BFS blocks
+  // as fit; persist = n: n per SM; -1: one block per tile).
+  const long long cap = (1LL << 31) - 1;
+  const int per_sm_push = (int)(opts.persist > 0 ? opts.persist : 2);
+  const int per_sm_bfs = (int)(opts.persist > 0 ? opts.persist : std::max(1, 2048 / NTB));
+  const int push_blocks = (int)std::min(cap, opts.persist < 0 ? pt : std::min<long long>(pt, (long long)per_sm_push * sms));
+  const int bfs_blocks = (int)std::min(cap, opts.persist < 0 ? qtiles : std::min<long long>(qtiles, (long long)per_sm_bfs * sms));
+  Events ev;
+  float bfs_ms = 0, push_ms = 0;
+  if (profile)
+    for (; ev.n < 3; ++ev.n) TC_CHECK(cudaEventCreate(&ev.e[ev.n]));
+  const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
+  const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
+  const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
+  const int64_t push_opt = opts.push_launches;
+  const int64_t max_cycles = opts.max_cycles > 0 ? opts.max_cycles : 1000000;
+  const int items = (int)B;
+  unsigned long long* pq0 = reinterpret_cast<unsigned long long*>(scp + kPushQueue);  // two pairs, zero at start
+  long long push_seq = 0;
+  auto push = [&]() {  // launch k uses pair k % 2; its list_kernel clears the other pair for launch k + 1
+    unsigned long long* pq = pq0 + 2 * (push_seq & 1);
+    unsigned long long* other = pq0 + 2 * ((push_seq + 1) & 1);
+    ++push_seq;
+    launch_list(st, tap, pq, plist, pt, other);
+    launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist);
+    TC_CHECK(cudaGetLastError());
+  };
+  int clock_khz = 1;  // cycles per ms (profile counters are clock64 cycles)
+  if (profile) {
+    int dev = 0;
+    TC_CHECK(cudaGetDevice(&dev));
+    TC_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  }
+  const double khz = std::max(clock_khz, 1);
+  long long seen[kSlots] = {0};  // trace: counters at the last line
+  // Push launches between two global relabels: half the BFS depth in tiles, at most 4 on 4/6-connected
+  // grids (v6 sweep: fixed 4 beat depth/2 by 5-12% at 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%,
+  // so more directions keep depth/2).
+  const int push_cap = G.D <= 6 ? 4 : 64;
+  // Tail (option push_tail): when at most a quarter as many tiles are active as there are push blocks, a
+  // push launch costs about one tile visit plus the launch (~25 us) and a BFS ~8 of them, so run more
+  // push launches before the next BFS (v7 trace at 1024^2: the last 7 of 12 cycles had 10-70 active
+  // tiles and 2-4 pushes each). Default: as many launches as the BFS was deep in tiles, 6 to 24 (fixed 6
+  // was best at 1024^2, 24 at 2048^2; the depth grows with the grid).
+  const bool tail_on = opts.push_tail >= 0;
+  const int tail_fixed = opts.push_tail > 0 ? (int)opts.push_tail : 0;
+
+  int64_t cycles = 0, push_launches = 0, syncs = 0, bfs_depth = 0;
+  int status = kStatusOk;
+  while (true) {
+    // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
+    if (profile) TC_CHECK(cudaEventRecord(ev.e[1], st));
+    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, total, W.state, scp);
+    launch_seed(st, W, qtiles);
+    launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
+    launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G);
+    TC_CHECK(cudaGetLastError());
+    TC_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
+    TC_CHECK(cudaStreamSynchronize(st));
+    ++syncs;
+    if (hostp[kStalled] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
+      status = kStatusStalled;
+      break;
+    }
+    if (profile) {
+      TC_CHECK(cudaEventRecord(ev.e[2], st));
+      TC_CHECK(cudaEventSynchronize(ev.e[2]));
+      float a = 0;
+      TC_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
+      bfs_ms += a;
+      if (cycles > 0) {
+        TC_CHECK(cudaEventElapsedTime(&a, ev.e[0], ev.e[1]));
+        push_ms += a;
+      }
+    }
+    const int last_bfs = (int)hostp[kMaxGen] + 1;  // wavefront depth in tiles
+    bfs_depth += last_bfs;
+    if (trace) {
+      float a = 0;
+      TC_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
+      const long long v = hostp[kVisits] - seen[kVisits];
+      auto per = [&](int k) { return v ? (hostp[kProf + k] - seen[kProf + k]) / khz * 1000 / v : 0.0; };
+      fprintf(stderr,
+              "trace cycle %lld: bfs %.1f us, %lld visits, depth %d, pop %.2f us/visit, relax %.2f us/visit "
+              "(load %.2f, passes %.2f, write %.2f, notify %.2f), %.1f passes/visit, active %lld (tiles %lld)\n",
+              (long long)cycles, a * 1000, v, last_bfs, per(3), per(4), per(8), per(9), per(10), per(11),
+              v ? (double)(hostp[kProf + 5] - seen[kProf + 5]) / v : 0.0, hostp[kActive], hostp[kActiveTiles]);
+      for (int k = 0; k < kSlots; ++k) seen[k] = hostp[k];
+    }
+    if (hostp[kActive] == 0) break;
+    if (++cycles > max_cycles) {  // reported by the Python layer (no exception crosses the op)
+      status = kStatusCycles;
+      break;
+    }
+    // ---- push/relabel launches
+    if (profile) TC_CHECK(cudaEventRecord(ev.e[0], st));
+    int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(push_cap, last_bfs / 2));
+    if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
+      P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
+    for (int p = 0; p < P; ++p) {
+      if (trace) TC_CHECK(cudaEventRecord(ev.e[2], st));
+      push();
+      if (trace) {
+        TC_CHECK(cudaEventRecord(ev.e[1], st));
+        TC_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
+        TC_CHECK(cudaStreamSynchronize(st));
+        float a = 0;
+        TC_CHECK(cudaEventElapsedTime(&a, ev.e[2], ev.e[1]));
+        const long long v = hostp[kProf] - seen[kProf];
+        auto per = [&](int k) { return v ? (hostp[kProf + k] - seen[kProf + k]) / khz * 1000 / v : 0.0; };
+        fprintf(stderr, "trace   push %d: %.1f us, %lld tiles, %.2f us/tile (load %.2f, rounds %.2f), %.1f rounds/tile\n",
+                p, a * 1000, v, per(1), per(6), per(7), v ? (double)(hostp[kProf + 2] - seen[kProf + 2]) / v : 0.0);
+        for (int k = 0; k < kSlots; ++k) seen[k] = hostp[k];
+      }
+    }
+    push_launches += P;
+  }
+  launch_mask(st, flat_blocks, hp, out, total);
+  TC_CHECK(cudaGetLastError());
+  int64_t* s = stats;
+  s[kStRelabels] = cycles + 1;
+  s[kStBfsLaunches] = cycles + 1;  // one worklist launch per global relabel
+  s[kStPushLaunches] = push_launches;
+  s[kStHostSyncs] = syncs;
+  s[kStRounds] = rounds;
+  s[kStTileX] = G.TX;
+  s[kStTileY] = G.TY;
+  s[kStTileZ] = G.TZ;
+  s[kStBfsTileX] = GB.TX;
+  s[kStBfsTileY] = GB.TY;
+  s[kStBfsTileZ] = GB.TZ;
+  s[kStBfsUs] = (int64_t)(bfs_ms * 1000);
+  s[kStPushUs] = (int64_t)(push_ms * 1000);
+  s[kStBfsVisits] = hostp[kVisits];
+  s[kStBfsDepth] = bfs_depth;
+  s[kStPushVisits] = hostp[kProf];
+  s[kStPushVisitUs] = (int64_t)(hostp[kProf + 1] / khz * 1000);
+  s[kStPushRounds] = hostp[kProf + 2];
+  s[kStBfsPopUs] = (int64_t)(hostp[kProf + 3] / khz * 1000);
+  s[kStBfsRelaxUs] = (int64_t)(hostp[kProf + 4] / khz * 1000);
+  s[kStBfsPasses] = hostp[kProf + 5];
+  s[kStStatus] = status;
+}
+
+}  // namespace
+
+void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
+           const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
+           int64_t* stats) {
+  const int nd = (int)shape.size();
+  Geom G{};
+  G.X = (int)shape[nd - 1];
+  G.Y = (int)shape[nd - 2];
+  G.Z = nd == 3 ? (int)shape[0] : 1;
+  G.N = (long long)G.X * G.Y * G.Z;
+  const int K = (int)(offsets.size() / nd);
+  G.K = K;
+  G.D = 2 * K;
+  // Push tiles: 512 threads, one node each (256 for many directions, to keep shared memory moderate).
+  if (nd == 2) {
+    G.TX = pick(opts.tile_x, 32);
+    G.TY = pick(opts.tile_y, G.D > 8 ? 8 : 16);
+    G.TZ = 1;
+  } else {
+    G.TX = pick(opts.tile_x, 8);  // v7: 8x8x8 beat 16x8x4 at 128^3 (3.06 vs 3.25 ms) and 256^3
+    G.TY = pick(opts.tile_y, 8);
+    G.TZ = pick(opts.tile_z, G.D > 8 ? 4 : 8);
+  }
+  require(G.TX * G.TY * G.TZ <= 512 && G.TX * G.TY * G.TZ >= 32,
+          "tile: expected between 32 and 512 nodes, got " + dims(G.TX, G.TY, G.TZ));
+  finish_geom(G, offsets, nd);
+  require((long long)G.nTX * G.nTY * G.nTZ < (1LL << 31), "grid too large");
+  require(B <= 65535, "batch: expected at most 65535 items");
+  // BFS tiles: up to 1024 threads, each extent a power of two <= 32.
+  Geom GB = G;
+  GB.TX = pick(opts.bfs_tile_x, nd == 2 ? 32 : 8);  // 3D: 8x8x8 steadier than 16x8x8 at 128^3
+  GB.TY = pick(opts.bfs_tile_y, nd == 2 ? 16 : 8);  // 32x16 measured a little faster than 32x32
+  GB.TZ = nd == 2 ? 1 : pick(opts.bfs_tile_z, 8);
+  const int nb = GB.TX * GB.TY * GB.TZ;
+  require(pow2(GB.TX) && pow2(GB.TY) && pow2(GB.TZ) && GB.TX <= 32 && GB.TY <= 32 && GB.TZ <= 32 && nb >= 32 &&
+              nb <= 1024,
+          "BFS tile: expected powers of two, each at most 32, between 32 and 1024 nodes, got " +
+              dims(GB.TX, GB.TY, GB.TZ));
+  finish_geom(GB, offsets, nd);
+  if (caps_bytes == 4) {
+    auto* c = static_cast<int*>(caps);
+    auto* s = static_cast<int*>(sink);
+    if (G.D <= 32) return solve_typed<int, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+    return solve_typed<int, unsigned long long>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+  }
+  auto* c = static_cast<long long*>(caps);
+  auto* s = static_cast<long long*>(sink);
+  if (G.D <= 32) return solve_typed<long long, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+  solve_typed<long long, unsigned long long>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+}
+
+}  // namespace torchcut_grid
