@@ -113,13 +113,22 @@ class BK {
     return st_;
   }
 
-  // The canonical sink side: nodes that can reach the sink in the residual network (tr < 0 or a residual
-  // arc to such a node). Writes 1 there and 0 elsewhere into `reach`; uses nxt as the BFS queue.
+  // The canonical sink side: nodes that can reach the sink in the residual network. Writes 1 there and
+  // 0 elsewhere into `reach`; uses nxt as the BFS queue. Every node of the T tree reaches the sink along
+  // its parent arcs and no node of the S tree does (else there would be an augmenting path), so only
+  // free nodes need a search: it starts from those with a residual arc into the T tree.
   void sink_side(uint8_t* reach) {
+    for (int64_t v = 0; v < n_; ++v) reach[v] = !g_.is_free(v) && g_.is_sink(v);
     int64_t qt = 0;
     for (int64_t v = 0; v < n_; ++v) {
-      reach[v] = tr_[v] < 0;
-      if (reach[v]) nxt_[qt++] = static_cast<int32_t>(v);
+      if (!g_.is_free(v)) continue;
+      for (auto k = g_.begin(v), e = g_.end(v); k != e; ++k) {
+        if (reach[g_.head(v, k)] && g_.rc[g_.arc(v, k)] > 0) {
+          reach[v] = 1;
+          nxt_[qt++] = static_cast<int32_t>(v);
+          break;
+        }
+      }
     }
     for (int64_t qh = 0; qh < qt; ++qh) {
       const int32_t v = nxt_[qh];

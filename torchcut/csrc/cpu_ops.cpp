@@ -9,13 +9,19 @@
 //
 // csr_solve: the layout of torchcut/graph.py (row_ptr, head, rev, residuals), solved in place.
 //
-// Both write back the final residuals, the excess (unsaturated source residual, as a preflow) and the
-// residual sink capacities, and return the source side of the canonical minimum cut (nodes that cannot
-// reach the sink) plus counters [flow, augmentations, orphans, growths] per item.
+// grid_solve leaves its inputs alone and returns new tensors; csr_solve works in place. Both give the
+// final residuals, the excess (unsaturated source residual, as a preflow), the residual sink capacities,
+// the source side of the canonical minimum cut (nodes that cannot reach the sink) and counters per item
+// (kStats).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -25,7 +31,7 @@
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kStats = 4;
+constexpr int kStats = 8;  // flow, augmentations, orphans, growths, then load/solve/cut/store microseconds
 
 // ------------------------------------------------------------------------------------------- grids
 template <class CapT>
@@ -59,76 +65,151 @@ struct GridTopo {
   void set_free(int64_t v) { st[v] = kFree; }
 };
 
-// Per-thread buffers for one padded grid item.
+// Large buffers in transparent huge pages where the kernel allows it (madvise mode): a fresh 4 KiB page
+// costs a fault on first touch, and the solver's buffers are touched once per node right away.
+constexpr size_t kHuge = size_t(1) << 21;
+
+void* huge_alloc(size_t bytes) {
+  if (bytes < kHuge) {
+    void* p = std::malloc(bytes ? bytes : 1);
+    TORCH_CHECK(p, "torchcut_cpu: out of memory allocating ", bytes, " bytes");
+    return p;
+  }
+  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  TORCH_CHECK(p, "torchcut_cpu: out of memory allocating ", bytes, " bytes");
+#ifdef MADV_HUGEPAGE
+  madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+struct HugeFree {
+  void operator()(void* p) const { std::free(p); }
+};
+template <class T>
+using HugeBuf = std::unique_ptr<T[], HugeFree>;
+template <class T>
+HugeBuf<T> huge_buf(int64_t n) {
+  return HugeBuf<T>(static_cast<T*>(huge_alloc(sizeof(T) * static_cast<size_t>(n))));
+}
+
+// A CPU tensor whose storage comes from huge_alloc.
+at::Tensor huge_tensor(at::IntArrayRef sizes, at::ScalarType dtype) {
+  int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  void* p = huge_alloc(static_cast<size_t>(n) * at::elementSize(dtype));
+  return at::from_blob(p, sizes, [](void* q) { std::free(q); }, at::TensorOptions().dtype(dtype));
+}
+
+// Per-thread buffers for one padded grid item (uninitialised: the loader writes every entry).
 template <class Cap>
 struct GridWork {
-  std::vector<Cap> rc;
-  std::vector<int64_t> tr;
-  std::vector<int32_t> nxt;
-  std::vector<Marks> mk;
-  std::vector<uint8_t> st;
+  HugeBuf<Cap> rc;
+  HugeBuf<int64_t> tr;
+  HugeBuf<int32_t> nxt;
+  HugeBuf<Marks> mk;
+  HugeBuf<uint8_t> st, reach;
+  int64_t size = 0;
   void resize(int64_t n, int D) {
-    rc.assign(n * D, 0);
-    tr.assign(n, 0);
-    nxt.resize(n);
-    mk.resize(n);
-    st.resize(n);
+    if (n == size) return;
+    rc = huge_buf<Cap>(n * D);
+    tr = huge_buf<int64_t>(n);
+    nxt = huge_buf<int32_t>(n);
+    mk = huge_buf<Marks>(n);
+    st = huge_buf<uint8_t>(n);
+    reach = huge_buf<uint8_t>(n);
+    size = n;
   }
 };
 
-// Calls f(q, v) for every node of the item: q its index in the unpadded item, v in the padded one.
-template <class F>
-void for_each_node(const std::vector<int64_t>& shape, const std::vector<int64_t>& pad, F f) {
-  const int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> pshape(nd), pstride(nd);
-  for (int a = 0; a < nd; ++a) pshape[a] = shape[a] + 2 * pad[a];
-  int64_t s = 1;
-  for (int a = nd - 1; a >= 0; --a) pstride[a] = s, s *= pshape[a];
-  const int64_t W = shape[nd - 1];
-  int64_t rows = 1;
-  for (int a = 0; a < nd - 1; ++a) rows *= shape[a];
-  std::vector<int64_t> idx(nd, 0);
-  int64_t q = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t base = pad[nd - 1];
-    for (int a = 0; a < nd - 1; ++a) base += (idx[a] + pad[a]) * pstride[a];
-    for (int64_t x = 0; x < W; ++x) f(q++, base + x);
-    for (int a = nd - 2; a >= 0; --a) {  // next row
-      if (++idx[a] < shape[a]) break;
-      idx[a] = 0;
+// The geometry of a padded, row-major item.
+struct Layout {
+  std::vector<int64_t> shape, pad, pshape;
+  int64_t n = 1, n_pad = 1, rows = 1, W = 1, L = 1;  // rows: padded rows; W, L: row length unpadded, padded
+  Layout(std::vector<int64_t> s, std::vector<int64_t> p) : shape(std::move(s)), pad(std::move(p)) {
+    const size_t nd = shape.size();
+    pshape.resize(nd);
+    for (size_t a = 0; a < nd; ++a) pshape[a] = shape[a] + 2 * pad[a], n *= shape[a], n_pad *= pshape[a];
+    W = shape[nd - 1], L = pshape[nd - 1];
+    rows = n_pad / L;
+  }
+  // Calls f(v0, q0) for every padded row: v0 its first padded index, q0 the unpadded index of its first
+  // interior node, or -1 for a row of the border.
+  template <class F>
+  void for_each_row(F f) const {
+    const size_t nd = shape.size();
+    std::vector<int64_t> idx(nd, 0);  // over the first nd - 1 axes
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t q0 = 0;
+      bool inside = true;
+      for (size_t a = 0; a + 1 < nd; ++a) {
+        const int64_t i = idx[a] - pad[a];
+        inside = inside && i >= 0 && i < shape[a];
+        q0 = q0 * shape[a] + i;
+      }
+      f(r * L, inside ? q0 * W : -1);
+      for (int64_t a = static_cast<int64_t>(nd) - 2; a >= 0; --a) {
+        if (++idx[a] < pshape[a]) break;
+        idx[a] = 0;
+      }
     }
   }
-}
+};
 
 template <class Cap>
-void solve_grid_item(GridWork<Cap>& w, Cap* caps, int64_t* excess, Cap* sink, bool* mask, int64_t* stats,
-                     const std::vector<int64_t>& shape, const std::vector<int64_t>& pad, int64_t n_pad,
+void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
+                     Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
                      const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis) {
   const int D = static_cast<int>(delta.size());
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  w.resize(n_pad, D);
-  Cap* rc = w.rc.data();
-  int64_t* tr = w.tr.data();
-  for_each_node(shape, pad, [&](int64_t q, int64_t v) {
-    tr[v] = excess[q] - static_cast<int64_t>(sink[q]);
-    Cap* r = rc + v * D;
-    for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
+  const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
+  const auto Ts = std::chrono::steady_clock::now();
+  w.resize(lay.n_pad, D);
+  Cap* rc = w.rc.get();
+  int64_t* tr = w.tr.get();
+  // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
+  lay.for_each_row([&](int64_t v0, int64_t q0) {
+    if (q0 < 0) {
+      std::fill(rc + v0 * D, rc + (v0 + L) * D, Cap(0));
+      std::fill(tr + v0, tr + v0 + L, int64_t(0));
+      return;
+    }
+    std::fill(rc + v0 * D, rc + (v0 + px) * D, Cap(0));
+    std::fill(rc + (v0 + px + W) * D, rc + (v0 + L) * D, Cap(0));
+    std::fill(tr + v0, tr + v0 + px, int64_t(0));
+    std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t q = q0 + x, v = v0 + px + x;
+      tr[v] = source[q] - static_cast<int64_t>(sink[q]);
+      Cap* r = rc + v * D;
+      for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
+    }
   });
-  GridTopo<Cap> g{rc, w.st.data(), delta.data(), sis.data(), D};
-  BK<GridTopo<Cap>> bk(g, n_pad, tr, w.nxt.data(), w.mk.data());
+  const auto T0 = std::chrono::steady_clock::now();
+  GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
+  BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
   const BKStats s = bk.run();
-  uint8_t* reach = w.st.data();  // the trees are no longer needed
+  const auto T1 = std::chrono::steady_clock::now();
+  uint8_t* reach = w.reach.get();
   bk.sink_side(reach);
-  for_each_node(shape, pad, [&](int64_t q, int64_t v) {
-    const int64_t t = tr[v];
-    excess[q] = t > 0 ? t : 0;
-    sink[q] = static_cast<Cap>(t < 0 ? -t : 0);
-    mask[q] = !reach[v];
-    const Cap* r = rc + v * D;
-    for (int d = 0; d < D; ++d) caps[d * n + q] = r[d];
+  const auto T2 = std::chrono::steady_clock::now();
+
+  lay.for_each_row([&](int64_t v0, int64_t q0) {
+    if (q0 < 0) return;
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t q = q0 + x, v = v0 + px + x;
+      const int64_t t = tr[v];
+      excess[q] = t > 0 ? t : 0;
+      sink_out[q] = static_cast<Cap>(t < 0 ? -t : 0);
+      mask[q] = !reach[v];
+      const Cap* r = rc + v * D;
+      for (int d = 0; d < D; ++d) res[d * n + q] = r[d];
+    }
   });
+  const auto T3 = std::chrono::steady_clock::now();
+  auto us = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count(); };
   stats[0] = s.flow, stats[1] = s.augmentations, stats[2] = s.orphans, stats[3] = s.growths;
+  stats[4] = us(Ts, T0), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
 }
 
 // Runs job(item, worker) for items 0..B-1 on up to `threads` threads; rethrows the first exception.
@@ -158,36 +239,38 @@ void parallel_items(int64_t B, int64_t threads, Job job) {
   if (err) std::rethrow_exception(err);
 }
 
-std::tuple<at::Tensor, at::Tensor> grid_solve(at::Tensor caps, at::Tensor excess, at::Tensor sink,
-                                              at::IntArrayRef shape_, at::IntArrayRef offsets, int64_t threads) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
+    const at::Tensor& caps_, const at::Tensor& source_, const at::Tensor& sink_, at::IntArrayRef shape_,
+    at::IntArrayRef offsets, int64_t threads) {
   const int64_t nd = static_cast<int64_t>(shape_.size());
   TORCH_CHECK(nd >= 1 && nd <= 3, "torchcut_cpu.grid_solve: shape: expected 1 to 3 dims, got ", nd);
   TORCH_CHECK(offsets.size() % nd == 0 && !offsets.empty(), "torchcut_cpu.grid_solve: offsets: expected K * ", nd,
               " values, got ", offsets.size());
   const int64_t K = static_cast<int64_t>(offsets.size()) / nd, D = 2 * K;
   TORCH_CHECK(D <= 124, "torchcut_cpu.grid_solve: offsets: expected at most 62, got ", K);
-  TORCH_CHECK(caps.device().is_cpu() && caps.is_contiguous() && excess.is_contiguous() && sink.is_contiguous(),
-              "torchcut_cpu.grid_solve: expected contiguous CPU tensors");
-  TORCH_CHECK(caps.scalar_type() == at::kInt || caps.scalar_type() == at::kLong,
-              "torchcut_cpu.grid_solve: caps: expected int32 or int64, got ", caps.scalar_type());
-  TORCH_CHECK(sink.scalar_type() == caps.scalar_type(), "torchcut_cpu.grid_solve: sink: expected the dtype of caps");
-  TORCH_CHECK(excess.scalar_type() == at::kLong, "torchcut_cpu.grid_solve: excess: expected int64");
+  TORCH_CHECK(caps_.device().is_cpu() && source_.device().is_cpu() && sink_.device().is_cpu(),
+              "torchcut_cpu.grid_solve: expected CPU tensors");
+  TORCH_CHECK(caps_.scalar_type() == at::kInt || caps_.scalar_type() == at::kLong,
+              "torchcut_cpu.grid_solve: caps: expected int32 or int64, got ", caps_.scalar_type());
+  TORCH_CHECK(sink_.scalar_type() == caps_.scalar_type(), "torchcut_cpu.grid_solve: sink: expected the dtype of caps");
+  TORCH_CHECK(source_.scalar_type() == at::kLong, "torchcut_cpu.grid_solve: source: expected int64");
   std::vector<int64_t> shape(shape_.begin(), shape_.end());
   int64_t n = 1;
   for (auto s : shape) n *= s;
-  TORCH_CHECK(caps.dim() == nd + 2 && caps.size(1) == D, "torchcut_cpu.grid_solve: caps: expected [B, ", D,
-              ", *shape], got ", caps.sizes());
-  const int64_t B = caps.size(0);
-  TORCH_CHECK(excess.numel() == B * n && sink.numel() == B * n && caps.numel() == B * D * n,
-              "torchcut_cpu.grid_solve: excess/sink: expected ", B * n, " entries");
-  // padding and neighbour deltas in the padded, row-major item
+  TORCH_CHECK(caps_.dim() == nd + 2 && caps_.size(1) == D, "torchcut_cpu.grid_solve: caps: expected [B, ", D,
+              ", *shape], got ", caps_.sizes());
+  const int64_t B = caps_.size(0);
+  TORCH_CHECK(source_.numel() == B * n && sink_.numel() == B * n && caps_.numel() == B * D * n,
+              "torchcut_cpu.grid_solve: source/sink: expected ", B * n, " entries");
+  const at::Tensor caps = caps_.contiguous(), source = source_.contiguous(), sink = sink_.contiguous();
   std::vector<int64_t> pad(nd, 0), pstride(nd);
   for (int64_t k = 0; k < K; ++k)
     for (int64_t a = 0; a < nd; ++a) pad[a] = std::max<int64_t>(pad[a], std::abs(offsets[k * nd + a]));
-  int64_t n_pad = 1;
-  for (int64_t a = nd - 1; a >= 0; --a) pstride[a] = n_pad, n_pad *= shape[a] + 2 * pad[a];
-  TORCH_CHECK(n_pad < std::numeric_limits<int32_t>::max(), "torchcut_cpu.grid_solve: an item of ", n_pad,
+  const Layout lay(shape, pad);
+  TORCH_CHECK(lay.n_pad < std::numeric_limits<int32_t>::max(), "torchcut_cpu.grid_solve: an item of ", lay.n_pad,
               " nodes (with its border) is too large for the CPU solver; expected fewer than 2**31 - 1");
+  int64_t stride = 1;
+  for (int64_t a = nd - 1; a >= 0; --a) pstride[a] = stride, stride *= lay.pshape[a];
   std::vector<int64_t> delta(D);
   std::vector<uint8_t> sis(D);
   for (int64_t k = 0; k < K; ++k) {
@@ -198,21 +281,27 @@ std::tuple<at::Tensor, at::Tensor> grid_solve(at::Tensor caps, at::Tensor excess
   }
   auto mask = at::empty({B, n}, caps.options().dtype(at::kBool));
   auto stats = at::zeros({B, kStats}, caps.options().dtype(at::kLong));
+  auto res = huge_tensor(caps.sizes(), caps.scalar_type());
+  auto excess = at::empty({B, n}, source.options());
+  auto sink_out = at::empty({B, n}, sink.options());
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
     std::vector<GridWork<Cap>> work(std::max<int64_t>(1, std::min(threads, B)));
-    Cap* c = caps.data_ptr<Cap>();
-    Cap* s = sink.data_ptr<Cap>();
+    const Cap* c = caps.data_ptr<Cap>();
+    const Cap* s = sink.data_ptr<Cap>();
+    const int64_t* src = source.data_ptr<int64_t>();
+    Cap* r = res.data_ptr<Cap>();
+    Cap* so = sink_out.data_ptr<Cap>();
     int64_t* e = excess.data_ptr<int64_t>();
     bool* m = mask.data_ptr<bool>();
     int64_t* st = stats.data_ptr<int64_t>();
     parallel_items(B, threads, [&](int64_t b, int64_t t) {
-      solve_grid_item<Cap>(work[t], c + b * D * n, e + b * n, s + b * n, m + b * n, st + b * kStats, shape, pad,
-                           n_pad, delta, sis);
+      solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, r + b * D * n, e + b * n,
+                           so + b * n, m + b * n, st + b * kStats, delta, sis);
     });
   });
-  return {mask, stats};
+  return {mask, stats, res, excess, sink_out};
 }
 
 // --------------------------------------------------------------------------------------- CSR graphs
@@ -277,12 +366,13 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
                    rev.data_ptr<int64_t>(), par.data(), tree.data()};
     BK<CsrTopo<Cap>> bk(g, N, tr.data(), nxt.data(), mk.data());
     const BKStats r = bk.run();
-    bk.sink_side(tree.data());
+    std::vector<uint8_t> reach(N);
+    bk.sink_side(reach.data());
     bool* m = mask.data_ptr<bool>();
     for (int64_t v = 0; v < N; ++v) {
       e[v] = tr[v] > 0 ? tr[v] : 0;
       s[v] = static_cast<Cap>(tr[v] < 0 ? -tr[v] : 0);
-      m[v] = !tree[v];
+      m[v] = !reach[v];
     }
     int64_t* st = stats.data_ptr<int64_t>();
     st[0] = r.flow, st[1] = r.augmentations, st[2] = r.orphans, st[3] = r.growths;
@@ -294,8 +384,8 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
 }  // namespace torchcut_cpu
 
 TORCH_LIBRARY(torchcut_cpu, m) {
-  m.def("grid_solve(Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink, int[] shape, int[] offsets, int threads)"
-        " -> (Tensor, Tensor)");
+  m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int threads)"
+        " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("csr_solve(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink)"
         " -> (Tensor, Tensor)");
 }

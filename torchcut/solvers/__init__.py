@@ -26,11 +26,14 @@ _pick = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA extens
 
 def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
     impl = _pick(graph.device, backend)
-    low = torch.minimum(graph.source, graph.sink.to(torch.int64))
-    excess = graph.source - low
-    sink = graph.sink - low.to(graph.sink.dtype)
-    caps = graph.caps.clone()
-    mask, stats = impl.solve_grid(caps, excess, sink, graph.offsets, **options)
+    if hasattr(impl, "solve_grid_graph"):  # writes its results into new tensors: no reduction, no copy
+        mask, caps, _, sink, stats = impl.solve_grid_graph(graph, **options)
+    else:
+        low = torch.minimum(graph.source, graph.sink.to(torch.int64))
+        excess = graph.source - low
+        sink = graph.sink - low.to(graph.sink.dtype)
+        caps = graph.caps.clone()
+        mask, stats = impl.solve_grid(caps, excess, sink, graph.offsets, **options)
     sink_flow = graph.sink.to(torch.int64) - sink.to(torch.int64)
     flows = sink_flow.reshape(graph.batch_size, -1).sum(1)
     return CutResult(

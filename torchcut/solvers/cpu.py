@@ -29,7 +29,7 @@ from .. import _ext
 __all__ = ["load_error", "solve_grid", "solve_csr"]
 
 EXT = "torchcut_cpu"
-_STATS = ("flow", "augmentations", "orphans", "growths")
+_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us")
 
 
 def load_error():
@@ -59,9 +59,51 @@ def _threads(threads) -> int:
 
 def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
     totals = raw.sum(0).tolist()
-    out = {k: v for k, v in zip(_STATS[1:], totals[1:])}
+    out = {k: v for k, v in zip(_STATS[1:], totals[1:]) if not (k.endswith("_us") and v == 0)}
     out.update(backend="cpu", algorithm="boykov-kolmogorov", threads=threads, seconds=time.perf_counter() - t0)
     return out
+
+
+def _grid_op(caps, source, sink, offsets, threads):
+    """Run the grid op: (mask, residual, excess, sink residual, stats), inputs left untouched."""
+    t0 = time.perf_counter()
+    _ext.load_named(EXT)
+    threads = _threads(threads)
+    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
+    ndim = len(offsets[0])
+    if caps.device.type != "cpu":
+        raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
+    if caps.dim() != ndim + 2 or caps.shape[1] != 2 * len(offsets):
+        raise ValueError(f"caps: expected shape [B, {2 * len(offsets)}, *shape] with {ndim} spatial dims, "
+                         f"got {tuple(caps.shape)}")
+    if sink.dtype != caps.dtype:
+        raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
+    shape = tuple(caps.shape[2:])
+    flat = [v for o in offsets for v in o]
+    mask, raw, res, excess, sink_out = torch.ops.torchcut_cpu.grid_solve(caps, source, sink, list(shape), flat, threads)
+    full = (caps.shape[0],) + shape
+    return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads)
+
+
+def solve_grid_graph(graph, *, threads=None):
+    """Solve a :class:`torchcut.GridGraph` without copying or modifying its tensors.
+
+    What :func:`torchcut.maxflow` calls: the op reads the capacities and writes the results into new
+    tensors, so the dispatcher's terminal reduction and residual copy are not needed.
+
+    Returns
+    -------
+    (mask, residual, excess, sink, stats)
+
+    Examples
+    --------
+    >>> import torchcut
+    >>> g = torchcut.GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
+    >>> mask, residual, excess, sink, stats = solve_grid_graph(g)
+    >>> mask.tolist(), excess.tolist(), sink.tolist()
+    ([[[True, True]]], [[[1, 0]]], [[[0, 0]]])
+    """
+    return _grid_op(graph.caps, graph.source, graph.sink, graph.offsets, threads)
 
 
 def solve_grid(caps, excess, sink, offsets, *, threads=None):
@@ -93,26 +135,11 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None):
     >>> mask.tolist(), sink.tolist(), excess.tolist()
     ([[[True, True]]], [[[0, 0]]], [[[1, 0]]])
     """
-    t0 = time.perf_counter()
-    _ext.load_named(EXT)
-    threads = _threads(threads)
-    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
-    ndim = len(offsets[0])
-    if caps.device.type != "cpu":
-        raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
-    if caps.dim() != ndim + 2 or caps.shape[1] != 2 * len(offsets):
-        raise ValueError(f"caps: expected shape [B, {2 * len(offsets)}, *shape] with {ndim} spatial dims, "
-                         f"got {tuple(caps.shape)}")
-    if sink.dtype != caps.dtype:
-        raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
-    shape = tuple(caps.shape[2:])
-    work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
-    flat = [v for o in offsets for v in o]
-    mask, raw = torch.ops.torchcut_cpu.grid_solve(work[0], work[1], work[2], list(shape), flat, threads)
-    for t, o in zip(work, (caps, excess, sink)):
-        if t is not o:
-            o.copy_(t)
-    return mask.view((caps.shape[0],) + shape), _stats(raw, t0, threads)
+    mask, res, ex, snk, stats = _grid_op(caps, excess, sink, offsets, threads)
+    caps.copy_(res)
+    excess.copy_(ex)
+    sink.copy_(snk)
+    return mask, stats
 
 
 def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options):
