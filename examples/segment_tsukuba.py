@@ -1,7 +1,7 @@
 """Segment the desk lamp in Middlebury's Tsukuba image from seed scribbles, with a graph cut.
 
-    python examples/segment_tsukuba.py                 # Tsukuba if found, else scikit-image's astronaut
-    python examples/segment_tsukuba.py --size 0        # full resolution
+    python examples/segment_tsukuba.py                 # Tsukuba (full size) if found, else scikit-image's astronaut
+    python examples/segment_tsukuba.py --size 256      # shrunk so the longer side is 256 pixels
     python examples/segment_tsukuba.py --image photo.png --seeds scribbles.png --out results
 
 Tsukuba is looked for through :mod:`torchcut.datasets`: ``$TORCHCUT_DATA``, the cache
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--image", type=Path, help="image to segment (default: Tsukuba, else the astronaut)")
     p.add_argument("--seeds", type=Path, help="PNG of labels 0/1/2 the size of the image (required with --image)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: ./out)")
-    p.add_argument("--size", type=int, default=256, help="shrink so the longer side is at most this; 0 = full size (default 256)")
+    p.add_argument("--size", type=int, default=0, help="shrink so the longer side is at most this; 0 = full size (default)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--lam", type=float, default=None, help="smoothness weight (default: tuned per built-in image)")
     p.add_argument("--connectivity", type=int, default=CONNECTIVITY, choices=(4, 8), help="default 8")
@@ -118,6 +118,12 @@ def main(argv=None) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x = torch.from_numpy(image.copy()).to(device)  # [H, W] or [H, W, 3]: the channel axis is found
     s = torch.from_numpy(seeds.copy()).to(device)
+    if device.type == "cpu":  # the compiled CPU solver is built on first use (about 20 s, once per machine)
+        from torchcut.solvers import cpu
+
+        t_build = time.perf_counter()
+        if cpu.load_error() is None and time.perf_counter() - t_build > 1:
+            print(f"compiled the CPU solver in {time.perf_counter() - t_build:.0f} s (cached from now on)")
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else LAM.get(name, torchcut.energy.DEFAULT_LAM)
     mask, result = torchcut.segment(x, s, lam=lam, connectivity=args.connectivity, return_result=True)

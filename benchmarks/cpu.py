@@ -1,0 +1,401 @@
+"""Benchmark of the CPU solvers: torchcut's compiled backend against PyMaxflow and thinhpf, same run.
+
+The energies are those of ``benchmarks/grid.py`` (Boykov-Jolly segmentation networks on scikit-image
+pictures, synthetic volumes), quantized to int32 once; every solver gets exactly those integers:
+
+* 2D at 512^2, 1024^2 and 2048^2, 4- and 8-connected; 3D at 64^3 and 128^3, 6-connected;
+* a batch of 8 pictures at 512^2 (torchcut solves the items on parallel threads);
+* the BVZ Tsukuba expansion moves (the 16 moves of the first Potts expansion pass, as in
+  ``benchmarks/dimacs.py``), summed over the moves.
+
+Times are *to the mask*: graph build from the integer arrays, solve, and the mask read out, medians of
+``--repeat`` runs after a warm-up, one solver after the other in one process (nothing in parallel).
+PyMaxflow (Boykov-Kolmogorov): ``add_grid_edges``/``add_grid_tedges``, ``maxflow()``,
+``get_grid_segments``. thinhpf (Hochbaum's pseudoflow): arcs from numpy index arithmetic,
+``add_edges``, ``mincut()`` and ``compute_maxflow()``; its labels need one Python call per node, so
+reading its mask is *not* timed (in its favour). Flow values are asserted equal.
+
+Peak memory: each solver runs once more in a fresh child process; the growth of its resident set
+(high-water mark after the solve minus the resident set right before it, inputs already loaded) is
+reported in bytes per node.
+
+    python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5]
+
+Writes OUT/cpu.md, OUT/cpu.json and OUT/cpu.png (time against nodes, log-log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import grid as G  # noqa: E402  (the energies of the GPU benchmark)
+
+SOLVERS = ("torchcut", "pymaxflow", "thinhpf")
+
+
+# ------------------------------------------------------------------------------------------ solvers
+def solve_torchcut(offs, items, threads=None):
+    """GridGraph from the int32 arrays, maxflow on the CPU backend, the mask. Returns (flows, mask, stats)."""
+    import torch
+    import torchcut
+
+    if len(items) == 1:
+        src, snk, edg = (torch.from_numpy(a) for a in items[0])
+    else:
+        src = torch.from_numpy(np.stack([s for s, _, _ in items]))
+        snk = torch.from_numpy(np.stack([t for _, t, _ in items]))
+        edg = torch.from_numpy(np.stack([e for _, _, e in items], axis=1))
+    g = torchcut.GridGraph(src, snk, edg, offs)
+    r = torchcut.maxflow(g, backend="cpu", **({} if threads is None else {"threads": threads}))
+    mask = r.mask
+    return r.flow_values.tolist(), mask, r.stats
+
+
+def solve_pymaxflow(offs, items):
+    _, _, flows, masks = G._pymaxflow_once(items, offs)
+    return flows, masks, {}
+
+
+def _hpf_arcs(offs, source, sink, edges):
+    from torchcut.grid import overlap_slices
+
+    shape = source.shape
+    N = source.size
+    ids = np.arange(N, dtype=np.uint32).reshape(shape)
+    tails, heads, caps = [], [], []
+    for k, o in enumerate(offs):
+        here, there = overlap_slices(shape, o)
+        i, j, c = ids[here].ravel(), ids[there].ravel(), edges[k][here].ravel()
+        tails += [i, j]
+        heads += [j, i]
+        caps += [c, c]
+    flat = ids.ravel()
+    tails += [np.full(N, N, np.uint32), flat]
+    heads += [flat, np.full(N, N + 1, np.uint32)]
+    caps += [source.ravel(), sink.ravel()]
+    t, h, c = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps).astype(np.int32)
+    keep = c > 0
+    return t[keep], h[keep], c[keep]
+
+
+def solve_thinhpf(offs, items):
+    import thinhpf
+
+    flows = []
+    for source, sink, edges in items:
+        N = source.size
+        t, h, c = _hpf_arcs(offs, source, sink, edges)
+        g = thinhpf.hpf(N + 2, t.size)
+        g.add_node(N + 2)
+        g.set_source(N)
+        g.set_sink(N + 1)
+        g.add_edges(t, h, c)
+        g.mincut()
+        flows.append(int(g.compute_maxflow()))
+    return flows, None, {}
+
+
+def bvz_moves():
+    from torchcut.stereo import expansion_moves, load_pair
+
+    tsu = Path(os.environ.get("TORCHCUT_DATA", ROOT.parent / "shared" / "data")) / "middlebury" / "tsukuba"
+    left, right = load_pair(tsu / "scene1.row3.col3.ppm", tsu / "scene1.row3.col4.ppm", 1)
+    return list(expansion_moves(left, right, 16, step=1, solver="pymaxflow"))
+
+
+def bvz_torchcut(moves, as_grid=True):
+    """Each move built as a GridGraph from its arrays (``ExpansionMove.gridgraph``), or, with
+    ``as_grid=False``, as a FlowGraph from its edge list (the DIMACS path: pairs merged and sorted)."""
+    import torchcut
+
+    flows = []
+    for m in moves:
+        g = m.gridgraph() if as_grid else m.flowgraph()
+        r = torchcut.maxflow(g, backend="cpu")
+        _ = r.mask
+        flows.append(r.flow_value)
+    return flows, None, {"route": r.stats.get("route", "grid")}
+
+
+def bvz_pymaxflow(moves):
+    import maxflow
+
+    flows = []
+    for m in moves:
+        g = maxflow.Graph[int](m.num_nodes, m.u.size)
+        g.add_nodes(m.num_nodes)
+        g.add_edges(m.u, m.v, m.cap, m.rev_cap)
+        g.add_grid_tedges(np.arange(m.num_nodes), m.source, m.sink)
+        flows.append(int(g.maxflow()))
+        g.get_grid_segments(np.arange(m.num_nodes))
+    return flows, None, {}
+
+
+def bvz_thinhpf(moves):
+    import thinhpf
+
+    flows = []
+    for m in moves:
+        N = m.num_nodes
+        ids = np.arange(N, dtype=np.uint32)
+        t = np.concatenate([m.u, m.v, np.full(N, N), ids]).astype(np.uint32)
+        h = np.concatenate([m.v, m.u, ids, np.full(N, N + 1)]).astype(np.uint32)
+        c = np.concatenate([m.cap, m.rev_cap, m.source, m.sink]).astype(np.int32)
+        keep = c > 0
+        g = thinhpf.hpf(N + 2, int(keep.sum()))
+        g.add_node(N + 2)
+        g.set_source(N)
+        g.set_sink(N + 1)
+        g.add_edges(t[keep], h[keep], c[keep])
+        g.mincut()
+        flows.append(int(g.compute_maxflow()))
+    return flows, None, {}
+
+
+def available(name):
+    try:
+        __import__({"torchcut": "torchcut", "pymaxflow": "maxflow", "thinhpf": "thinhpf"}[name])
+        return True
+    except ImportError:
+        return False
+
+
+# -------------------------------------------------------------------------------------------- cases
+def cases(quick):
+    c = [
+        dict(name="2D 512^2 4-conn", kind="2d", n=512, conn=4, batch=1, pic=0),
+        dict(name="2D 512^2 8-conn", kind="2d", n=512, conn=8, batch=1, pic=0),
+        dict(name="2D 1024^2 4-conn", kind="2d", n=1024, conn=4, batch=1, pic=1),
+        dict(name="2D 1024^2 8-conn", kind="2d", n=1024, conn=8, batch=1, pic=1),
+        dict(name="2D 2048^2 4-conn", kind="2d", n=2048, conn=4, batch=1, pic=2),
+        dict(name="2D 2048^2 8-conn", kind="2d", n=2048, conn=8, batch=1, pic=2),
+        dict(name="3D 64^3 6-conn", kind="3d", n=64, conn=6, batch=1, seed=0),
+        dict(name="3D 128^3 6-conn", kind="3d", n=128, conn=6, batch=1, seed=0),
+        dict(name="batch 8 x 512^2 4-conn", kind="2d", n=512, conn=4, batch=8, pic=0),
+        dict(name="BVZ Tsukuba, 16 expansion moves", kind="bvz"),
+        dict(name="BVZ Tsukuba, 16 moves, as edge lists (FlowGraph)", kind="bvz", edges=True),
+    ]
+    return [x for x in c if x.get("n", 0) <= 512 or x["kind"] == "bvz"] if quick else c
+
+
+_MOVES = None
+
+
+def load_case(spec):
+    if spec["kind"] == "bvz":
+        global _MOVES
+        if _MOVES is None:
+            _MOVES = bvz_moves()
+        return None, _MOVES, sum(m.num_nodes for m in _MOVES)
+    offs, items = G.make_case(spec)
+    return offs, items, sum(s.size for s, _, _ in items)
+
+
+def runner(spec, solver, offs, items, threads=None):
+    if spec["kind"] == "bvz":
+        if solver == "torchcut":
+            return bvz_torchcut, (items, not spec.get("edges"))
+        return {"pymaxflow": bvz_pymaxflow, "thinhpf": bvz_thinhpf}[solver], (items,)
+    if solver == "torchcut":
+        return solve_torchcut, (offs, items, threads)
+    return {"pymaxflow": solve_pymaxflow, "thinhpf": solve_thinhpf}[solver], (offs, items)
+
+
+def timed(fn, args, repeat):
+    out = fn(*args)  # warm-up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, out
+
+
+# ------------------------------------------------------------------------------------- peak memory
+def _status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def mem_child(case_json, solver):
+    """Child process: load the case, warm the solver up on a tiny graph, then measure one solve."""
+    spec = json.loads(case_json)
+    offs, items, nodes = load_case(spec)
+    if solver == "torchcut":
+        from torchcut.solvers import cpu
+
+        assert cpu.load_error() is None
+    tiny = G.make_case(dict(kind="2d", n=16, conn=4, batch=1, pic=0))
+    if spec["kind"] != "bvz":
+        fn, args = runner(spec, solver, *tiny)
+        fn(*args)
+    fn, args = runner(spec, solver, offs, items)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark
+    except OSError:
+        pass
+    before = _status("VmRSS")
+    fn(*args)
+    peak = _status("VmHWM")
+    if spec["kind"] == "bvz":  # one move at a time: the peak belongs to one move's graph
+        nodes = max(m.num_nodes for m in items)
+    print(json.dumps({"bytes": peak - before, "nodes": nodes}))
+
+
+def peak_memory(spec, solver):
+    out = subprocess.run([sys.executable, __file__, "--mem-child", json.dumps(spec), solver], capture_output=True,
+                         text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if out.returncode != 0:
+        return None
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r["bytes"] / r["nodes"]
+
+
+# -------------------------------------------------------------------------------------------- main
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--mem-child"]:
+        mem_child(argv[1], argv[2])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="512^2 and BVZ only")
+    ap.add_argument("--no-memory", action="store_true")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    from torchcut.solvers import cpu
+
+    err = cpu.load_error()
+    if err is not None:
+        raise SystemExit(f"the compiled CPU solver is unavailable: {err}")
+    solvers = [s for s in SOLVERS if available(s)]
+    meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers,
+            "load_before": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    try:
+        import maxflow
+
+        meta["pymaxflow"] = maxflow.__version__
+    except ImportError:
+        pass
+    print(f"# {meta}", flush=True)
+    rows = []
+    for spec in cases(args.quick):
+        offs, items, nodes = load_case(spec)
+        big = nodes > 2_000_000
+        repeat = max(1, args.repeat - 2) if big else args.repeat
+        row = {"case": spec["name"], "kind": spec["kind"], "nodes": nodes, "conn": spec.get("conn"),
+               "batch": spec.get("batch", 1), "repeat": repeat}
+        flows = {}
+        for s in solvers:
+            fn, fargs = runner(spec, s, offs, items)
+            t, ts, (fl, _, st) = timed(fn, fargs, repeat)
+            row[s] = t
+            row[s + "_runs"] = ts
+            flows[s] = [int(round(f)) for f in fl]
+            if s == "torchcut":
+                row["torchcut_stats"] = {k: v for k, v in st.items() if isinstance(v, (int, float, str))}
+        if spec.get("batch", 1) > 1:  # the same batch on one thread: what the parallel items buy
+            t1, _, _ = timed(*runner(spec, "torchcut", offs, items, threads=1), repeat)
+            row["torchcut_1thread"] = t1
+        ref = flows.get("pymaxflow", flows["torchcut"])
+        for s, f in flows.items():
+            assert f == ref, (spec["name"], s, f, ref)
+        row["flow"] = sum(ref)
+        if not args.no_memory:
+            for s in solvers:
+                row[s + "_bytes_per_node"] = peak_memory(spec, s)
+        rows.append(row)
+        peers = [s for s in solvers if s != "torchcut"]
+        print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(
+            f"{s} {row[s] * 1e3:8.1f} ms" + (f" ({row[s + '_bytes_per_node']:.0f} B/node)"
+                                             if row.get(s + "_bytes_per_node") else "") for s in solvers)
+              + " | " + " ".join(f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers), flush=True)
+    meta["load_after"] = os.getloadavg()
+    (out / "cpu.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (out / "cpu.md").write_text(render(meta, rows, solvers))
+    plot(rows, solvers, out / "cpu.png")
+    print(render(meta, rows, solvers))
+    return 0
+
+
+def render(meta, rows, solvers):
+    peers = [s for s in solvers if s != "torchcut"]
+    lines = [f"# CPU max-flow: torchcut (compiled, Boykov-Kolmogorov) vs {', '.join(peers)}", "",
+             f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), torch {meta['torch']}, PyMaxflow "
+             f"{meta.get('pymaxflow', '-')}; load average before/after "
+             f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}. Time to the mask (build + solve + mask), "
+             "median of the runs after a warm-up; flows asserted equal across solvers; peak memory = growth of the "
+             "resident set during one solve in a fresh process, per node (thinhpf's time leaves out reading its "
+             "labels, see the script).", "",
+             "| case | nodes | flow | torchcut | " + " | ".join(peers) + " | " + " | ".join(f"speed-up vs {p}" for p in peers)
+             + " | bytes/node (" + ", ".join(solvers) + ") |",
+             "|---|---:|---:|---:|" + "---:|" * (2 * len(peers)) + "---|"]
+    for r in rows:
+        mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
+                        for s in solvers)
+        tc = _t(r["torchcut"]) + (f" ({_t(r['torchcut_1thread'])} on 1 thread)" if "torchcut_1thread" in r else "")
+        lines.append(f"| {r['case']} | {r['nodes']:,} | {r['flow']} | {tc} | "
+                     + " | ".join(_t(r[p]) for p in peers) + " | "
+                     + " | ".join(f"{r[p] / r['torchcut']:.2f}x" for p in peers) + f" | {mem} |")
+    return "\n".join(lines) + "\n"
+
+
+def _t(s):
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def plot(rows, solvers, png):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    groups = {"2D 4-conn": lambda r: r["kind"] == "2d" and r["conn"] == 4 and r["batch"] == 1,
+              "2D 8-conn": lambda r: r["kind"] == "2d" and r["conn"] == 8,
+              "3D 6-conn": lambda r: r["kind"] == "3d"}
+    styles = {"torchcut": "-o", "pymaxflow": "--s", "thinhpf": ":^"}
+    colors = {"2D 4-conn": "C0", "2D 8-conn": "C1", "3D 6-conn": "C2"}
+    for g, pick in groups.items():
+        sel = sorted((r for r in rows if pick(r)), key=lambda r: r["nodes"])
+        if not sel:
+            continue
+        for s in solvers:
+            ax.plot([r["nodes"] for r in sel], [r[s] for r in sel], styles[s], color=colors[g], label=f"{s}, {g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("time to mask (s)")
+    ax.set_title("CPU max-flow on segmentation energies (2 cores)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
