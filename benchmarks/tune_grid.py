@@ -51,7 +51,8 @@ def timeit(g, opts, reps=3):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", default="", help="JSON list of option dicts")
-    ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch")
+    ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch",
+                    help="comma-separated names: 512-4 ... batch, or hard-<family>-<n>-<conn> (grid.py --family hard)")
     ap.add_argument("--reps", type=int, default=3, help="timed rounds over the sweep")
     ap.add_argument("--verify-all", action="store_true", help="verify the certificate of every timed run too")
     ap.add_argument("--trace", action="store_true", help="after the timing, one solve with profile=2 per profiled option")
@@ -66,8 +67,12 @@ def main():
         "64-6": dict(kind="3d", n=64, conn=6, batch=1, seed=2),
         "128-6": dict(kind="3d", n=128, conn=6, batch=1, seed=3),
         "256-6": dict(kind="3d", n=256, conn=6, batch=1, seed=4),
+        "64-26": dict(kind="3d", n=64, conn=26, batch=1, seed=2),
+        "128-26": dict(kind="3d", n=128, conn=26, batch=1, seed=3),
         "batch": dict(kind="2d", n=512, conn=4, batch=32, pic=0),
     }
+    for spec in B.hard_cases():  # --family hard of grid.py, e.g. "hard-lowcontrast-1024-4"
+        specs[f"hard-{spec['family']}-{spec['n']}-{spec['conn']}"] = spec
     sweep = json.loads(args.sweep) if args.sweep else [{}]
     for name in args.cases.split(","):
         t0 = time.perf_counter()

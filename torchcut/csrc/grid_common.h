@@ -33,7 +33,7 @@ struct Options {
                                                // 3D 8x8x8, 8x8x4 beyond 8 dirs); 32 to 512 nodes
   int64_t rounds = 0;         // local push/relabel rounds per tile visit (default 16)
   int64_t push_launches = 0;  // push launches between two global relabels (default: half the BFS depth in
-                              // tiles, at most 4 on 4/6-connected grids)
+                              // tiles, at most 4 on 4/6-connected grids, at least 6 on 18/26-connected 3D)
   int64_t max_cycles = 0;     // give up (status kStatusCycles) after this many global relabels
   int64_t profile = 0;        // 1: events and per-visit cycle counters; 2: also a trace line per cycle
   int64_t persist = 0;        // blocks per SM of the persistent push/BFS grids (default 2 push, 2048 /

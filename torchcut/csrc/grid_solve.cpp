@@ -7,7 +7,8 @@
 // x fastest. 2D grids are 3D grids with Z = 1. The grid is cut into push tiles (grid_push.cuh) and BFS
 // tiles (grid_bfs.cu), each of its own extent.
 //
-// Push launches per relabel: half the BFS depth in tiles (capped at 4 on 4/6-connected grids), or
+// Push launches per relabel: half the BFS depth in tiles (capped at 4 on 4/6-connected grids, at least 6
+// on 18/26-connected volumes), or
 // push_tail (default: the BFS depth, 6 to 24) once at most a quarter as many tiles are active as there
 // are push blocks (late cycles: a launch then costs ~25 us, a BFS ~200 us).
 // Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
@@ -185,6 +186,10 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // grids (v6 sweep: fixed 4 beat depth/2 by 5-12% at 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%,
   // so more directions keep depth/2).
   const int push_cap = G.D <= 6 ? 4 : 64;
+  // 3D grids of 18 or 26 directions: at least 6 (v8 sweep, results/grid-v8-tune-26c.log: their BFS is 2-5
+  // tiles deep, so depth/2 gave 1-2 pushes per relabel and the BFS dominated; 6 took 64^3 26c 7.03 ->
+  // 5.20 ms, the hard 26c volumes 7.5 -> 4.5, 11.5 -> 6.7, 6.2 -> 5.3 ms, 128^3 26c 25.6 -> 25.1 ms).
+  const int push_min = G.D >= 18 && G.Z > 1 ? 6 : 1;
   // Tail (option push_tail): when at most a quarter as many tiles are active as there are push blocks, a
   // push launch costs about one tile visit plus the launch (~25 us) and a BFS ~8 of them, so run more
   // push launches before the next BFS (v7 trace at 1024^2: the last 7 of 12 cycles had 10-70 active
@@ -242,7 +247,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     }
     // ---- push/relabel launches
     if (profile) TC_CHECK(cudaEventRecord(ev.e[0], st));
-    int P = push_opt > 0 ? (int)push_opt : std::max(1, std::min(push_cap, last_bfs / 2));
+    int P = push_opt > 0 ? (int)push_opt : std::max(push_min, std::min(push_cap, last_bfs / 2));
     if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
       P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
     for (int p = 0; p < P; ++p) {

@@ -39,7 +39,7 @@ OPTIONS = {
     "tile_z": "push tile extent along z (3D only; default 8, 4 beyond 8 directions)",
     "rounds": "local push/relabel rounds per tile visit (default 16)",
     "push_launches": "push launches between global relabels (default: half the BFS depth in tiles, at most 4 "
-                     "on 4/6-connected grids)",
+                     "on 4/6-connected grids, at least 6 on 18/26-connected volumes)",
     "max_cycles": "raise RuntimeError after this many global relabels (default 1000000)",
     "profile": "1: time the BFS and push phases with events and count per-visit cycles (bfs_us, push_us, "
                "push_visits, push_visit_us, push_rounds, bfs_pop_us, bfs_relax_us, bfs_passes); 2: also one "
