@@ -292,8 +292,9 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
 // relaxed after the last change of the heights it reads, so all residual arcs satisfy d(u) <= d(v) + 1
 // and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
 // (bfs_init_kernel, seed_kernel).
-// Bound to 32 registers (four 512-thread blocks per SM; ~25 values spill to the stack). v7 measured a
-// 64-register variant with two blocks per SM: 30% less time per visit, half the blocks, no faster.
+// Bound to 32 registers (two 1024-thread blocks per SM, or four of 512 with persist's default 2048 /
+// tile threads; 60-200 bytes spill to the stack, ptxas -v). v7 measured a 64-register variant with half
+// the resident blocks: 30% less time per visit, no faster per BFS.
 template <typename MaskT, int DT, class S>
 __global__ void __launch_bounds__(1024, 2)
     bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
