@@ -92,6 +92,16 @@ def test_options_period_iters(csr_ext):
         assert r.flow_value == want
 
 
+def test_max_cycles_is_a_clean_exception(csr_ext):
+    """The limit is returned by the op as a status and raised in Python; the solver works after it."""
+    rng = np.random.default_rng(11)
+    net = fc.rmfgen(rng, a=4, b=6)
+    with pytest.raises(RuntimeError, match="did not converge in 1 cycles"):
+        cuda_solve(net, max_cycles=1, period=1, iters=1)
+    _, r = cuda_solve(net)
+    assert r.flow_value == fc.scipy_flow(*net)
+
+
 def test_int64_capacities(csr_ext):
     big = 2**40
     g = FlowGraph.from_edges([0, 1], [1, 2], [big, big + 5], source=[big + 9, 0, 0], sink=[0, 0, big + 7]).to("cuda")
