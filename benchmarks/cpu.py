@@ -217,6 +217,7 @@ def runner(spec, solver, offs, items, threads=None):
 
 
 def timed(fn, args, repeat):
+    """Median of ``repeat`` runs after a warm-up."""
     out = fn(*args)  # warm-up
     times = []
     for _ in range(repeat):
@@ -234,17 +235,22 @@ def _status(key):
     return 0
 
 
-def mem_child(case_json, solver):
-    """Child process: load the case, warm the solver up on a tiny graph, then measure one solve."""
+def mem_child(case_json, solver, path):
+    """Child process: load the case (pickled by the parent, so that no intermediate of the energy stays
+    resident for the solver to reuse), warm the solver up on a tiny graph, then measure one solve."""
+    import pickle
+
     spec = json.loads(case_json)
-    offs, items, nodes = load_case(spec)
+    with open(path, "rb") as f:
+        offs, items, nodes = pickle.load(f)
     if solver == "torchcut":
         from torchcut.solvers import cpu
 
         assert cpu.load_error() is None
-    tiny = G.make_case(dict(kind="2d", n=16, conn=4, batch=1, pic=0))
-    if spec["kind"] != "bvz":
-        fn, args = runner(spec, solver, *tiny)
+    if spec["kind"] != "bvz":  # warm-up on a tiny grid of the same kind
+        shape = (8,) * len(offs[0])
+        tiny = [(np.ones(shape, np.int32), np.ones(shape, np.int32), np.ones((len(offs),) + shape, np.int32))]
+        fn, args = runner(spec, solver, offs, tiny)
         fn(*args)
     fn, args = runner(spec, solver, offs, items)
     try:
@@ -259,9 +265,14 @@ def mem_child(case_json, solver):
     print(json.dumps({"bytes": peak - before, "nodes": nodes}))
 
 
-def peak_memory(spec, solver):
-    out = subprocess.run([sys.executable, __file__, "--mem-child", json.dumps(spec), solver], capture_output=True,
-                         text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+def peak_memory(spec, solver, case):
+    import pickle
+
+    with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
+        pickle.dump(case, f)
+        f.flush()
+        out = subprocess.run([sys.executable, __file__, "--mem-child", json.dumps(spec), solver, f.name],
+                             capture_output=True, text=True)
     if out.returncode != 0:
         return None
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -272,7 +283,7 @@ def peak_memory(spec, solver):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--mem-child"]:
-        mem_child(argv[1], argv[2])
+        mem_child(argv[1], argv[2], argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -308,14 +319,21 @@ def main(argv=None):
         row = {"case": spec["name"], "kind": spec["kind"], "nodes": nodes, "conn": spec.get("conn"),
                "batch": spec.get("batch", 1), "repeat": repeat}
         flows = {}
-        for s in solvers:
-            fn, fargs = runner(spec, s, offs, items)
-            t, ts, (fl, _, st) = timed(fn, fargs, repeat)
-            row[s] = t
-            row[s + "_runs"] = ts
+        runs = {s: [] for s in solvers}
+        for s in solvers:  # warm-up, flows
+            fl, _, st = runner(spec, s, offs, items)[0](*runner(spec, s, offs, items)[1])
             flows[s] = [int(round(f)) for f in fl]
             if s == "torchcut":
                 row["torchcut_stats"] = {k: v for k, v in st.items() if isinstance(v, (int, float, str))}
+        for _ in range(repeat):  # interleaved, so that a slow spell of the machine hits every solver
+            for s in solvers:
+                fn, fargs = runner(spec, s, offs, items)
+                t0 = time.perf_counter()
+                fn(*fargs)
+                runs[s].append(time.perf_counter() - t0)
+        for s in solvers:
+            row[s] = statistics.median(runs[s])
+            row[s + "_runs"] = runs[s]
         if spec.get("batch", 1) > 1:  # the same batch on one thread: what the parallel items buy
             t1, _, _ = timed(*runner(spec, "torchcut", offs, items, threads=1), repeat)
             row["torchcut_1thread"] = t1
@@ -325,7 +343,7 @@ def main(argv=None):
         row["flow"] = sum(ref)
         if not args.no_memory:
             for s in solvers:
-                row[s + "_bytes_per_node"] = peak_memory(spec, s)
+                row[s + "_bytes_per_node"] = peak_memory(spec, s, (offs, items, nodes))
         rows.append(row)
         peers = [s for s in solvers if s != "torchcut"]
         print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(

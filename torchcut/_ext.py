@@ -45,7 +45,9 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
         cuda = any(s.endswith(".cu") for s in sources)
         if cuda and torch.version.cuda is None:
             raise RuntimeError(f"this torch build ({torch.__version__}) has no CUDA support")
-        if not cuda:
+        if cuda:
+            _ninja_on_path()
+        else:
             _check_cxx()
         from torch.utils import cpp_extension
 
@@ -86,11 +88,23 @@ def _check_cxx() -> None:
     cxx = os.environ.get("CXX", "c++")
     if shutil.which(cxx.split()[0]) is None:
         raise RuntimeError(f"no C++ compiler found (looked for {cxx!r}; set CXX to one)")
+    _ninja_on_path()
+
+
+def _ninja_on_path() -> None:
+    """Put the ``ninja`` of the pip package on PATH (torch runs ``ninja`` by name), or raise."""
+    import shutil
+
     try:
-        import ninja  # noqa: F401
+        import ninja
+
+        bin_dir = getattr(ninja, "BIN_DIR", None)
+        if bin_dir and bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     except ImportError:
-        if shutil.which("ninja") is None:
-            raise RuntimeError("ninja is not installed (pip install ninja)") from None
+        pass
+    if shutil.which("ninja") is None:
+        raise RuntimeError("ninja is not installed (pip install ninja)")
 
 
 # Every extension of the package: name -> sources in torchcut/csrc.
