@@ -35,7 +35,7 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
 
     Examples
     --------
-    >>> load("torchcut_grid", ["grid_ops.cpp", "grid_kernels.cu"])  # doctest: +SKIP
+    >>> load("torchcut_cpu", ["cpu_ops.cpp"])
     """
     if name in _loaded:
         return

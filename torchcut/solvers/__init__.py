@@ -77,6 +77,11 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     >>> r.flow_value, r.mask.tolist()
     (2, [[True, True, False]])
     """
+    device = getattr(graph, "device", None)
+    if isinstance(device, torch.device) and device.type == "cuda":
+        from .cuda import check_not_capturing
+
+        check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):
         return _solve_grid(graph, backend, **options)
     solve = getattr(graph, "_maxflow", None)
