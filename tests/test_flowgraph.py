@@ -242,7 +242,7 @@ def test_lattice_detection_and_routing():
         g, raw = lattice_graph(rng, H, W)
         shape = g.lattice_shape()
         assert shape is not None and shape[0] * shape[1] == H * W
-        r_grid = torchcut.maxflow(g)  # routed to the grid solver
+        r_grid = torchcut.maxflow(g, lattice=True)  # routed to the grid solver
         r_csr = torchcut.maxflow(g, lattice=False)
         assert r_grid.verify() and r_csr.verify()
         assert r_grid.stats.get("route", "").startswith("grid") or H * W == 1
@@ -270,10 +270,13 @@ def test_tsukuba_crops(shared_data):
         assert torchcut.read_dimacs_solution(path.with_suffix(".sol")) == value
         r_csr = torchcut.maxflow(g, backend="reference", lattice=False)
         assert r_csr.flow_value == value and r_csr.verify()
-        r = torchcut.maxflow(g)
+        r = torchcut.maxflow(g, lattice=True)
         assert r.flow_value == value and r.verify()
         side = int(name.split("x")[0])
         assert g.lattice_shape() == (side, side) and r.stats["route"].startswith("grid")
+        auto = torchcut.maxflow(g)  # on the CPU the compiled solver takes the CSR layout as it is
+        assert auto.flow_value == value and auto.verify() and torch.equal(auto.mask, r.mask)
+        assert auto.stats["route"] == ("csr" if auto.stats["backend"] == "cpu" else r.stats["route"])
 
 
 def test_cuda_fallback_warns_once(monkeypatch):

@@ -42,7 +42,7 @@ def _cmd_maxflow(args) -> int:
     if device == "cuda":
         torch.cuda.synchronize()
     t2 = time.perf_counter()
-    r = maxflow(g, backend=args.backend, lattice=not args.no_lattice)
+    r = maxflow(g, backend=args.backend, lattice=False if args.no_lattice else None)
     if device == "cuda":
         torch.cuda.synchronize()
     t3 = time.perf_counter()

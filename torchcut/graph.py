@@ -453,7 +453,7 @@ class FlowGraph:
                          edges.view(2, H, W), ((0, 1), (1, 0)), reverse.view(2, H, W))
 
     # ------------------------------------------------------------------ solving
-    def _maxflow(self, backend: str = "auto", *, lattice: bool = True, **options):
+    def _maxflow(self, backend: str = "auto", *, lattice: bool | None = None, **options):
         """Called by :func:`torchcut.maxflow`; see :mod:`torchcut.solvers.csr`."""
         from .solvers.csr import solve_flowgraph
 

@@ -58,15 +58,17 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
     )
 
 
-def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool = True, **options) -> CutResult:
+def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None, **options) -> CutResult:
     """Maximum flow of a :class:`torchcut.FlowGraph` (what ``torchcut.maxflow`` calls).
 
     Parameters
     ----------
     graph : FlowGraph
     backend : {"auto", "reference", "cpu", "cuda"}
-    lattice : bool
-        Route 2D lattice graphs to the grid solver (default True).
+    lattice : bool or None
+        Route 2D lattice graphs to the grid solver. None (default): yes, except where the compiled CPU
+        solver runs (on the CPU it solves the CSR layout as fast as the grid and the conversion costs
+        more than it saves); True: always; False: never.
     **options
         Passed to the backend.
 
@@ -79,9 +81,13 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool = True, **opt
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    impl = None
+    if lattice is None:
+        impl = _pick(graph.device, backend)
+        lattice = getattr(impl, "EXT", None) != "torchcut_cpu"
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
-    impl = _pick(graph.device, backend)
+    impl = impl or _pick(graph.device, backend)
     src = graph.source[0]
     snk = graph.sink[0].to(torch.int64)
     low = torch.minimum(src, snk)
