@@ -262,7 +262,7 @@ class FlowGraph:
             uniq = sk[first]
             if order is not None:
                 inv = torch.empty_like(order)
-                inv[order] = torch.cumsum(first, 0) - 1
+                inv.index_copy_(0, order, torch.cumsum(first, 0) - 1)
             elif key.device.type == "cpu":
                 inv = torch.from_numpy(np.searchsorted(uniq.numpy(), key.numpy()))
             else:
@@ -296,21 +296,24 @@ class FlowGraph:
         ar = torch.arange(M, device=device)
         f_start = torch.zeros(N + 1, dtype=torch.int64, device=device)
         f_start[1:] = torch.cumsum(n_f, 0)
-        pos_f = row_ptr[p_lo] + n_b[p_lo] + (ar - f_start[p_lo])
+        # one gather per arc (index_select/index_copy_ are several times faster than [] indexing on CPU)
+        pos_f = (row_ptr[:-1] + n_b - f_start[:-1]).index_select(0, p_lo) + ar
         bits = max(1, int(M).bit_length())
         by_hi = _sort_values(p_hi * (1 << bits) + ar) & ((1 << bits) - 1) if M else ar
         b_start = torch.zeros(N + 1, dtype=torch.int64, device=device)
         b_start[1:] = torch.cumsum(n_b, 0)
-        hs = p_hi[by_hi]
-        pos_b = torch.empty_like(ar)
-        pos_b[by_hi] = row_ptr[hs] + (ar - b_start[hs])
+        hs = p_hi.index_select(0, by_hi)
+        pos_b = torch.empty_like(ar).index_copy_(0, by_hi, (row_ptr[:-1] - b_start[:-1]).index_select(0, hs) + ar)
         A = 2 * M
         self.tail = torch.empty(A, dtype=torch.int64, device=device)
         self.head = torch.empty(A, dtype=torch.int64, device=device)
         self.rev = torch.empty(A, dtype=torch.int64, device=device)
         self.caps = torch.empty(A, dtype=cap_dtype, device=device)
-        self.tail[pos_f], self.head[pos_f], self.caps[pos_f], self.rev[pos_f] = p_lo, p_hi, p_fwd.to(cap_dtype), pos_b
-        self.tail[pos_b], self.head[pos_b], self.caps[pos_b], self.rev[pos_b] = p_hi, p_lo, p_bwd.to(cap_dtype), pos_f
+        for pos, t, h, c, r in ((pos_f, p_lo, p_hi, p_fwd, pos_b), (pos_b, p_hi, p_lo, p_bwd, pos_f)):
+            self.tail.index_copy_(0, pos, t)
+            self.head.index_copy_(0, pos, h)
+            self.caps.index_copy_(0, pos, c.to(cap_dtype))
+            self.rev.index_copy_(0, pos, r)
         self.pair_fwd = pos_f  # arc index of lo -> hi
         self.pair_bwd = pos_b  # arc index of hi -> lo
         self.row_ptr = row_ptr
