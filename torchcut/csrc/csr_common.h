@@ -4,6 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
+
+#define CSR_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_csr", expr)
+
 #include <cstdint>
 
 namespace torchcut_csr {

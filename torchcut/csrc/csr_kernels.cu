@@ -33,13 +33,6 @@
 
 namespace torchcut_csr {
 
-#define CSR_CUDA_CHECK(expr)                                                                            \
-  do {                                                                                                  \
-    cudaError_t err__ = (expr);                                                                         \
-    if (err__ != cudaSuccess)                                                                           \
-      throw std::runtime_error(std::string("torchcut_csr: CUDA error ") + cudaGetErrorString(err__) + \
-                               " at " #expr);                                                           \
-  } while (0)
 
 namespace {
 

@@ -10,6 +10,10 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
+
+#define TC_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_grid", expr)
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -10,13 +10,6 @@
 
 namespace torchcut_grid {
 
-#define TC_CUDA_CHECK(expr)                                                                              \
-  do {                                                                                                   \
-    cudaError_t err__ = (expr);                                                                          \
-    if (err__ != cudaSuccess)                                                                            \
-      throw std::runtime_error(std::string("torchcut_grid: CUDA error ") + cudaGetErrorString(err__) + \
-                               " at " #expr);                                                            \
-  } while (0)
 
 __device__ __forceinline__ void atomic_add(int* p, int v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(long long* p, long long v) {

@@ -25,13 +25,6 @@ namespace torchcut_grid {
 
 namespace {
 
-#define TC_CHECK(expr)                                                                                   \
-  do {                                                                                                   \
-    cudaError_t err__ = (expr);                                                                          \
-    if (err__ != cudaSuccess)                                                                            \
-      throw std::runtime_error(std::string("torchcut_grid: CUDA error ") + cudaGetErrorString(err__) + \
-                               " at " #expr);                                                            \
-  } while (0)
 
 void require(bool ok, const std::string& msg) {
   if (!ok) throw std::runtime_error("torchcut_grid: " + msg);
@@ -129,11 +122,11 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   W.state = static_cast<int*>(alloc.device(qtiles * sizeof(int)));
   W.gen = static_cast<int*>(alloc.device(qtiles * sizeof(int)));
   W.ring = static_cast<long long*>(alloc.device(capq * sizeof(long long)));
-  TC_CHECK(cudaMemsetAsync(tap, 0, pt * sizeof(int), st));
-  TC_CHECK(cudaMemsetAsync(scp, 0, kSlots * sizeof(long long), st));
-  TC_CHECK(cudaMemsetAsync(W.state, 0, qtiles * sizeof(int), st));
-  TC_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
-  TC_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
+  TC_CUDA_CHECK(cudaMemsetAsync(tap, 0, pt * sizeof(int), st));
+  TC_CUDA_CHECK(cudaMemsetAsync(scp, 0, kSlots * sizeof(long long), st));
+  TC_CUDA_CHECK(cudaMemsetAsync(W.state, 0, qtiles * sizeof(int), st));
+  TC_CUDA_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
+  TC_CUDA_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
   for (int k = 0; k < kSlots; ++k) hostp[k] = 0;
   W.mask = capq - 1;
   W.head = reinterpret_cast<unsigned long long*>(scp + kHead);
@@ -157,7 +150,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   Events ev;
   float bfs_ms = 0, push_ms = 0;
   if (profile)
-    for (; ev.n < 3; ++ev.n) TC_CHECK(cudaEventCreate(&ev.e[ev.n]));
+    for (; ev.n < 3; ++ev.n) TC_CUDA_CHECK(cudaEventCreate(&ev.e[ev.n]));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
   const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
@@ -172,13 +165,13 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     ++push_seq;
     launch_list(st, tap, pq, plist, pt, other);
     launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist);
-    TC_CHECK(cudaGetLastError());
+    TC_CUDA_CHECK(cudaGetLastError());
   };
   int clock_khz = 1;  // cycles per ms (profile counters are clock64 cycles)
   if (profile) {
     int dev = 0;
-    TC_CHECK(cudaGetDevice(&dev));
-    TC_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+    TC_CUDA_CHECK(cudaGetDevice(&dev));
+    TC_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
   }
   const double khz = std::max(clock_khz, 1);
   long long seen[kSlots] = {0};  // trace: counters at the last line
@@ -202,27 +195,27 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   int status = kStatusOk;
   while (true) {
     // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
-    if (profile) TC_CHECK(cudaEventRecord(ev.e[1], st));
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
     launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, total, W.state, scp);
     launch_seed(st, W, qtiles);
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
     launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G);
-    TC_CHECK(cudaGetLastError());
-    TC_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
-    TC_CHECK(cudaStreamSynchronize(st));
+    TC_CUDA_CHECK(cudaGetLastError());
+    TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
+    TC_CUDA_CHECK(cudaStreamSynchronize(st));
     ++syncs;
     if (hostp[kStalled] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
       status = kStatusStalled;
       break;
     }
     if (profile) {
-      TC_CHECK(cudaEventRecord(ev.e[2], st));
-      TC_CHECK(cudaEventSynchronize(ev.e[2]));
+      TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
+      TC_CUDA_CHECK(cudaEventSynchronize(ev.e[2]));
       float a = 0;
-      TC_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
+      TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
       bfs_ms += a;
       if (cycles > 0) {
-        TC_CHECK(cudaEventElapsedTime(&a, ev.e[0], ev.e[1]));
+        TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev.e[0], ev.e[1]));
         push_ms += a;
       }
     }
@@ -230,7 +223,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     bfs_depth += last_bfs;
     if (trace) {
       float a = 0;
-      TC_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
+      TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
       const long long v = hostp[kVisits] - seen[kVisits];
       auto per = [&](int k) { return v ? (hostp[kProf + k] - seen[kProf + k]) / khz * 1000 / v : 0.0; };
       fprintf(stderr,
@@ -246,19 +239,19 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
       break;
     }
     // ---- push/relabel launches
-    if (profile) TC_CHECK(cudaEventRecord(ev.e[0], st));
+    if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[0], st));
     int P = push_opt > 0 ? (int)push_opt : std::max(push_min, std::min(push_cap, last_bfs / 2));
     if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
       P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
     for (int p = 0; p < P; ++p) {
-      if (trace) TC_CHECK(cudaEventRecord(ev.e[2], st));
+      if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
       push();
       if (trace) {
-        TC_CHECK(cudaEventRecord(ev.e[1], st));
-        TC_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
-        TC_CHECK(cudaStreamSynchronize(st));
+        TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
+        TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
+        TC_CUDA_CHECK(cudaStreamSynchronize(st));
         float a = 0;
-        TC_CHECK(cudaEventElapsedTime(&a, ev.e[2], ev.e[1]));
+        TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev.e[2], ev.e[1]));
         const long long v = hostp[kProf] - seen[kProf];
         auto per = [&](int k) { return v ? (hostp[kProf + k] - seen[kProf + k]) / khz * 1000 / v : 0.0; };
         fprintf(stderr, "trace   push %d: %.1f us, %lld tiles, %.2f us/tile (load %.2f, rounds %.2f), %.1f rounds/tile\n",
@@ -269,7 +262,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     push_launches += P;
   }
   launch_mask(st, flat_blocks, hp, out, total);
-  TC_CHECK(cudaGetLastError());
+  TC_CUDA_CHECK(cudaGetLastError());
   int64_t* s = stats;
   s[kStRelabels] = cycles + 1;
   s[kStBfsLaunches] = cycles + 1;  // one worklist launch per global relabel
