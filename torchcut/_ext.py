@@ -118,3 +118,20 @@ EXTENSIONS: dict[str, list[str]] = {
 def load_named(name: str) -> None:
     """Load one of :data:`EXTENSIONS` by name (see :func:`load`)."""
     load(name, EXTENSIONS[name])
+
+
+def load_error(name: str) -> str | None:
+    """Why extension ``name`` cannot be used (building it first if needed), or None when it can.
+
+    What the backends' ``load_error()`` return: a build failure is reported, never raised.
+
+    Examples
+    --------
+    >>> load_error("torchcut_cpu") is None or isinstance(load_error("torchcut_cpu"), str)
+    True
+    """
+    try:
+        load_named(name)
+    except Exception as exc:  # noqa: BLE001 - any build failure is reported, never raised here
+        return str(exc) or type(exc).__name__
+    return None

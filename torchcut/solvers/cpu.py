@@ -29,6 +29,9 @@ from .. import _ext
 __all__ = ["load_error", "solve_grid", "solve_csr"]
 
 EXT = "torchcut_cpu"
+# FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
+# grid solve saves over the CSR solve (benchmarks/NOTES-cpu.md).
+ROUTE_LATTICES = False
 _STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us")
 
 
@@ -42,11 +45,7 @@ def load_error():
     >>> load_error() is None or isinstance(load_error(), str)
     True
     """
-    try:
-        _ext.load_named(EXT)
-    except Exception as exc:  # noqa: BLE001 - any build failure is reported, never raised here
-        return str(exc) or type(exc).__name__
-    return None
+    return _ext.load_error(EXT)
 
 
 def _threads(threads) -> int:

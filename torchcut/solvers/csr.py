@@ -84,7 +84,7 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     impl = None
     if lattice is None:
         impl = _pick(graph.device, backend)
-        lattice = getattr(impl, "EXT", None) != "torchcut_cpu"
+        lattice = getattr(impl, "ROUTE_LATTICES", True)
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
     impl = impl or _pick(graph.device, backend)

@@ -91,11 +91,7 @@ def load_error():
     >>> load_error() is None or isinstance(load_error(), str)  # doctest: +SKIP
     True
     """
-    try:
-        _ext.load_named(EXT)
-    except Exception as exc:  # noqa: BLE001 - any build failure is reported, never raised here
-        return str(exc) or type(exc).__name__
-    return None
+    return _ext.load_error(EXT)
 
 
 def workspace_bytes(num_nodes: int, num_dirs: int) -> int:

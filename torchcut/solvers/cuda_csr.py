@@ -33,11 +33,7 @@ def load_error():
     """
     if not torch.cuda.is_available():
         return "no CUDA device is available"
-    try:
-        _ext.load_named(EXT)
-    except Exception as exc:  # noqa: BLE001 - reported, never raised here
-        return str(exc) or type(exc).__name__
-    return None
+    return _ext.load_error(EXT)
 
 
 def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, iters: int = 4,
