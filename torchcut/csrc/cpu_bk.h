@@ -66,42 +66,7 @@ class BK {
       ++st_.growths;
       int32_t x = -1, y = -1;  // the S-tree and T-tree ends of the connecting arc
       int64_t mid = -1, mid_sis = -1;
-      const Marks mi = mk_[i];
-      if (!g_.is_sink(i)) {
-        for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
-          const int64_t a = g_.arc(i, k);
-          if (g_.rc[a] <= 0) continue;
-          const int32_t j = g_.head(i, k);
-          if (g_.is_free(j)) {
-            g_.set(j, g_.back(i, k), false);
-            mk_[j] = Marks{mi.ts, mi.dist + 1};
-            activate(j);
-          } else if (g_.is_sink(j)) {
-            x = i, y = j, mid = a, mid_sis = g_.sister(i, k);
-            break;
-          } else if (mk_[j].ts <= mi.ts && mk_[j].dist > mi.dist) {
-            g_.set_parent(j, g_.back(i, k));
-            mk_[j] = Marks{mi.ts, mi.dist + 1};
-          }
-        }
-      } else {
-        for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
-          const int64_t sa = g_.sister(i, k);
-          if (g_.rc[sa] <= 0) continue;
-          const int32_t j = g_.head(i, k);
-          if (g_.is_free(j)) {
-            g_.set(j, g_.back(i, k), true);
-            mk_[j] = Marks{mi.ts, mi.dist + 1};
-            activate(j);
-          } else if (!g_.is_sink(j)) {
-            x = j, y = i, mid = sa, mid_sis = g_.arc(i, k);
-            break;
-          } else if (mk_[j].ts <= mi.ts && mk_[j].dist > mi.dist) {
-            g_.set_parent(j, g_.back(i, k));
-            mk_[j] = Marks{mi.ts, mi.dist + 1};
-          }
-        }
-      }
+      if (g_.is_sink(i)) grow<true>(i, x, y, mid, mid_sis); else grow<false>(i, x, y, mid, mid_sis);
       tick();
       if (mid >= 0) {
         nxt_[i] = kCurrent;  // active, not queued: grown again next
@@ -146,6 +111,32 @@ class BK {
   static constexpr int32_t kIdle = -1;     // not active
   static constexpr int32_t kCurrent = -2;  // active, being grown (not in the queue)
   static constexpr int32_t kInfD = std::numeric_limits<int32_t>::max();
+
+  // Grows i's tree over its residual arcs (S: i -> j, T: j -> i): free neighbours join as children, and
+  // a neighbour of the same tree is re-parented to i when that shortens its path (the paper's
+  // timestamp/distance rule). Stops at the first neighbour of the other tree and returns the connecting
+  // arc: x, y its S and T ends, mid the arc x -> y and mid_sis its reverse.
+  template <bool kSink>
+  void grow(int32_t i, int32_t& x, int32_t& y, int64_t& mid, int64_t& mid_sis) {
+    const Marks mi = mk_[i];
+    for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+      const int64_t a = kSink ? g_.sister(i, k) : g_.arc(i, k);
+      if (g_.rc[a] <= 0) continue;
+      const int32_t j = g_.head(i, k);
+      if (g_.is_free(j)) {
+        g_.set(j, g_.back(i, k), kSink);
+        mk_[j] = Marks{mi.ts, mi.dist + 1};
+        activate(j);
+      } else if (g_.is_sink(j) != kSink) {
+        x = kSink ? j : i, y = kSink ? i : j;
+        mid = a, mid_sis = kSink ? g_.arc(i, k) : g_.sister(i, k);
+        return;
+      } else if (mk_[j].ts <= mi.ts && mk_[j].dist > mi.dist) {
+        g_.set_parent(j, g_.back(i, k));
+        mk_[j] = Marks{mi.ts, mi.dist + 1};
+      }
+    }
+  }
 
   void init() {
     for (int64_t v = 0; v < n_; ++v) {
