@@ -70,6 +70,9 @@ def load(name: str, sources: list[str], *, extra_cuda_cflags: list[str] | None =
         msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
         _errors[name] = msg
         raise RuntimeError(msg) from exc
+    from .solvers.ops import register_fakes  # so that torch.compile can trace around the ops
+
+    register_fakes(name)
 
 
 def _headers_hash() -> str:

@@ -205,6 +205,9 @@ class GridGraph:
     4
     """
 
+    # Inputs kept for the solver op when the graph is built inside torch.compile (see __init__).
+    _pending = None
+
     def __init__(self, source, sink, edges, offsets, reverse=None, *, scale: float | None = None):
         self.offsets = _check_offsets(offsets)
         ndim = len(self.offsets[0])
@@ -223,6 +226,17 @@ class GridGraph:
         full_shape = tuple(source.shape)
         edges = self._stack(edges, "edges", K, full_shape, device)
         reverse = edges if reverse is None else self._stack(reverse, "reverse", K, full_shape, device)
+        self._pending = None
+        if torch.compiler.is_compiling():
+            # Inside torch.compile: the capacity dtype, the float scale and the value checks depend on the
+            # data, so the graph is built (and checked) when the solver op runs (torchcut.solvers.ops).
+            self._pending = (source, sink, edges, None if reverse is edges else reverse, scale)
+            self.batched = source.dim() == ndim + 1
+            self.shape = full_shape[1:] if self.batched else full_shape
+            self.is_float = any(t.is_floating_point() for t in (source, sink, edges, reverse))
+            self.scale = None
+            self.caps = self.source = self.sink = None
+            return
         source = check_capacity(source, "source")
         sink = check_capacity(sink, "sink")
         edges = check_capacity(edges, "edges")
@@ -279,6 +293,14 @@ class GridGraph:
         self.source = source.contiguous()
         self.sink = sink.to(cap_dtype).contiguous()
 
+    @classmethod
+    def _from_tensors(cls, caps, source, sink, offsets) -> "GridGraph":
+        """A batched integer graph from its internal tensors (``caps`` ``[B, 2K, *shape]``, ``source``, ``sink``)."""
+        g = object.__new__(cls)
+        g.offsets, g.caps, g.source, g.sink = offsets, caps, source, sink
+        g.batched, g.shape, g.is_float, g.scale, g._pending = True, tuple(caps.shape[2:]), False, None, None
+        return g
+
     @staticmethod
     def _stack(x, name, K, full_shape, device) -> torch.Tensor:
         if isinstance(x, (list, tuple)) and len(x) > 0 and not isinstance(x[0], (int, float)):
@@ -310,6 +332,8 @@ class GridGraph:
     @property
     def batch_size(self) -> int:
         """Number of independent grids (1 when the input had no batch dimension)."""
+        if self._pending is not None:
+            return self._pending[0].shape[0] if self.batched else 1
         return self.caps.shape[0]
 
     @property
@@ -319,7 +343,7 @@ class GridGraph:
 
     @property
     def device(self) -> torch.device:
-        return self.caps.device
+        return self.caps.device if self._pending is None else self._pending[0].device
 
     @property
     def directions(self) -> tuple[tuple[int, ...], ...]:

@@ -56,6 +56,8 @@ class CutResult:
         """The maximum flow: a Python int (float for float capacities), or a list of them for a batch."""
         vals = self.flow_values.tolist()
         scale = getattr(self.graph, "scale", None)
+        if isinstance(scale, torch.Tensor):  # a float graph built inside torch.compile
+            scale = float(scale)
         if scale:
             vals = [v / scale for v in vals]
         return vals if getattr(self.graph, "batched", False) else vals[0]
@@ -91,6 +93,12 @@ class CutResult:
         >>> torchcut.maxflow(g).verify()
         True
         """
+        if self.residual is None:
+            raise CertificateError(
+                "verify(): this result has no residual network: its GridGraph was built inside torch.compile, "
+                "where it is built and solved in one op. Build the GridGraph before the compiled function (its "
+                "result keeps the certificate) or solve it outside torch.compile to verify it."
+            )
         g = self.graph
         B = g.batch_size
         N = g.num_nodes

@@ -94,7 +94,20 @@ def segment(
     >>> mask, result = torchcut.segment(image, seeds, return_result=True)
     >>> result.verify(), mask.device == image.device
     (True, True)
+
+    ``torch.compile(..., fullgraph=True)`` traces it (the energy and the cut run as one custom op):
+
+    >>> compiled = torch.compile(torchcut.segment, fullgraph=True)
+    >>> torch.equal(compiled(image, seeds), torchcut.segment(image, seeds))  # doctest: +SKIP
+    True
     """
+    if torch.compiler.is_compiling() and not return_result:
+        # One opaque custom op: the energy's checks and estimates depend on the data.
+        from .solvers.ops import options_string, segment_mask
+
+        return segment_mask(image, seeds, float(lam), sigma, connectivity, ndim, channel_axis, bins, scale,
+                            None if spacing is None else [float(v) for v in spacing], backend,
+                            options_string(solver_options))
     graph = segmentation_graph(
         image,
         seeds,

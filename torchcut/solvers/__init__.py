@@ -76,7 +76,21 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     >>> r = torchcut.maxflow(g)
     >>> r.flow_value, r.mask.tolist()
     (2, [[True, True, False]])
+
+    Inside ``torch.compile`` (``fullgraph=True`` works) the solve is one custom op. A graph built
+    before the compiled function keeps its certificate; one built inside it is built and checked
+    when the op runs, and its result has the flow values and the mask but no ``verify()``.
+
+    >>> f = torch.compile(lambda s, t, e: torchcut.maxflow(
+    ...     torchcut.GridGraph(s, t, e, torchcut.grid_offsets(2, 4))).flow_values, fullgraph=True)
+    >>> f(torch.tensor([[9, 0, 0]]), torch.tensor([[0, 0, 9]]),
+    ...   torch.tensor([[[4, 2, 0]], [[0, 0, 0]]])).tolist()  # doctest: +SKIP
+    [2]
     """
+    if torch.compiler.is_compiling():  # one opaque custom op: the solve reads its data back
+        from .ops import compiled_maxflow
+
+        return compiled_maxflow(graph, backend, options)
     device = getattr(graph, "device", None)
     if isinstance(device, torch.device) and device.type == "cuda":
         from .cuda import check_not_capturing
