@@ -388,18 +388,18 @@ def cases(quick: bool, family: str = "standard"):
     if family == "hard":
         return hard_cases()
     c = [
-        dict(name="astronaut 256^2 (small)", kind="2d", n=256, conn=4, batch=1, pic=0, ref=True),
-        dict(name="blobs 32^3 (small)", kind="3d", n=32, conn=6, batch=1, seed=1, ref=True),
-        dict(name="astronaut 512^2", kind="2d", n=512, conn=4, batch=1, pic=0),
-        dict(name="astronaut 512^2", kind="2d", n=512, conn=8, batch=1, pic=0),
-        dict(name="coffee 1024^2", kind="2d", n=1024, conn=4, batch=1, pic=1),
-        dict(name="coffee 1024^2", kind="2d", n=1024, conn=8, batch=1, pic=1),
-        dict(name="chelsea 2048^2", kind="2d", n=2048, conn=4, batch=1, pic=2),
-        dict(name="chelsea 2048^2", kind="2d", n=2048, conn=8, batch=1, pic=2),
-        dict(name="blobs 64^3", kind="3d", n=64, conn=6, batch=1, seed=2),
-        dict(name="blobs 128^3", kind="3d", n=128, conn=6, batch=1, seed=3),
-        dict(name="blobs 256^3", kind="3d", n=256, conn=6, batch=1, seed=4),
-        dict(name="batch 32 x 512^2", kind="2d", n=512, conn=4, batch=32, pic=0),
+        dict(name="astronaut 256^2 (small)", kind="2d", n=256, conn=4, batch=1, pic=0, ref=True, hpf=True),
+        dict(name="blobs 32^3 (small)", kind="3d", n=32, conn=6, batch=1, seed=1, ref=True, hpf=True),
+        dict(name="astronaut 512^2", kind="2d", n=512, conn=4, batch=1, pic=0, hpf=True),
+        dict(name="astronaut 512^2", kind="2d", n=512, conn=8, batch=1, pic=0, hpf=True),
+        dict(name="coffee 1024^2", kind="2d", n=1024, conn=4, batch=1, pic=1, hpf=True),
+        dict(name="coffee 1024^2", kind="2d", n=1024, conn=8, batch=1, pic=1, hpf=True),
+        dict(name="chelsea 2048^2", kind="2d", n=2048, conn=4, batch=1, pic=2, hpf=True),
+        dict(name="chelsea 2048^2", kind="2d", n=2048, conn=8, batch=1, pic=2, hpf=True),
+        dict(name="blobs 64^3", kind="3d", n=64, conn=6, batch=1, seed=2, hpf=True),
+        dict(name="blobs 128^3", kind="3d", n=128, conn=6, batch=1, seed=3, hpf=True),
+        dict(name="blobs 256^3", kind="3d", n=256, conn=6, batch=1, seed=4, hpf=True),
+        dict(name="batch 32 x 512^2", kind="2d", n=512, conn=4, batch=32, pic=0, hpf=True),
     ]
     if quick:
         c = [x for x in c if x["n"] <= 1024 and x["batch"] == 1 and not (x["kind"] == "3d" and x["n"] > 64)]
