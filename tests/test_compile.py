@@ -172,8 +172,11 @@ def test_options_string_rejects_objects():
         ops.options_string({"threads": object()})
 
 
-def test_flowgraph_inside_compile_is_refused():
+def test_flowgraph_inside_compile():
     fg = torchcut.FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
+    # not traced: it breaks the graph (fullgraph=False) and solves eagerly
+    torch._dynamo.reset()
+    assert torch.compile(lambda g: torchcut.maxflow(g).flow_values)(fg).tolist() == [3]
     with pytest.raises(TypeError, match="inside torch.compile, expected a torchcut.GridGraph, got FlowGraph"):
         ops.compiled_maxflow(fg, "auto", {})
 
