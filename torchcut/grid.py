@@ -226,7 +226,6 @@ class GridGraph:
         full_shape = tuple(source.shape)
         edges = self._stack(edges, "edges", K, full_shape, device)
         reverse = edges if reverse is None else self._stack(reverse, "reverse", K, full_shape, device)
-        self._pending = None
         if torch.compiler.is_compiling():
             # Inside torch.compile: the capacity dtype, the float scale and the value checks depend on the
             # data, so the graph is built (and checked) when the solver op runs (torchcut.solvers.ops).
@@ -298,7 +297,7 @@ class GridGraph:
         """A batched integer graph from its internal tensors (``caps`` ``[B, 2K, *shape]``, ``source``, ``sink``)."""
         g = object.__new__(cls)
         g.offsets, g.caps, g.source, g.sink = offsets, caps, source, sink
-        g.batched, g.shape, g.is_float, g.scale, g._pending = True, tuple(caps.shape[2:]), False, None, None
+        g.batched, g.shape, g.is_float, g.scale = True, tuple(caps.shape[2:]), False, None
         return g
 
     @staticmethod
