@@ -71,6 +71,7 @@ import numpy as np
 import torch
 
 from ..graph import FlowGraph
+from .._validate import quantization_scale
 from ..grid import GridGraph, shift
 from ..solvers import maxflow as _solve
 
@@ -158,18 +159,44 @@ def _node_index(i, name: str, n: int) -> int:
     return i
 
 
+class _Ids:
+    """Grid node ids: their shape, and ``base`` when they are ``base, base + 1, ...`` in row-major order.
+
+    The tensor is made only when needed (ids that ``add_grid_nodes`` handed out are known to be
+    consecutive, so a grid solve never copies them to the device).
+    """
+
+    __slots__ = ("shape", "base", "_tensor", "_device")
+
+    def __init__(self, shape, base, tensor, device):
+        self.shape, self.base, self._tensor, self._device = tuple(shape), base, tensor, device
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        if self._tensor is None:
+            n = math.prod(self.shape)
+            self._tensor = torch.arange(self.base, self.base + n, device=self._device).view(self.shape)
+        return self._tensor
+
+
 class _Record:
     """One ``add_grid_edges`` call: node ids, weights and the structure's offsets and values."""
 
-    __slots__ = ("ids", "weights", "offsets", "values", "symmetric", "periodic", "dense")
+    __slots__ = ("ids", "weights", "offsets", "values", "symmetric", "periodic")
 
-    def __init__(self, ids, weights, offsets, values, symmetric, periodic, dense):
+    def __init__(self, ids, weights, offsets, values, symmetric, periodic):
         self.ids, self.weights, self.offsets, self.values = ids, weights, offsets, values
-        self.symmetric, self.periodic, self.dense = symmetric, periodic, dense
+        self.symmetric, self.periodic = symmetric, periodic
 
     def capacity(self, k: int) -> torch.Tensor:
-        """Capacity of the arc p -> p + offsets[k] at every p of the grid (a broadcast view)."""
-        return (self.weights * self.values[k]).expand(self.ids.shape)
+        """Capacity of the arc p -> p + offsets[k] at every p of the grid (may be a broadcast view)."""
+        v = self.values[k]
+        return (self.weights if v == 1 else self.weights * v).expand(self.ids.shape)
+
+
+def _quantize(t: torch.Tensor, scale: float) -> torch.Tensor:
+    """Non-negative float64 capacities times ``scale``, rounded to the nearest int32 (fits: max <= 2**30)."""
+    return (t * scale).add_(0.5).to(torch.int32)  # truncation of x + 0.5 rounds x >= 0 to nearest
 
 
 class GraphInt:
@@ -221,7 +248,7 @@ class GraphInt:
         0
         """
         self._n = 0
-        self._grids: list[tuple[int, tuple]] = []  # (first id, shape) of each add_grid_nodes call
+        self._issued: dict[int, tuple[np.ndarray, int]] = {}  # id() -> (read-only array, first id)
         self._terms = torch.zeros(2, 0, dtype=self._dtype, device=self._device)  # source, sink totals
         self._t_ids: list[int] = []
         self._t_caps: list[tuple] = []
@@ -262,15 +289,17 @@ class GraphInt:
             a = np.asarray(x)
             if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
                 raise TypeError(f"{name}: expected numbers, got an array of dtype {a.dtype}")
-            t = torch.from_numpy(np.ascontiguousarray(a))
+            t = torch.from_numpy(np.ascontiguousarray(a) if a.flags.writeable else np.array(a))
         if t.dtype == torch.bool or t.is_complex() or not (t.is_floating_point() or t.dtype in
                                                              (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)):
             raise TypeError(f"{name}: expected a real-valued tensor, got dtype {t.dtype}")
         t = t.to(self._device)
         if t.is_floating_point():
-            bad = ~torch.isfinite(t)
-            if bool(bad.any()):
-                raise ValueError(f"{name}: expected finite capacities, got {int(bad.sum())} NaN or infinite value(s)")
+            # a sum is finite when every term is (unless it overflows: then count exactly)
+            if t.numel() and not math.isfinite(float(t.sum(dtype=torch.float64))):
+                bad = int((~torch.isfinite(t)).sum())
+                if bad:
+                    raise ValueError(f"{name}: expected finite capacities, got {bad} NaN or infinite value(s)")
             t = torch.trunc(t) if self._integer else t
         t = t.to(self._dtype)
         if shape is not None and tuple(t.shape) != tuple(shape):
@@ -289,7 +318,7 @@ class GraphInt:
             a = np.asarray(nodeids)
             if a.dtype.kind not in "iu":
                 raise TypeError(f"{name}: expected integer node ids, got an array of dtype {a.dtype}")
-            t = torch.from_numpy(np.ascontiguousarray(a))
+            t = torch.from_numpy(np.ascontiguousarray(a) if a.flags.writeable else np.array(a))
         if t.is_floating_point() or t.dtype == torch.bool or t.is_complex():
             raise TypeError(f"{name}: expected integer node ids, got a tensor of dtype {t.dtype}")
         t = t.to(self._device, torch.int64)
@@ -323,6 +352,9 @@ class GraphInt:
     def add_grid_nodes(self, shape) -> np.ndarray:
         """Add a grid of nodes; return their ids in an array of that shape (row-major, consecutive).
 
+        The array is read-only (PyMaxflow's is writable): torchcut then knows, without a pass over
+        it, that the ids are consecutive whenever it comes back in a later call.
+
         Examples
         --------
         >>> GraphInt().add_grid_nodes((2, 3)).tolist()
@@ -333,8 +365,10 @@ class GraphInt:
             raise ValueError(f"shape: expected a non-empty tuple of non-negative integers, got {shape!r}")
         dims = tuple(int(d) for d in dims)
         first = self._grow(math.prod(dims))
-        self._grids.append((first, dims))
-        return np.arange(first, self._n, dtype=np.int64).reshape(dims)
+        ids = np.arange(first, self._n, dtype=np.int64).reshape(dims)
+        ids.flags.writeable = False  # so that later calls can trust it to be consecutive without a pass
+        self._issued[id(ids)] = (ids, first)
+        return ids
 
     def get_node_num(self) -> int:
         """Number of non-terminal nodes.
@@ -438,27 +472,29 @@ class GraphInt:
         >>> g.add_grid_tedges(ids, np.array([[4, 1]]), 2); g.maxflow()
         3
         """
-        ids = self._ids(nodeids)
-        src = self._values(sourcecaps, "sourcecaps", ids.shape).reshape(-1)
-        snk = self._values(sinkcaps, "sinkcaps", ids.shape).reshape(-1)
-        flat = ids.reshape(-1)
-        base = self._dense_base(flat)
-        if base is not None:
-            self._terms[0, base:base + flat.numel()] += src
-            self._terms[1, base:base + flat.numel()] += snk
-        else:
-            self._terms[0].index_add_(0, flat, src)
-            self._terms[1].index_add_(0, flat, snk)
+        ids = self._grid_ids(nodeids)
+        n = math.prod(ids.shape)
+        for name, caps, row in (("sourcecaps", sourcecaps, 0), ("sinkcaps", sinkcaps, 1)):
+            t = self._values(caps, name, ids.shape).reshape(-1)
+            if ids.base is not None:
+                self._terms[row, ids.base:ids.base + n] += t
+            else:
+                self._terms[row].index_add_(0, ids.tensor.reshape(-1), t)
         self._seg = None
 
-    @staticmethod
-    def _dense_base(flat: torch.Tensor):
-        """``b`` when ``flat`` is ``b, b + 1, ...``, else None."""
-        if flat.numel() == 0:
-            return None
-        b = int(flat[0])
-        ar = torch.arange(b, b + flat.numel(), device=flat.device)
-        return b if torch.equal(flat, ar) else None
+    def _grid_ids(self, nodeids) -> _Ids:
+        """Node ids of a grid call, checked; consecutive ids are recognised (``base``)."""
+        known = self._issued.get(id(nodeids)) if isinstance(nodeids, np.ndarray) else None
+        if known is not None and known[0] is nodeids and not nodeids.flags.writeable:
+            return _Ids(nodeids.shape, known[1], None, self._device)
+        t = self._ids(nodeids)
+        flat = t.reshape(-1)
+        base = None
+        if flat.numel():
+            b = int(flat[0])
+            if torch.equal(flat, torch.arange(b, b + flat.numel(), device=flat.device)):
+                base = b
+        return _Ids(t.shape, base, t, self._device)
 
     def add_grid_edges(self, nodeids, weights=1, structure=None, symmetric: bool = False, periodic=False) -> None:
         """Add edges between grid nodes following a structure array centred on each node.
@@ -484,8 +520,8 @@ class GraphInt:
         >>> g.add_grid_tedges(ids, np.array([[9, 0, 0]]), np.array([[0, 0, 9]])); g.maxflow()
         2
         """
-        ids = self._ids(nodeids)
-        nd = ids.dim()
+        ids = self._grid_ids(nodeids)
+        nd = len(ids.shape)
         if nd == 0:
             raise ValueError("nodeids: expected an array of node ids with at least one dimension, got a scalar")
         if not isinstance(symmetric, (bool, np.bool_, Integral)):
@@ -534,9 +570,7 @@ class GraphInt:
                 n if p else max(n - abs(v), 0) for v, n, p in zip(o, shape, per))
         if not offsets:
             return
-        flat = ids.reshape(-1)
-        dense = self._dense_base(flat) == 0 and flat.numel() == self._n
-        self._records.append(_Record(ids, w, offsets, values, symmetric, tuple(bool(p) for p in per), dense))
+        self._records.append(_Record(ids, w, offsets, values, symmetric, tuple(bool(p) for p in per)))
         self._seg = None
 
     # ------------------------------------------------------------------ no-ops kept for compatibility
@@ -572,8 +606,9 @@ class GraphInt:
         """``(shape, offsets, edges, reverse)`` when the edges form one lattice over all nodes, else None."""
         if self._e_ids or self._chunks or not self._records:
             return None
-        shape = tuple(self._records[0].ids.shape)
-        if any(not r.dense or any(r.periodic) or tuple(r.ids.shape) != shape for r in self._records):
+        shape = self._records[0].ids.shape
+        if any(r.ids.base != 0 or math.prod(r.ids.shape) != self._n or any(r.periodic) or r.ids.shape != shape
+               for r in self._records):
             return None
         if len(shape) > 3:
             return None
@@ -589,8 +624,8 @@ class GraphInt:
         rev: dict = {c: None for c in canon}
         same = all(r.symmetric for r in self._records)
 
-        def add(table, c, x):
-            table[c] = x.clone() if table[c] is None else table[c].add_(x)
+        def add(table, c, x):  # out of place: x may be a view of the caller's weights
+            table[c] = x if table[c] is None else table[c] + x
 
         for r in self._records:
             for k, o in enumerate(r.offsets):
@@ -606,7 +641,7 @@ class GraphInt:
                         add(rev, c, moved)
                     if r.symmetric:  # and its reverse p - c -> p, the arc edges[c][p - c]
                         add(fwd, c, moved)
-        zero = torch.zeros(shape, dtype=self._dtype, device=self._device)
+        zero = torch.zeros((), dtype=self._dtype, device=self._device).expand(shape)
         edges = torch.stack([fwd[c] if fwd[c] is not None else zero for c in canon])
         reverse = None if same else torch.stack([rev[c] if rev[c] is not None else zero for c in canon])
         if len(shape) == 1:  # a 1-D grid is one row of a 2-D grid
@@ -624,22 +659,22 @@ class GraphInt:
             cr = torch.tensor(self._e_caps, dtype=self._dtype, device=self._device)
             parts.append((ij[:, 0], ij[:, 1], cr[:, 0], cr[:, 1]))
         for r in self._records:
-            shape = tuple(r.ids.shape)
+            shape, ids = r.ids.shape, r.ids.tensor
             for k, o in enumerate(r.offsets):
                 cap = r.capacity(k)
                 if any(p for p in r.periodic):
                     axes = [a for a in range(len(shape)) if o[a] and not r.periodic[a]]
-                    head = torch.roll(r.ids, tuple(-v for v in o), tuple(range(len(shape))))
+                    head = torch.roll(ids, tuple(-v for v in o), tuple(range(len(shape))))
                     keep = torch.ones(shape, dtype=torch.bool, device=self._device)
                     for a in axes:
                         keep &= shift(torch.ones(shape, dtype=torch.bool, device=self._device),
                                       tuple(o[b] if b == a else 0 for b in range(len(shape))), False)
-                    u, v, c = r.ids[keep], head[keep], cap[keep]
+                    u, v, c = ids[keep], head[keep], cap[keep]
                 else:
                     if any(abs(v) >= n for v, n in zip(o, shape)):
                         continue
                     keep = shift(torch.ones(shape, dtype=torch.bool, device=self._device), o, False)
-                    u, v, c = r.ids[keep], shift(r.ids, o, -1)[keep], cap[keep]
+                    u, v, c = ids[keep], shift(ids, o, -1)[keep], cap[keep]
                 parts.append((u, v, c, c if r.symmetric else torch.zeros_like(c)))
         if not parts:
             e = torch.zeros(0, dtype=torch.int64, device=self._device)
@@ -651,15 +686,17 @@ class GraphInt:
 
         Returns
         -------
-        (graph, constant)
+        (graph, constant, scale)
             A :class:`torchcut.GridGraph` (all edges from grid calls on one full grid) or a
-            :class:`torchcut.FlowGraph`; the flow PyMaxflow reports is ``maxflow(graph) + constant``.
+            :class:`torchcut.FlowGraph`; the flow PyMaxflow reports is ``maxflow(graph).flow_value /
+            scale + constant`` (``scale`` is None, meaning 1, for integer graphs and for FlowGraphs,
+            which quantize float capacities themselves).
 
         Examples
         --------
         >>> g = GraphInt(); ids = g.add_grid_nodes((2, 2)); g.add_grid_edges(ids, 1, symmetric=True)
         >>> g.add_grid_tedges(ids, 3, 1); g.build()
-        (GridGraph(shape=(2, 2), K=2, dtype=torch.int32, device=cpu), 4)
+        (GridGraph(shape=(2, 2), K=2, dtype=torch.int32, device=cpu), 4, None)
         """
         if self._n == 0:
             raise ValueError("graph: expected at least one node, got an empty graph (add nodes first)")
@@ -668,13 +705,18 @@ class GraphInt:
         constant = low.sum().item()
         source, sink = src - low, snk - low
         layout = self._grid_layout()
-        if layout is not None:
-            shape, offsets, edges, reverse = layout
-            graph = GridGraph(source.view(shape), sink.view(shape), edges, offsets, reverse)
-        else:
+        if layout is None:
             u, v, c, r = self._edge_lists()
-            graph = FlowGraph.from_edges(u, v, c, r, source=source, sink=sink, num_nodes=self._n)
-        return graph, constant
+            return FlowGraph.from_edges(u, v, c, r, source=source, sink=sink, num_nodes=self._n), constant, None
+        shape, offsets, edges, reverse = layout
+        scale = None
+        if not self._integer:  # quantize here, in one pass per tensor, to int32 (GridGraph's float path copies more)
+            pair = 2 * edges.max() if reverse is None else (edges + reverse).max()
+            top = max(float(pair), float(source.max()), float(sink.max()))
+            scale = quantization_scale(top, None)
+            source, sink, edges = (_quantize(t, scale) for t in (source, sink, edges))
+            reverse = None if reverse is None else _quantize(reverse, scale)
+        return GridGraph(source.view(shape), sink.view(shape), edges, offsets, reverse), constant, scale
 
     def maxflow(self, reuse_trees: bool = False):
         """Compute the maximum flow; return its value (the capacity of the minimum cut).
@@ -690,11 +732,11 @@ class GraphInt:
         if self._n == 0:
             self._seg = torch.zeros(0, dtype=torch.bool, device=self._device)
             return 0 if self._integer else 0.0
-        graph, constant = self.build()
+        graph, constant, scale = self.build()
         result = _solve(graph)
         self.last_result = result
         self._seg = ~result.node_mask.reshape(-1)
-        flow = result.flow_value + constant
+        flow = (result.flow_value if scale is None else result.flow_value / scale) + constant
         return int(flow) if self._integer else float(flow)
 
     # ------------------------------------------------------------------ segments
@@ -736,8 +778,11 @@ class GraphInt:
         [[False, True]]
         """
         seg = self._segments()
-        ids = self._ids(nodeids)
-        out = seg[ids]
+        ids = self._grid_ids(nodeids)
+        if ids.base is not None:
+            out = seg[ids.base:ids.base + math.prod(ids.shape)].view(ids.shape)
+        else:
+            out = seg[ids.tensor]
         if isinstance(nodeids, torch.Tensor):
             return out
         return out.cpu().numpy()
