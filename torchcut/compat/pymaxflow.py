@@ -257,6 +257,7 @@ class GraphInt:
         self._chunks: list[tuple] = []  # add_edges calls: (u, v, cap, rcap) tensors
         self._records: list[_Record] = []
         self._arcs = 0
+        self._hard = None
         self._seg = None
         self.last_result = None
 
@@ -277,8 +278,8 @@ class GraphInt:
             x = x.item()
         if isinstance(x, bool) or not isinstance(x, Real):
             raise TypeError(f"{name}: expected a number, got {type(x).__name__}")
-        if not math.isfinite(x):
-            raise ValueError(f"{name}: expected a finite capacity, got {x!r}")
+        if not math.isfinite(x) and (self._integer or not x > 0):
+            raise ValueError(f"{name}: expected a finite capacity{'' if self._integer else ' or +inf'}, got {x!r}")
         return int(x) if self._integer else float(x)
 
     def _values(self, x, name: str, shape=None) -> torch.Tensor:
@@ -297,9 +298,10 @@ class GraphInt:
         if t.is_floating_point():
             # a sum is finite when every term is (unless it overflows: then count exactly)
             if t.numel() and not math.isfinite(float(t.sum(dtype=torch.float64))):
-                bad = int((~torch.isfinite(t)).sum())
+                bad = int((~torch.isfinite(t) if self._integer else (torch.isnan(t) | (t == -math.inf))).sum())
                 if bad:
-                    raise ValueError(f"{name}: expected finite capacities, got {bad} NaN or infinite value(s)")
+                    raise ValueError(f"{name}: expected finite capacities{'' if self._integer else ' or +inf'}, "
+                                     f"got {bad} NaN or {'infinite' if self._integer else '-inf'} value(s)")
             t = torch.trunc(t) if self._integer else t
         t = t.to(self._dtype)
         if shape is not None and tuple(t.shape) != tuple(shape):
@@ -539,8 +541,8 @@ class GraphInt:
         s = s.reshape((1,) * (nd - s.ndim) + s.shape)
         if any(n % 2 == 0 for n in s.shape):
             raise ValueError(f"structure: expected an odd size along every axis (centred on the node), got shape {s.shape}")
-        if not np.isfinite(s).all():
-            raise ValueError("structure: expected finite values")
+        if np.isnan(s).any() or (self._integer and not np.isfinite(s).all()):
+            raise ValueError(f"structure: expected finite values{'' if self._integer else ' or +inf'}")
         if (s < 0).any():
             raise ValueError(f"structure: expected non-negative values (capacities), got minimum {s.min()}")
         per = np.broadcast_to(np.asarray(periodic, dtype=bool), (nd,)) if np.ndim(periodic) <= 1 else None
@@ -701,14 +703,22 @@ class GraphInt:
         if self._n == 0:
             raise ValueError("graph: expected at least one node, got an empty graph (add nodes first)")
         src, snk = self._terminals()
+        if not self._integer:
+            both = torch.isinf(src) & torch.isinf(snk)
+            if bool(both.any()):
+                i = int(both.nonzero()[0, 0])
+                raise ValueError(f"add_tedge: expected at most one infinite terminal capacity per node, got +inf "
+                                 f"to both the source and the sink at node {i}")
         low = torch.minimum(src, snk)
         constant = low.sum().item()
         source, sink = src - low, snk - low
         layout = self._grid_layout()
         if layout is None:
             u, v, c, r = self._edge_lists()
+            (source, sink, c, r), self._hard = self._bounded((source, sink, c, r))
             return FlowGraph.from_edges(u, v, c, r, source=source, sink=sink, num_nodes=self._n), constant, None
         shape, offsets, edges, reverse = layout
+        (source, sink, edges, reverse), self._hard = self._bounded((source, sink, edges, reverse))
         scale = None
         if not self._integer:  # quantize here, in one pass per tensor, to int32 (GridGraph's float path copies more)
             pair = 2 * edges.max() if reverse is None else (edges + reverse).max()
@@ -717,6 +727,26 @@ class GraphInt:
             source, sink, edges = (_quantize(t, scale) for t in (source, sink, edges))
             reverse = None if reverse is None else _quantize(reverse, scale)
         return GridGraph(source.view(shape), sink.view(shape), edges, offsets, reverse), constant, scale
+
+    def _bounded(self, tensors):
+        """Replace +inf capacities by ``M = 2 * (sum of the finite ones) + 1``; return (tensors, that sum).
+
+        Every cut that avoids the infinite arcs costs at most the finite sum, so a minimum cut of the
+        bounded network crosses no M arc whenever the original has a finite minimum cut: the two agree.
+        The sum is None when nothing was infinite.
+        """
+        if self._integer:
+            return tensors, None
+        present = [t for t in tensors if t is not None]
+        for t in present:
+            if t.numel() and bool(torch.isnan(t).any()):
+                raise ValueError("weights, structure: expected capacities, got NaN (a zero weight times an "
+                                 "infinite structure entry?)")
+        if not any(t.numel() and bool(torch.isinf(t).any()) for t in present):
+            return tensors, None
+        total = sum(float(torch.where(torch.isinf(t), 0, t).sum()) for t in present)
+        big = 2 * total + 1
+        return tuple(None if t is None else torch.where(torch.isinf(t), big, t) for t in tensors), total
 
     def maxflow(self, reuse_trees: bool = False):
         """Compute the maximum flow; return its value (the capacity of the minimum cut).
@@ -736,7 +766,10 @@ class GraphInt:
         result = _solve(graph)
         self.last_result = result
         self._seg = ~result.node_mask.reshape(-1)
-        flow = (result.flow_value if scale is None else result.flow_value / scale) + constant
+        flow = result.flow_value if scale is None else result.flow_value / scale
+        if self._hard is not None and flow > 1.5 * self._hard + 0.5:  # the cut crosses an infinite arc
+            return math.inf
+        flow += constant
         return int(flow) if self._integer else float(flow)
 
     # ------------------------------------------------------------------ segments
