@@ -458,8 +458,9 @@ class GraphInt:
         3
         """
         a = _node_index(i, "i", self._n)
+        caps = (self._scalar(cap_source, "cap_source"), self._scalar(cap_sink, "cap_sink"))  # checked before any change
         self._t_ids.append(a)
-        self._t_caps.append((self._scalar(cap_source, "cap_source"), self._scalar(cap_sink, "cap_sink")))
+        self._t_caps.append(caps)
         self._seg = None
 
     def add_grid_tedges(self, nodeids, sourcecaps, sinkcaps) -> None:
@@ -476,8 +477,9 @@ class GraphInt:
         """
         ids = self._grid_ids(nodeids)
         n = math.prod(ids.shape)
-        for name, caps, row in (("sourcecaps", sourcecaps, 0), ("sinkcaps", sinkcaps, 1)):
-            t = self._values(caps, name, ids.shape).reshape(-1)
+        both = [self._values(c, name, ids.shape).reshape(-1)  # both checked before any change
+                for name, c in (("sourcecaps", sourcecaps), ("sinkcaps", sinkcaps))]
+        for row, t in enumerate(both):
             if ids.base is not None:
                 self._terms[row, ids.base:ids.base + n] += t
             else:
