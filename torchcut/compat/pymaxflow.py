@@ -705,7 +705,7 @@ class GraphInt:
         if self._n == 0:
             raise ValueError("graph: expected at least one node, got an empty graph (add nodes first)")
         src, snk = self._terminals()
-        if not self._integer:
+        if not self._integer and not math.isfinite(float(src.sum() + snk.sum())):
             both = torch.isinf(src) & torch.isinf(snk)
             if bool(both.any()):
                 i = int(both.nonzero()[0, 0])
@@ -739,13 +739,15 @@ class GraphInt:
         """
         if self._integer:
             return tensors, None
-        present = [t for t in tensors if t is not None]
+        # a finite sum proves every entry finite: one cheap pass per tensor in the usual case
+        present = [t for t in tensors if t is not None and t.numel() and not math.isfinite(float(t.sum()))]
         for t in present:
-            if t.numel() and bool(torch.isnan(t).any()):
+            if bool(torch.isnan(t).any()):
                 raise ValueError("weights, structure: expected capacities, got NaN (a zero weight times an "
                                  "infinite structure entry?)")
-        if not any(t.numel() and bool(torch.isinf(t).any()) for t in present):
+        if not present:
             return tensors, None
+        present = [t for t in tensors if t is not None]
         total = sum(float(torch.where(torch.isinf(t), 0, t).sum()) for t in present)
         big = 2 * total + 1
         return tuple(None if t is None else torch.where(torch.isinf(t), big, t) for t in tensors), total
