@@ -181,7 +181,7 @@ def abswap_grid(unary, binary, max_cycles=None, labels=None):
     Examples
     --------
     >>> import numpy as np
-    >>> unary = np.zeros((2, 2, 3)); unary[..., 0] = [[0, 9], [9, 9]]; unary[..., 1] = 1
+    >>> unary = np.full((2, 2, 3), 2.0); unary[..., 0] = [[0, 9], [9, 9]]; unary[..., 1] = 1
     >>> abswap_grid(unary, np.ones((3, 3)) - np.eye(3)).tolist()
     [[1, 1], [1, 1]]
     """
