@@ -212,24 +212,24 @@ def main(argv=None):
     data_dir = os.environ.get("TORCHCUT_DATA", str(ROOT.parent / "shared" / "data"))
     rows = []
     load0 = os.getloadavg()[0]
+    gpu = f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "compat" + (f"-{args.tag}" if args.tag else "")
     for label, img, integer, moore in cases(args.cases.split(","), data_dir):
         row = run(label, img, integer, moore, devices, args.repeat)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    gpu = f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""
-    meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({platform.machine()}){gpu}, "
-            f"torch {torch.__version__}, PyMaxflow {maxflow.__version__}; load average before/after "
-            f"{load0:.2f}/{os.getloadavg()[0]:.2f}. Time to the segments (build + maxflow + get_grid_segments), "
-            f"median of {args.repeat} runs after a warm-up, solvers interleaved; int flows asserted equal, float flows "
-            "within the quantization bound.")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "compat" + (f"-{args.tag}" if args.tag else "")
-    (out / f"{stem}.md").write_text(render(meta, rows, names))
-    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({platform.machine()}){gpu}, "
+                f"torch {torch.__version__}, PyMaxflow {maxflow.__version__}; load average before/after "
+                f"{load0:.2f}/{os.getloadavg()[0]:.2f}. Time to the segments (build + maxflow + get_grid_segments), "
+                f"median of {args.repeat} runs after a warm-up, solvers interleaved; int flows asserted equal, float "
+                "flows within the quantization bound.")
+        # written after every case, so that a run cut short still leaves its table
+        (out / f"{stem}.md").write_text(render(meta, rows, names))
+        (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     plot(rows, names, out / f"{stem}.png")
     print(render(meta, rows, names))
-
 
 if __name__ == "__main__":
     main()

@@ -9,3 +9,14 @@ Examples
 >>> g.add_nodes(2).tolist()
 [0, 1]
 """
+
+from importlib import import_module
+
+_MODULES = ("pymaxflow", "fastmin")
+
+
+def __getattr__(name):
+    # ``torchcut.compat.pymaxflow`` works after a plain ``import torchcut`` too (imported on first use)
+    if name in _MODULES:
+        return import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'torchcut.compat' has no attribute {name!r}")
