@@ -225,9 +225,14 @@ def test_hypothesis_general_graphs(data):
 def test_torch_inputs_and_tensor_segments():
     g = tm.Graph[float]()
     ids = torch.tensor(np.array(g.add_grid_nodes((2, 3))))  # a writable copy: the ids are read-only
-    g.add_grid_edges(ids, torch.full((2, 3), 2.0), symmetric=True)
-    g.add_grid_tedges(ids, torch.tensor([[5.0, 0, 0], [5, 0, 0]]), torch.tensor([[0.0, 0, 5], [0, 0, 5]]))
+    w = torch.full((2, 3), 2.0)
+    src, snk = torch.tensor([[5.0, 0, 0], [5, 0, 0]]), torch.tensor([[0.0, 0, 5], [0, 0, 5]])
+    kept = [t.clone() for t in (ids, w, src, snk)]
+    g.add_grid_edges(ids, w, symmetric=True)
+    g.add_grid_tedges(ids, src, snk)
     assert abs(g.maxflow() - 4.0) < 1e-6
+    for t, k in zip((ids, w, src, snk), kept):  # nothing the caller passed is modified
+        assert torch.equal(t, k)
     seg = g.get_grid_segments(ids)
     assert isinstance(seg, torch.Tensor) and seg.tolist() == [[False, False, True], [False, False, True]]
 
