@@ -408,10 +408,10 @@ needs_expansion = pytest.mark.skipif(not _have_expansion(),
 
 
 @needs_expansion
-def test_aexpansion_grid_against_pymaxflow():
+@pytest.mark.parametrize("shape", [(16, 20), (4, 5, 6), (9,)])
+def test_aexpansion_grid_against_pymaxflow(shape):
     rng = np.random.default_rng(5)
     L = 5
-    shape = (16, 20)
     unary = rng.integers(0, 30, shape + (L,)).astype(np.float64)
     lab = np.arange(L)
     binary = 4.0 * np.minimum(np.abs(lab[:, None] - lab[None]), 2)  # truncated linear: a metric
