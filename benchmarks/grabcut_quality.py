@@ -44,7 +44,7 @@ import cv2  # noqa: E402
 import torch  # noqa: E402
 
 import torchcut  # noqa: E402
-from torchcut.grabcut import DEFAULT_LAM  # noqa: E402
+from torchcut.grabcut import DEFAULT_LAM, grabcut  # noqa: E402
 
 DATA = Path(os.environ.get("TORCHCUT_DATA", ROOT.parent / "shared" / "data")) / "grabcut"
 
@@ -106,7 +106,7 @@ def sync(device):
 
 
 def run_torchcut(rgb, seeds, box, args, device):
-    return torchcut.grabcut(rgb, seeds, box=box, iterations=args.iterations, components=args.components,
+    return grabcut(rgb, seeds, box=box, iterations=args.iterations, components=args.components,
                             lam=args.lam, connectivity=args.connectivity)
 
 
@@ -127,8 +127,10 @@ def main(argv=None):
     ap.add_argument("--no-timing", action="store_true", help="torchcut in batches of 16 only (for tuning)")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--figure", action="store_true", help="also write the overlay figure")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (cv2.grabCut runs on one)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
     data = load(args.split)
     if args.limit:
         data = data[: args.limit]
@@ -144,7 +146,7 @@ def main(argv=None):
                 part = range(i, min(i + 16, len(data)))
                 seeds = None if inputs[0][0] is None else [torch.from_numpy(inputs[j][0]).to(device) for j in part]
                 box = None if inputs[0][1] is None else [inputs[j][1] for j in part]
-                ms = torchcut.grabcut([rgbs[j] for j in part], seeds, box=box, iterations=args.iterations,
+                ms = grabcut([rgbs[j] for j in part], seeds, box=box, iterations=args.iterations,
                                       components=args.components, lam=args.lam, connectivity=args.connectivity)
                 masks_single += [m.cpu().numpy() for m in ms]
             tc_iou = [iou(m, data[j][2]) for j, m in enumerate(masks_single)]
@@ -183,6 +185,8 @@ def main(argv=None):
                        cv2_means={u: statistics.mean(cv_iou[u]) for u in unknowns},
                        wins=sum(a > b for a, b in zip(tc_iou, cv_iou[best])),
                        worst_vs_cv2=min(((a - b, data[j][0]) for j, (a, b) in enumerate(zip(tc_iou, cv_iou[best])))))
+            if args.split == "all":  # the held-out half: images at odd positions of the sorted list
+                row.update(torchcut_mean_test=statistics.mean(tc_iou[1::2]), cv2_mean_test=statistics.mean(cv_iou[best][1::2]))
             per_image[proto] = {data[j][0]: (tc_iou[j], cv_iou[best][j]) for j in range(len(data))}
         if tc_t:
             row.update(torchcut_s=statistics.median(tc_t), cv2_s=statistics.median(cv_t) if cv_t else None,
@@ -193,12 +197,12 @@ def main(argv=None):
             box = None if inputs[0][1] is None else [inputs[j][1] for j in part]
             kw = dict(box=box, iterations=args.iterations, components=args.components, lam=args.lam,
                       connectivity=args.connectivity)
-            torchcut.grabcut([rgbs[j] for j in part], seeds, **kw)  # warm-up
+            grabcut([rgbs[j] for j in part], seeds, **kw)  # warm-up
             times = []
             for _ in range(2):
                 sync(device)
                 t0 = time.perf_counter()
-                ms = torchcut.grabcut([rgbs[j] for j in part], seeds, **kw)
+                ms = grabcut([rgbs[j] for j in part], seeds, **kw)
                 sync(device)
                 times.append(time.perf_counter() - t0)
             equal = all(np.array_equal(ms[k].cpu().numpy(), masks_single[j]) for k, j in enumerate(part))
@@ -221,8 +225,8 @@ def write(args, rows, per_image, overlay, data, device):
              f"lam {args.lam:g}, {args.connectivity}-connected; device {dev_name}; torch {torch.__version__}, "
              f"OpenCV {cv2.__version__}. IoU over pixels of known truth. Times: median per image of single-image "
              "calls (graph build + GMM fits + cuts), interleaved with cv2 in one process; noisy on a shared machine.", "",
-             "| protocol | torchcut mean IoU | cv2 mean IoU | torchcut median | cv2 median | torchcut better on | worst image vs cv2 | torchcut s/img | cv2 s/img | speed-up | batch of 16: s/img (equal to single) | slowest torchcut image |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| protocol | torchcut mean IoU | cv2 mean IoU | held-out half: torchcut / cv2 | torchcut median | cv2 median | torchcut better on | worst image vs cv2 | torchcut s/img | cv2 s/img | speed-up | batch of 16: s/img (equal to single) | slowest torchcut image |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def f(k, fmt="{:.4f}"):
             return fmt.format(r[k]) if r.get(k) is not None else "-"
@@ -232,7 +236,8 @@ def write(args, rows, per_image, overlay, data, device):
         slow = f"{r['torchcut_slowest'][1]} ({r['torchcut_slowest'][0]:.3f} s)" if "torchcut_slowest" in r else "-"
         cvm = f(("cv2_mean")) + (f" (unknown={r['cv2_unknown']})" if "cv2_unknown" in r else "")
         wins = f"{r['wins']}/{r['images']}" if "wins" in r else "-"
-        lines.append(f"| {r['protocol']} | {f('torchcut_mean')} | {cvm} | {f('torchcut_median')} | {f('cv2_median')} | "
+        held = f"{r['torchcut_mean_test']:.4f} / {r['cv2_mean_test']:.4f}" if "torchcut_mean_test" in r else "-"
+        lines.append(f"| {r['protocol']} | {f('torchcut_mean')} | {cvm} | {held} | {f('torchcut_median')} | {f('cv2_median')} | "
                      f"{wins} | {worst} | {f('torchcut_s', '{:.3f}')} | {f('cv2_s', '{:.3f}')} | {speed} | {batch} | {slow} |")
     (out / f"{tag}.md").write_text("\n".join(lines) + "\n")
     (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "per_image": per_image, "args": vars(args)}, indent=1, default=str))

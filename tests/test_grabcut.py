@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import torchcut
 from torchcut.energy import to_pymaxflow
-from torchcut.grabcut import _component_loglik, _fit, _kmeans
+from torchcut.grabcut import _component_loglik, _fit, _kmeans, grabcut
 
 maxflow = pytest.importorskip("maxflow")
 
@@ -41,10 +41,10 @@ def test_mixture_beats_one_shot_histogram_on_two_colour_textures():
     seeds[:3] = 2
     seeds[-3:] = 2
     hist = torchcut.segment(img, seeds, bins=16, connectivity=8).numpy()
-    mix = torchcut.grabcut(img, seeds).numpy()
+    mix = grabcut(img, seeds).numpy()
     assert iou(hist, truth) < 0.8  # grey object stripes and grey background stripes share bins
     assert iou(mix, truth) > 0.99
-    boxed = torchcut.grabcut(img, box=(8, 6, 36, 34)).numpy()
+    boxed = grabcut(img, box=(8, 6, 36, 34)).numpy()
     assert iou(boxed, truth) > 0.99
 
 
@@ -95,7 +95,7 @@ def test_final_cut_is_minimal_and_respects_seeds(h, w, seed, conn, k):
     seeds[h // 2, w // 2] = 1
     seeds[0, :] = 2
     before = (img.copy(), seeds.copy())
-    mask, res = torchcut.grabcut(torch.from_numpy(img), torch.from_numpy(seeds), components=k,
+    mask, res = grabcut(torch.from_numpy(img), torch.from_numpy(seeds), components=k,
                                  connectivity=conn, return_result=True)
     np.testing.assert_array_equal(img, before[0])
     np.testing.assert_array_equal(seeds, before[1])
@@ -118,11 +118,11 @@ def test_batch_equals_single_calls_and_inputs_untouched():
         seeds.append(torch.from_numpy(s))
     batch, sb = torch.stack(imgs), torch.stack(seeds)
     b_copy, s_copy = batch.clone(), sb.clone()
-    out = torchcut.grabcut(batch, sb, iterations=4)
+    out = grabcut(batch, sb, iterations=4)
     assert torch.equal(batch, b_copy) and torch.equal(sb, s_copy)
     assert out.shape == (3, 40, 40) and out.dtype == torch.bool
     for i in range(3):
-        assert torch.equal(out[i], torchcut.grabcut(imgs[i], seeds[i], iterations=4))
+        assert torch.equal(out[i], grabcut(imgs[i], seeds[i], iterations=4))
 
 
 def test_list_of_different_sizes_equals_single_calls():
@@ -130,15 +130,15 @@ def test_list_of_different_sizes_equals_single_calls():
     b, _ = two_colour_textures(seed=4, size=40)
     b = b[:36, :33]
     boxes = [(8, 6, 36, 34), (6, 6, 33, 33)]
-    out = torchcut.grabcut([a, b], box=boxes)
+    out = grabcut([a, b], box=boxes)
     assert [tuple(m.shape) for m in out] == [(40, 40), (36, 33)]
     for img, box, m in zip((a, b), boxes, out):
-        assert torch.equal(m, torchcut.grabcut(img, box=box))
+        assert torch.equal(m, grabcut(img, box=box))
 
 
 def test_early_stop_is_reported():
     img, truth = two_colour_textures()
-    _, res = torchcut.grabcut(img, box=(8, 6, 36, 34), iterations=10, return_result=True)
+    _, res = grabcut(img, box=(8, 6, 36, 34), iterations=10, return_result=True)
     assert 2 <= res.stats["grabcut_iterations"][0] < 10
 
 
@@ -153,7 +153,7 @@ def test_real_image_beats_histogram(shared_data):
     seeds[cv2.erode(fg, disc) > 0] = 1
     seeds[cv2.dilate(fg, disc) == 0] = 2
     known = gt != 128
-    m = torchcut.grabcut(img, seeds).numpy()
+    m = grabcut(img, seeds).numpy()
     cvm = np.where(seeds == 1, 1, np.where(seeds == 2, 0, 3)).astype(np.uint8)
     cv2.grabCut(img[:, :, ::-1].copy(), cvm, None, np.zeros((1, 65)), np.zeros((1, 65)), 5, cv2.GC_INIT_WITH_MASK)
     ours = iou(m[known], fg[known] > 0)
@@ -180,7 +180,7 @@ def test_real_image_beats_histogram(shared_data):
 def test_bad_input_raises_value_error(kwargs, match):
     img = torch.rand(3, 40, 40)
     with pytest.raises(ValueError, match=match):
-        torchcut.grabcut(img, **kwargs)
+        grabcut(img, **kwargs)
 
 
 def test_bad_seeds_and_lists():
@@ -188,15 +188,15 @@ def test_bad_seeds_and_lists():
     full = torch.ones(10, 10, dtype=torch.uint8)
     full[0] = 2
     with pytest.raises(ValueError, match=r"expected some unknown pixels"):
-        torchcut.grabcut(img, full)
+        grabcut(img, full)
     with pytest.raises(ValueError, match=r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2"):
-        torchcut.grabcut(img, torch.full((10, 10), 3))
+        grabcut(img, torch.full((10, 10), 3))
     with pytest.raises(ValueError, match=r"seeds: expected a list of 2 seed arrays"):
-        torchcut.grabcut([img, img], full)
+        grabcut([img, img], full)
     with pytest.raises(ValueError, match=r"box: expected one box or 2 boxes for 2 images, got 3"):
-        torchcut.grabcut([img, img], box=[(1, 1, 5, 5)] * 3)
+        grabcut([img, img], box=[(1, 1, 5, 5)] * 3)
     with pytest.raises(ValueError, match=r"image: expected at least one image"):
-        torchcut.grabcut([], box=(1, 1, 5, 5))
+        grabcut([], box=(1, 1, 5, 5))
 
 
 @pytest.mark.cuda
@@ -206,10 +206,10 @@ def test_cuda_matches_cpu_and_batches():
         img, _ = two_colour_textures(seed=i)
         imgs.append(torch.from_numpy(img).permute(2, 0, 1).contiguous())
         boxes.append((8, 6, 36, 34))
-    cpu = torchcut.grabcut(torch.stack(imgs), box=boxes)
-    gpu, res = torchcut.grabcut(torch.stack(imgs).cuda(), box=boxes, return_result=True)
+    cpu = grabcut(torch.stack(imgs), box=boxes)
+    gpu, res = grabcut(torch.stack(imgs).cuda(), box=boxes, return_result=True)
     assert gpu.device.type == "cuda" and res.verify()
     for a, b in zip(cpu, gpu.cpu()):
         assert iou(a, b) > 0.99
-    out = torchcut.grabcut([m.cuda() for m in imgs[:2]], box=boxes[:2])
+    out = grabcut([m.cuda() for m in imgs[:2]], box=boxes[:2])
     assert all(torch.equal(o, g) for o, g in zip(out, gpu[:2]))

@@ -37,8 +37,10 @@ from .solvers import maxflow
 
 __all__ = ["grabcut"]
 
-#: Default smoothness weight (OpenCV's gamma).
-DEFAULT_LAM = 50.0
+#: Default smoothness weight (OpenCV's gamma is 50). Chosen on the GrabCut set's tuning half (the 25
+#: images at even positions of the sorted list), trimap-20 mean IoU: lam 12 0.921, 25 0.931, 50 0.921,
+#: 100 0.901; box: lam 25 0.856, 50 0.848.
+DEFAULT_LAM = 25.0
 #: Integer capacity units per nat.
 SCALE = 64.0
 #: Largest data-term difference in nats (keeps capacities far inside int32).
@@ -344,7 +346,8 @@ def grabcut(
     components : int
         Gaussians per class (default 5).
     lam : float
-        Weight of the contrast-sensitive smoothness term (OpenCV's gamma, default 50).
+        Weight of the contrast-sensitive smoothness term (OpenCV's gamma; default 25, tuned on half
+        of the GrabCut set, see ``DEFAULT_LAM``).
     connectivity : {4, 8}
         Neighbourhood of the grid (default 8; diagonal pairs weigh ``1 / sqrt(2)``).
     channel_axis : int, optional
@@ -374,15 +377,16 @@ def grabcut(
 
     Examples
     --------
-    >>> import torch, torchcut
+    >>> import torch
+    >>> from torchcut.grabcut import grabcut  # also torchcut.grabcut
     >>> g = torch.Generator().manual_seed(0)
     >>> image = torch.rand(3, 24, 24, generator=g) * 40
     >>> image[:, 6:18, 6:18] += 150.0
-    >>> mask = torchcut.grabcut(image, box=(4, 4, 20, 20))
+    >>> mask = grabcut(image, box=(4, 4, 20, 20))
     >>> mask[6:18, 6:18].all().item(), mask.sum().item()
     (True, 144)
-    >>> seeds = torch.zeros(24, 24, dtype=torch.uint8); seeds[12, 12] = 1; seeds[0, 0] = 2
-    >>> mask, result = torchcut.grabcut(image, seeds, return_result=True)
+    >>> seeds = torch.full((24, 24), 2, dtype=torch.uint8); seeds[2:22, 2:22] = 0; seeds[12, 12] = 1
+    >>> mask, result = grabcut(image, seeds, return_result=True)
     >>> mask.sum().item(), result.verify()
     (144, True)
     """
