@@ -211,6 +211,7 @@ def main(argv=None):
                        batch_sizes=len(sizes))
         rows.append(row)
         print(json.dumps(row), flush=True)
+        write(args, rows, per_image, {}, data, device)  # after every protocol: a timeout keeps what is done
     write(args, rows, per_image, overlay, data, device)
 
 
