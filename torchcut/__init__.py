@@ -17,6 +17,7 @@ from .solvers import maxflow
 # Imported eagerly: the function shares its name with its module, and a lazy lookup would return the
 # module once anything imported ``torchcut.segment``.
 from .segment import segment
+from .grabcut import grabcut  # same reason as segment
 
 __version__ = "0.1.0"
 
@@ -31,7 +32,7 @@ _LAZY = {
     "compat": None,
 }
 
-__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "CutResult", "CertificateError", *_LAZY]
+__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY]
 
 
 def __getattr__(name):

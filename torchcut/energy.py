@@ -325,6 +325,10 @@ def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
 
 
 def _default_bins(channels: int) -> int:
+    # Colour (3 channels): 32 levels. Mean IoU with 20-px trimaps on the GrabCut set, 4-connected,
+    # levels 8/16/32/64: 0.858/0.880/0.885/0.881 on its even half, 0.883/0.909/0.918/0.914 on the odd.
+    if channels == 3:
+        return 32
     b = int(math.floor(4096 ** (1.0 / channels) + 1e-6))
     return max(2, min(64, b))
 
@@ -446,7 +450,7 @@ def segmentation_graph(
         The image's channel axis, for images with one more axis than the seeds when the shapes alone
         do not tell it.
     bins : int, optional
-        Histogram levels per channel. Default: 64 for one channel, 64 for two, 16 for three, 8 for four.
+        Histogram levels per channel. Default: 64 for one channel, 64 for two, 32 for three, 8 for four.
     scale : float, optional
         Integer capacity units per energy unit. Default ``1024 / max(lam, 1)``.
     spacing : sequence of float, optional

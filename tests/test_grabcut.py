@@ -1,0 +1,215 @@
+"""torchcut.grabcut: mixture fits against numpy/scipy, cuts against PyMaxflow, batches, errors."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import torchcut
+from torchcut.energy import to_pymaxflow
+from torchcut.grabcut import _component_loglik, _fit, _kmeans, grabcut
+
+maxflow = pytest.importorskip("maxflow")
+
+
+def two_colour_textures(seed=0, size=40):
+    """Object: stripes of two colours; background: stripes of two colours, one of them within a
+    histogram bin of an object colour (a one-shot 16-level histogram cannot tell them apart)."""
+    g = np.random.default_rng(seed)
+    H = W = size
+    truth = np.zeros((H, W), bool)
+    truth[10:30, 12:32] = True
+    stripes = (np.arange(W)[None, :] // 3 % 2).astype(bool).repeat(H, 0)
+    obj = np.where(stripes[..., None], [100.0, 100.0, 100.0], [200.0, 40.0, 40.0])
+    bkg = np.where(stripes[..., None], [106.0, 106.0, 106.0], [40.0, 40.0, 200.0])
+    img = np.where(truth[..., None], obj, bkg) + g.normal(0, 1.0, (H, W, 3))
+    img[0, 0] = 0.0  # pin the range to 0..255 so the histogram bins are 16 levels wide
+    img[0, 1] = 255.0
+    return np.clip(img, 0, 255).astype(np.float32), truth
+
+
+def iou(a, b):
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    return (a & b).sum() / (a | b).sum()
+
+
+def test_mixture_beats_one_shot_histogram_on_two_colour_textures():
+    img, truth = two_colour_textures()
+    seeds = np.zeros(truth.shape, np.uint8)
+    seeds[18:22, 18:26] = 1  # covers both object colours
+    seeds[:3] = 2
+    seeds[-3:] = 2
+    hist = torchcut.segment(img, seeds, bins=16, connectivity=8).numpy()
+    mix = grabcut(img, seeds).numpy()
+    assert iou(hist, truth) < 0.8  # grey object stripes and grey background stripes share bins
+    assert iou(mix, truth) > 0.99
+    boxed = grabcut(img, box=(8, 6, 36, 34)).numpy()
+    assert iou(boxed, truth) > 0.99
+
+
+def test_fit_matches_numpy_and_loglik_matches_scipy():
+    from scipy.stats import multivariate_normal
+
+    g = np.random.default_rng(1)
+    N, C, K = 300, 3, 2
+    x = torch.from_numpy(g.normal(100, 20, (1, N, C)).astype(np.float32))
+    cls = torch.from_numpy(g.integers(0, 3, (1, N)))
+    comp = torch.from_numpy(g.integers(0, K, (1, N)))
+    params = _fit(x, cls, comp, K)
+    ll = _component_loglik(x, params)[0].double().numpy()  # [N, 2, K]
+    xs = x[0].double().numpy()
+    for j in range(2):
+        tot = int((cls[0] == j).sum())
+        for k in range(K):
+            sel = ((cls[0] == j) & (comp[0] == k)).numpy()
+            mu = xs[sel].mean(0)
+            cov = np.cov(xs[sel].T, bias=True) + 0.1 * np.eye(C)
+            np.testing.assert_allclose(params[1][0, j, k].numpy(), mu, rtol=1e-5)
+            want = np.log(sel.sum() / tot) + multivariate_normal(mu, cov).logpdf(xs)
+            np.testing.assert_allclose(ll[:, j, k], want, rtol=1e-4, atol=1e-3)
+
+
+def test_kmeans_recovers_separated_clusters_per_class():
+    g = np.random.default_rng(2)
+    centres = np.array([[0, 0, 0], [200, 0, 0], [0, 200, 0], [0, 0, 200]], np.float32)
+    which = g.integers(0, 4, 400)
+    x = torch.from_numpy((centres[which] + g.normal(0, 3, (400, 3))).astype(np.float32))[None]
+    cls = torch.from_numpy(np.where(which < 2, 0, 1))[None]  # clusters 0, 1 -> class 0; 2, 3 -> class 1
+    comp = _kmeans(x, cls, 2)[0].numpy()
+    for c in range(4):
+        assert len(set(comp[which == c])) == 1
+    assert comp[which == 0][0] != comp[which == 1][0] and comp[which == 2][0] != comp[which == 3][0]
+
+
+small = st.integers(6, 12)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(h=small, w=small, seed=st.integers(0, 10_000), conn=st.sampled_from([4, 8]), k=st.integers(1, 3))
+def test_final_cut_is_minimal_and_respects_seeds(h, w, seed, conn, k):
+    g = np.random.default_rng(seed)
+    img = g.integers(0, 256, (3, h, w)).astype(np.float32)
+    img[:, h // 3: 2 * h // 3 + 1] += 60
+    seeds = np.zeros((h, w), np.uint8)
+    seeds[h // 2, w // 2] = 1
+    seeds[0, :] = 2
+    before = (img.copy(), seeds.copy())
+    mask, res = grabcut(torch.from_numpy(img), torch.from_numpy(seeds), components=k,
+                                 connectivity=conn, return_result=True)
+    np.testing.assert_array_equal(img, before[0])
+    np.testing.assert_array_equal(seeds, before[1])
+    assert res.verify()
+    assert torch.equal(res.mask, mask)
+    pg, ids = to_pymaxflow(res.graph)
+    assert pg.maxflow() == res.flow_value
+    m = mask.numpy()
+    assert m[seeds == 1].all() and not m[seeds == 2].any()
+
+
+def test_batch_equals_single_calls_and_inputs_untouched():
+    imgs, seeds = [], []
+    for i in range(3):
+        img, _ = two_colour_textures(seed=i)
+        s = np.zeros(img.shape[:2], np.uint8)
+        s[20, 20 + i] = 1
+        s[:2] = 2
+        imgs.append(torch.from_numpy(img).permute(2, 0, 1).contiguous())
+        seeds.append(torch.from_numpy(s))
+    batch, sb = torch.stack(imgs), torch.stack(seeds)
+    b_copy, s_copy = batch.clone(), sb.clone()
+    out = grabcut(batch, sb, iterations=4)
+    assert torch.equal(batch, b_copy) and torch.equal(sb, s_copy)
+    assert out.shape == (3, 40, 40) and out.dtype == torch.bool
+    for i in range(3):
+        assert torch.equal(out[i], grabcut(imgs[i], seeds[i], iterations=4))
+
+
+def test_list_of_different_sizes_equals_single_calls():
+    a, _ = two_colour_textures(seed=3, size=40)
+    b, _ = two_colour_textures(seed=4, size=40)
+    b = b[:36, :33]
+    boxes = [(8, 6, 36, 34), (6, 6, 33, 33)]
+    out = grabcut([a, b], box=boxes)
+    assert [tuple(m.shape) for m in out] == [(40, 40), (36, 33)]
+    for img, box, m in zip((a, b), boxes, out):
+        assert torch.equal(m, grabcut(img, box=box))
+
+
+def test_early_stop_is_reported():
+    img, truth = two_colour_textures()
+    _, res = grabcut(img, box=(8, 6, 36, 34), iterations=10, return_result=True)
+    assert 2 <= res.stats["grabcut_iterations"][0] < 10
+
+
+def test_real_image_beats_histogram(shared_data):
+    import cv2
+
+    gt = cv2.imread(str(shared_data / "grabcut" / "boundary_GT" / "flower.bmp"), cv2.IMREAD_GRAYSCALE)
+    img = cv2.imread(str(shared_data / "grabcut" / "data_GT" / "flower.jpg"), cv2.IMREAD_COLOR)[:, :, ::-1].copy()
+    fg = (gt == 255).astype(np.uint8)
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (41, 41))
+    seeds = np.zeros(gt.shape, np.uint8)
+    seeds[cv2.erode(fg, disc) > 0] = 1
+    seeds[cv2.dilate(fg, disc) == 0] = 2
+    known = gt != 128
+    m = grabcut(img, seeds).numpy()
+    cvm = np.where(seeds == 1, 1, np.where(seeds == 2, 0, 3)).astype(np.uint8)
+    cv2.grabCut(img[:, :, ::-1].copy(), cvm, None, np.zeros((1, 65)), np.zeros((1, 65)), 5, cv2.GC_INIT_WITH_MASK)
+    ours = iou(m[known], fg[known] > 0)
+    theirs = iou(((cvm == 1) | (cvm == 3))[known], fg[known] > 0)
+    assert ours > 0.98 and ours >= theirs - 0.002
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(box=(0, 0, 50, 10)), r"box: expected 0 <= x0 < x1 <= 40"),
+        (dict(box=(-1, 0, 10, 10)), r"box: expected 0 <= x0"),
+        (dict(box=(5, 5, 5, 10)), r"box: expected x0 < x1 and y0 < y1"),
+        (dict(box=(5, 9, 10, 3)), r"box: expected x0 < x1 and y0 < y1"),
+        (dict(), r"seeds, box: expected seeds .* or a box, got neither"),
+        (dict(box=(0, 0, 40, 40)), r"expected some background"),
+        (dict(box=(1, 1, 9, 9), components=0), r"components: expected an int >= 1, got 0"),
+        (dict(box=(1, 1, 9, 9), iterations=0), r"iterations: expected an int >= 1, got 0"),
+        (dict(box=(1, 1, 9, 9), connectivity=6), r"connectivity: expected 4 or 8, got 6"),
+        (dict(box=(1, 1, 9, 9), lam=-1.0), r"lam: expected a finite number >= 0"),
+        (dict(box=[(1, 1, 9, 9)] * 3), r"box: expected \(x0, y0, x1, y1\) or 1 such boxes"),
+    ],
+)
+def test_bad_input_raises_value_error(kwargs, match):
+    img = torch.rand(3, 40, 40)
+    with pytest.raises(ValueError, match=match):
+        grabcut(img, **kwargs)
+
+
+def test_bad_seeds_and_lists():
+    img = torch.rand(3, 10, 10)
+    full = torch.ones(10, 10, dtype=torch.uint8)
+    full[0] = 2
+    with pytest.raises(ValueError, match=r"expected some unknown pixels"):
+        grabcut(img, full)
+    with pytest.raises(ValueError, match=r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2"):
+        grabcut(img, torch.full((10, 10), 3))
+    with pytest.raises(ValueError, match=r"seeds: expected a list of 2 seed arrays"):
+        grabcut([img, img], full)
+    with pytest.raises(ValueError, match=r"box: expected one box or 2 boxes for 2 images, got 3"):
+        grabcut([img, img], box=[(1, 1, 5, 5)] * 3)
+    with pytest.raises(ValueError, match=r"image: expected at least one image"):
+        grabcut([], box=(1, 1, 5, 5))
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu_and_batches():
+    imgs, boxes = [], []
+    for i in range(4):
+        img, _ = two_colour_textures(seed=i)
+        imgs.append(torch.from_numpy(img).permute(2, 0, 1).contiguous())
+        boxes.append((8, 6, 36, 34))
+    cpu = grabcut(torch.stack(imgs), box=boxes)
+    gpu, res = grabcut(torch.stack(imgs).cuda(), box=boxes, return_result=True)
+    assert gpu.device.type == "cuda" and res.verify()
+    for a, b in zip(cpu, gpu.cpu()):
+        assert iou(a, b) > 0.99
+    out = grabcut([m.cuda() for m in imgs[:2]], box=boxes[:2])
+    assert all(torch.equal(o, g) for o, g in zip(out, gpu[:2]))
