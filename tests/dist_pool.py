@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-TIMEOUT_S = 60
+TIMEOUT_S = 120
 
 
 def free_port() -> int:
@@ -30,6 +30,15 @@ def slab(x, axis, lo, hi, lead=0):
     sl = [slice(None)] * x.ndim
     sl[lead + axis] = slice(lo, hi)
     return np.ascontiguousarray(x[tuple(sl)])
+
+
+# deliberate faults, by name (cases travel to the processes pickled, so no lambdas)
+_FAULTS = {
+    "narrow": lambda t, dim, n: t.narrow(dim, 0, n),  # a different extent along dim
+    "negate": lambda t: -t - 1,
+    "float": lambda t: t.float(),
+    "set": lambda t, value: value,  # replace the argument
+}
 
 
 def _part(case, rank):
@@ -47,7 +56,7 @@ def _part(case, rank):
     if case.get("start"):
         args["start"] = case["start"][rank]
     for key, value in case.get("fault", {}).get(rank, {}).items():
-        args[key] = value(args[key]) if callable(value) else value
+        args[key] = _FAULTS[value[0]](args[key], *value[1:])
     return args
 
 
@@ -73,6 +82,9 @@ def _serve(rank, world, port, inbox, outbox):
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
             r = tcd.maxflow(**args)
             untouched = all(torch.equal(before[k], args[k]) for k in before)
+            if case.get("tamper") == rank:  # break the certificate: one more unit on a border arc
+                d = next(iter(r.ghost_residual))
+                r.residual[0, d].select(case["axis"], 0 if d >= len(case["offsets"]) else -1).add_(1)
             outbox.put((rank, "ok", dict(flow=r.flow_value, mask=r.mask.numpy(), verified=r.verify(),
                                          stats=dict(r.stats), untouched=untouched)))
         except Exception as exc:  # reported to the parent, which checks type and message

@@ -28,6 +28,7 @@ _LAZY = {
     "write_dimacs": "dimacs",
     "read_dimacs_solution": "dimacs",
     "datasets": None,
+    "distributed": None,
 }
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "CutResult", "CertificateError", *_LAZY]

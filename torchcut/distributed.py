@@ -556,11 +556,9 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     --------
     A group of one process is a single slab (launch with ``torchrun`` for more):
 
-    >>> import os, torch, torch.distributed as dist, torchcut
+    >>> import torch, torch.distributed as dist, torchcut
     >>> from torchcut import distributed as tcd
-    >>> os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29531")
-    '...'
-    >>> dist.init_process_group("gloo", rank=0, world_size=1)
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     >>> r = tcd.maxflow(torch.tensor([[5, 0]]), torch.tensor([[0, 5]]), torch.tensor([[[3, 0]], [[0, 0]]]),
     ...                 torchcut.grid_offsets(2, 4))
     >>> r.flow_value, r.mask.tolist(), r.verify()
