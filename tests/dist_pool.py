@@ -78,6 +78,15 @@ def _serve(rank, world, port, inbox, outbox):
         if case is None:
             break
         try:
+            if case.get("kind") == "segment":
+                ax, cuts = case["axis"], case["cuts"]
+                lo, hi = cuts[rank], cuts[rank + 1]
+                lead = case["image"].ndim - case["seeds"].ndim
+                mask, r = tcd.segment(torch.from_numpy(slab(case["image"], ax, lo, hi, lead)),
+                                      torch.from_numpy(slab(case["seeds"], ax, lo, hi)), axis=ax,
+                                      return_result=True, **case.get("options", {}))
+                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify())))
+                continue
             args = _part(case, rank)
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
             r = tcd.maxflow(**args)

@@ -188,3 +188,27 @@ def test_needs_a_process_group():
     with pytest.raises(ValueError, match=r"edges: expected shape \(2, 2, 2\)"):
         torchcut.distributed.maxflow(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32),
                                      torch.ones(3, 2, 2, dtype=torch.int32), torchcut.grid_offsets(2, 4))
+
+
+@pytest.mark.parametrize("shape, axis, cuts, channels, options", [
+    ((9, 8, 7), 0, [0, 4, 9], 0, {}),
+    ((6, 10, 5), 1, [0, 7, 10], 0, {"connectivity": 26, "lam": 3.0}),
+    ((12, 11), 1, [0, 5, 11], 3, {"channel_axis": 0}),
+])
+def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, options):
+    rng = np.random.default_rng(6)
+    seeds = np.zeros(shape, np.uint8)
+    seeds[(1,) * len(shape)] = 1
+    seeds[tuple(n - 2 for n in shape)] = 2
+    seeds.flat[rng.choice(seeds.size, 4, replace=False)] = rng.integers(1, 3, 4)
+    image = rng.random(((channels,) if channels else ()) + shape).astype(np.float32)
+    image[..., : shape[-1] // 2] += 0.7  # an object on one side
+    case = dict(kind="segment", image=image, seeds=seeds, axis=axis, cuts=cuts, options=options)
+    answers = pool2.run(case)
+    assert [k for k, _ in answers] == ["ok", "ok"], answers
+    whole, r = torchcut.segment(torch.from_numpy(image), torch.from_numpy(seeds), ndim=len(shape),
+                                return_result=True, **options)
+    mask = np.concatenate([a["mask"] for _, a in answers], axis=axis)
+    assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
+    assert np.array_equal(mask, whole.numpy())
+    assert all(a["verified"] for _, a in answers)

@@ -257,13 +257,18 @@ def _header(source, sink, edges, reverse, offsets, axis, start) -> tuple[dict, t
         return head, ()
 
 
-def _check_headers(heads: list, me: int) -> None:
-    """Raise (the same error on every rank) when the ranks' inputs do not form one grid."""
-    for r, h in enumerate(heads):
-        if h["error"] is not None:
-            kind, msg = h["error"]
+def _raise_first(errors: list, me: int) -> None:
+    """Raise the first rank's local error on every rank (named with its rank on the others)."""
+    for r, err in enumerate(errors):
+        if err is not None:
+            kind, msg = err
             exc = TypeError if kind == "TypeError" else ValueError
             raise exc(msg if r == me else f"rank {r}: {msg}")
+
+
+def _check_headers(heads: list, me: int) -> None:
+    """Raise (the same error on every rank) when the ranks' inputs do not form one grid."""
+    _raise_first([h["error"] for h in heads], me)
     h0 = heads[0]
     for r, h in enumerate(heads):
         if h["offsets"] != h0["offsets"]:
@@ -568,8 +573,7 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     t0 = time.perf_counter()
     head, parts = _header(source, sink, edges, reverse, offsets, axis, start)
     if not dist.is_available() or not dist.is_initialized():
-        if head["error"] is not None:
-            _check_headers([head], 0)
+        _raise_first([head["error"]], 0)
         _Comm(group, None)  # raises: no process group
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
         head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
@@ -666,3 +670,126 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         ghost_exists=gexists,
         group=group,
     )
+
+
+# ---------------------------------------------------------------------------------------------- segmentation
+def _agree(error, group) -> None:
+    """All-gather each rank's local error (or None) and raise the first one on every rank."""
+    errors = [None] * dist.get_world_size(group)
+    dist.all_gather_object(errors, error, group=group)
+    _raise_first(errors, dist.get_rank(group))
+
+
+def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
+            connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
+            scale: float | None = None, spacing=None, backend: str = "auto", return_result: bool = False):
+    """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
+
+    A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
+    ``axis``; the keyword arguments must be the same on every rank. The energy is that of
+    :func:`torchcut.segment` on the whole volume: the contrast scale ``sigma`` and the colour
+    histograms of the seeds are global (all-reduced), and the n-links between two slabs use the
+    neighbour's border layer (exchanged once). The mask is this slab's part of the mask that
+    :func:`torchcut.segment` returns for the whole volume.
+
+    Parameters
+    ----------
+    image : tensor or array
+        This slab, gray ``[*S]`` or with a channel axis (``channel_axis``, as for :func:`torchcut.segment`).
+    seeds : tensor or array ``[*S]``
+        0 unknown, 1 object, 2 background; the volume as a whole needs both kinds.
+    axis : int
+        The split spatial axis; slabs follow in rank order.
+    group, backend
+        As for :func:`maxflow`.
+    lam, sigma, connectivity, channel_axis, bins, scale, spacing
+        As for :func:`torchcut.segment` (``lam`` defaults to its default).
+    return_result : bool
+        Also return the :class:`DistributedCutResult`.
+
+    Returns
+    -------
+    torch.Tensor or (torch.Tensor, DistributedCutResult)
+        Bool mask of this slab, True = object.
+
+    Examples
+    --------
+    >>> import torch, torch.distributed as dist
+    >>> from torchcut import distributed as tcd
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> image = torch.zeros(4, 6); image[:, :3] = 1.0
+    >>> seeds = torch.zeros(4, 6, dtype=torch.uint8); seeds[0, 0], seeds[0, 5] = 1, 2
+    >>> tcd.segment(image, seeds).int().tolist()[0]
+    [1, 1, 1, 0, 0, 0]
+    >>> dist.destroy_process_group()
+    """
+    from . import energy
+
+    if not dist.is_available() or not dist.is_initialized():
+        _Comm(group, None)  # raises: no process group
+    error, head = None, {}
+    try:
+        nd = energy._as_seed_tensor(seeds, None).dim() if not isinstance(seeds, torch.Tensor) else seeds.dim()
+        if nd not in (2, 3):
+            raise ValueError(f"seeds: expected one slab [*S] with 2 or 3 spatial dims, got {nd} dims")
+        x, s, ndim, conn, _, _ = energy._prepare(image, seeds, nd, connectivity, channel_axis)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < ndim:
+            raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
+        x, s = x[0], s[0]  # [C, *S], [*S]
+        head = dict(shape=tuple(s.shape), channels=x.shape[0], conn=conn)
+    except (TypeError, ValueError) as exc:
+        error = (type(exc).__name__, str(exc))
+    heads = [None] * dist.get_world_size(group)
+    dist.all_gather_object(heads, (error, head), group=group)
+    _raise_first([e for e, _ in heads], dist.get_rank(group))
+    ref = heads[0][1]
+    for r, (_, h) in enumerate(heads):
+        other = lambda t: t[:axis] + t[axis + 1:]  # noqa: E731
+        if other(h["shape"]) != other(ref["shape"]) or h["channels"] != ref["channels"] or h["conn"] != ref["conn"]:
+            raise ValueError(f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
+                             f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}")
+    comm = _Comm(group, x.device)
+    n = s.shape[axis]
+    # one border layer of the image from each neighbour (halo); halo seeds are left unknown so that
+    # every seed is counted once in the global histograms
+    got = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
+    parts = [got[-1].unsqueeze(1 + axis)] if -1 in got else []
+    parts += [x] + ([got[1].unsqueeze(1 + axis)] if 1 in got else [])
+    ext = torch.cat(parts, 1 + axis)
+    lo = 1 if -1 in got else 0
+    halo_seed = torch.zeros_like(s.narrow(axis, 0, 1))
+    ext_seeds = torch.cat(([halo_seed] if lo else []) + [s] + ([halo_seed] if 1 in got else []), axis)
+    if sigma is None:  # global root mean square difference of axis-aligned neighbours
+        total = torch.zeros(2, dtype=torch.float64, device=x.device)
+        for a in range(ndim):
+            o = tuple(1 if i == a else 0 for i in range(ndim))
+            own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
+            d2 = energy._sq_diff(own.unsqueeze(0), o)
+            if d2 is not None:
+                total += torch.stack([d2.sum(dtype=torch.float64), torch.tensor(float(d2.numel()), dtype=torch.float64,
+                                                                                device=x.device)])
+        dist.all_reduce(total, group=group)
+        mean = float(total[0] / total[1]) if float(total[1]) > 0 else 0.0
+        sigma = math.sqrt(mean) if mean > 0 else 1.0
+
+    ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
+
+    def reduce(t, op):
+        t = t.contiguous().clone()
+        dist.all_reduce(t, op=ops[op], group=group)
+        return t
+
+    kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
+    if lam is not None:
+        kw["lam"] = lam
+    error = None
+    try:
+        g = energy.segmentation_graph(ext, ext_seeds, reduce=reduce, **kw)
+    except (TypeError, ValueError) as exc:  # after the collectives inside, so raised alike on every rank
+        error, g = (type(exc).__name__, str(exc)), None
+    _agree(error, group)
+    K = len(g.offsets)
+    inner = lambda t: t.narrow(t.dim() - ndim + axis, lo, n)  # noqa: E731
+    result = maxflow(inner(g.source[0]), inner(g.sink[0]), inner(g.caps[0, :K]), g.offsets, axis=axis,
+                     group=group, backend=backend)  # n-links are symmetric: reverse = edges
+    return (result.mask, result) if return_result else result.mask

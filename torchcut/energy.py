@@ -342,10 +342,12 @@ def _smooth_hist(h: torch.Tensor, channels: int) -> torch.Tensor:
     return h
 
 
-def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
+def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int, reduce=None) -> torch.Tensor:
     """``log P(I_p | object) - log P(I_p | background)`` per node: float32 ``[B, N]``.
 
-    Also checks that every image has object and background seeds.
+    Also checks that every image has object and background seeds. ``reduce(tensor, op)`` (op "min",
+    "max" or "sum"), when given, combines the colour range and the seed histograms with the other
+    parts of the same volume (see :func:`torchcut.distributed.segment`).
     """
     B, C = x.shape[:2]
     dev = x.device
@@ -353,6 +355,8 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
     N = flat.shape[2]
     lo = flat.amin(2, keepdim=True)
     hi = flat.amax(2, keepdim=True)
+    if reduce is not None:
+        lo, hi = reduce(lo, "min"), reduce(hi, "max")
     span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     nb = bins**C
     bin_idx = torch.zeros((B, N), dtype=torch.int64, device=dev)
@@ -366,6 +370,8 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
     counts = torch.zeros(2 * B * nb + 1, dtype=torch.int32, device=dev)
     counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(B * N))
     del slot
+    if reduce is not None:
+        counts = reduce(counts, "sum")
     hist = counts[:-1].view(B, 2, nb)
     n_seeds = hist.sum(2)  # [B, 2]
     missing = (n_seeds == 0).nonzero().tolist()
@@ -418,6 +424,7 @@ def segmentation_graph(
     bins: int | None = None,
     scale: float | None = None,
     spacing=None,
+    reduce=None,
 ) -> GridGraph:
     """The Boykov-Jolly graph of a seeded segmentation: integer capacities on the image's device.
 
@@ -454,6 +461,10 @@ def segmentation_graph(
         volume with thick slices); ``dist(p, q)`` in the smoothness term is measured in these units,
         divided by the smallest spacing (so the default, isotropic, has distance 1 between axis
         neighbours).
+    reduce : callable, optional
+        ``reduce(tensor, op)`` with op "min", "max" or "sum": combines the colour range and the seed
+        histograms over the processes that hold parts of one volume (used by
+        :func:`torchcut.distributed.segment`); default: this image alone.
 
     Returns
     -------
@@ -543,7 +554,7 @@ def segmentation_graph(
         )
 
     # data term
-    llr = _log_ratio(x, s, bins).view((B,) + shape)
+    llr = _log_ratio(x, s, bins, reduce).view((B,) + shape)
     lab = s
     hard_t = torch.tensor(hard, dtype=torch.int32, device=dev)
     zero = torch.zeros((), dtype=torch.int32, device=dev)
