@@ -287,7 +287,7 @@ def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
     here, there = overlap_slices(shape, o)
     idx = (slice(None), slice(None))
     d = x[idx + here] - x[idx + there]
-    return d.square_().sum(1)
+    return d.square_().sum(1) if d.shape[1] > 1 else d.square_()[:, 0]  # one channel: no second copy
 
 
 def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
