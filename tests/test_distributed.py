@@ -212,3 +212,25 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
     assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
     assert np.array_equal(mask, whole.numpy())
     assert all(a["verified"] for _, a in answers)
+
+
+@pytest.mark.cuda
+def test_cuda_one_rank_nccl_matches_pymaxflow():
+    """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh)."""
+    import torch.distributed as dist
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        rng = np.random.default_rng(8)
+        for shape, conn in (((20, 17, 15), 6), ((40, 33), 8)):
+            case = make_case(rng, shape, conn, [0, shape[0]])
+            args = [torch.from_numpy(case[k]).cuda() for k in ("source", "sink", "edges", "reverse")]
+            r = torchcut.distributed.maxflow(*args[:3], case["offsets"], args[3])
+            assert r.flow_value == pymaxflow_grid(case["source"], case["sink"], case["edges"], case["offsets"],
+                                                  case["reverse"])
+            assert r.mask.is_cuda and r.verify()
+            g = torchcut.GridGraph(*args[:3], case["offsets"], args[3])
+            assert torch.equal(r.mask, torchcut.maxflow(g).mask)
+    finally:
+        dist.destroy_process_group()

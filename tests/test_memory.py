@@ -64,3 +64,40 @@ def test_consume_mask_rejects_a_flow_graph():
     g = torchcut.FlowGraph.from_edges([0], [1], [1], source=[1, 0], sink=[0, 1])
     with pytest.raises(TypeError, match=r"graph: expected a torchcut.GridGraph, got FlowGraph"):
         consume_mask(g)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n", [128, 256])
+def test_cuda_segment_peak_memory_per_voxel(n):
+    """segment() on an n^3 6-connected volume: at most 64 bytes per voxel, inputs included."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from memory_issue14 import volume
+
+    torch.cuda.empty_cache()
+    image, seeds = volume(n, "cuda")
+    torch.cuda.reset_peak_memory_stats()
+    mask = torchcut.segment(image, seeds, connectivity=6)
+    peak = torch.cuda.max_memory_allocated() / n**3
+    assert peak <= 64, f"{peak:.1f} bytes per voxel"
+    if n == 128:  # the same mask as the solve that keeps the graph
+        _, r = torchcut.segment(image, seeds, connectivity=6, return_result=True)
+        assert torch.equal(mask, r.mask) and r.verify()
+
+
+@pytest.mark.cuda
+def test_cuda_consume_mask_matches_maxflow():
+    rng = np.random.default_rng(7)
+    shape = (24, 20, 18)
+    offs = torchcut.grid_offsets(3, 6)
+    src = rng.integers(0, 50, shape) * (rng.random(shape) < 0.3)
+    snk = rng.integers(0, 50, shape) * (rng.random(shape) < 0.3)
+    edges = rng.integers(0, 20, (3,) + shape)
+    make = lambda: torchcut.GridGraph(src, snk, edges, offs).to("cuda")  # noqa: E731
+    r = torchcut.maxflow(make())
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offs)
+    g = make()
+    assert torch.equal(consume_mask(g), r.mask)
+    assert int(snk.sum()) - int(g.sink.sum()) == r.flow_value
