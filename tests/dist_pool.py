@@ -85,7 +85,7 @@ def _serve(rank, world, port, inbox, outbox):
                 mask, r = tcd.segment(torch.from_numpy(slab(case["image"], ax, lo, hi, lead)),
                                       torch.from_numpy(slab(case["seeds"], ax, lo, hi)), axis=ax,
                                       return_result=True, **case.get("options", {}))
-                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify())))
+                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))))
                 continue
             args = _part(case, rank)
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
