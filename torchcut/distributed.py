@@ -345,7 +345,7 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
     dev = R.device
     lab = torch.full(sink.shape, INF, dtype=torch.int64, device=dev)
     ghost = {d: None for s in (-1, 1) for d in geo.crossing[s]}
-    rounds = 0
+    rounds, prev = 0, None
     while True:
         rounds += 1
         seed = torch.where(sink > 0, 0, INF).to(torch.int64)
@@ -356,12 +356,16 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
                 f = geo.face(seed, side)
                 cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF)
                 torch.minimum(f, cand, out=f)
-        new = torch.full_like(lab, INF)
-        for level in torch.unique(seed[seed < INF]).tolist():
-            if not bool((new == INF).any()):
-                break
-            reach = _reach(R, seed <= level, offsets, backend, stats)
-            new = torch.where(reach & (new == INF), level, new)
+        if prev is not None and torch.equal(seed, prev):
+            new = lab  # same targets as the last round: the same labels, no solve needed
+        else:
+            new = torch.full_like(lab, INF)
+            for level in torch.unique(seed[seed < INF]).tolist():
+                if not bool((new == INF).any()):
+                    break
+                reach = _reach(R, seed <= level, offsets, backend, stats)
+                new = torch.where(reach & (new == INF), level, new)
+        prev = seed
         changed = int((new != lab).any())
         lab = new
         got = comm.swap({side: geo.face(lab, side) for side in (-1, 1)})
