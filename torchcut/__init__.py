@@ -30,6 +30,7 @@ _LAZY = {
     "read_dimacs_solution": "dimacs",
     "datasets": None,
     "compat": None,
+    "distributed": None,
 }
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY]

@@ -287,7 +287,7 @@ def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
     here, there = overlap_slices(shape, o)
     idx = (slice(None), slice(None))
     d = x[idx + here] - x[idx + there]
-    return d.square_().sum(1)
+    return d.square_().sum(1) if d.shape[1] > 1 else d.square_()[:, 0]  # one channel: no second copy
 
 
 def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
@@ -346,10 +346,26 @@ def _smooth_hist(h: torch.Tensor, channels: int) -> torch.Tensor:
     return h
 
 
-def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
-    """``log P(I_p | object) - log P(I_p | background)`` per node: float32 ``[B, N]``.
+# Nodes per chunk of the data term: its temporaries (bin indices, log ratios) stay this small.
+CHUNK = 1 << 22
 
-    Also checks that every image has object and background seeds.
+
+def _bin_index(flat: torch.Tensor, lo, span, bins: int) -> torch.Tensor:
+    """Colour bin of each node of ``flat`` ``[B, C, n]``: int64 ``[B, n]``."""
+    idx = torch.zeros((flat.shape[0], flat.shape[2]), dtype=torch.int64, device=flat.device)
+    for c in range(flat.shape[1]):
+        q = ((flat[:, c] - lo[:, c]) / span[:, c] * bins).floor_().clamp_(0, bins - 1)
+        idx.mul_(bins).add_(q.to(torch.int64))
+    return idx
+
+
+def _log_ratio_table(x: torch.Tensor, s: torch.Tensor, bins: int, reduce=None):
+    """``log P(c | object) - log P(c | background)`` per colour bin ``c``: (float32 ``[B, bins**C]``, lo, span).
+
+    Also checks that every image has object and background seeds. Nodes are read in chunks of
+    ``CHUNK``, so no full-size temporary is made. ``reduce(tensor, op)`` (op "min", "max" or "sum"),
+    when given, combines the colour range and the seed histograms with the other parts of the same
+    volume (see :func:`torchcut.distributed.segment`).
     """
     B, C = x.shape[:2]
     dev = x.device
@@ -357,19 +373,22 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
     N = flat.shape[2]
     lo = flat.amin(2, keepdim=True)
     hi = flat.amax(2, keepdim=True)
+    if reduce is not None:
+        lo, hi = reduce(lo, "min"), reduce(hi, "max")
     span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     nb = bins**C
-    bin_idx = torch.zeros((B, N), dtype=torch.int64, device=dev)
-    for c in range(C):
-        q = ((flat[:, c] - lo[:, c]) / span[:, c] * bins).floor_().clamp_(0, bins - 1)
-        bin_idx.mul_(bins).add_(q.to(torch.int64))
     lab = s.reshape(B, -1)
     base = (torch.arange(B, device=dev) * (2 * nb)).unsqueeze(1)
-    slot = (lab == 2).to(torch.int64).mul_(nb).add_(base).add_(bin_idx)  # object: first half, background: second
-    slot.masked_fill_(lab == 0, 2 * B * nb)  # unlabelled pixels go to a spare slot
     counts = torch.zeros(2 * B * nb + 1, dtype=torch.int32, device=dev)
-    counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(B * N))
-    del slot
+    for a in range(0, N, CHUNK):
+        part = lab[:, a:a + CHUNK]
+        slot = _bin_index(flat[:, :, a:a + CHUNK], lo, span, bins)
+        slot.add_((part == 2).to(torch.int64).mul_(nb)).add_(base)  # object: first half, background: second
+        slot.masked_fill_(part == 0, 2 * B * nb)  # unlabelled pixels go to a spare slot
+        counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(slot.numel()))
+        del slot
+    if reduce is not None:
+        counts = reduce(counts, "sum")
     hist = counts[:-1].view(B, 2, nb)
     n_seeds = hist.sum(2)  # [B, 2]
     missing = (n_seeds == 0).nonzero().tolist()
@@ -383,8 +402,33 @@ def _log_ratio(x: torch.Tensor, s: torch.Tensor, bins: int) -> torch.Tensor:
     p = h / h.sum(2, keepdim=True)
     p = p.mul_(1 - UNIFORM_WEIGHT).add_(UNIFORM_WEIGHT / nb)
     logp = p.log_()
-    table = (logp[:, 0] - logp[:, 1]).reshape(-1)  # [B * nb]
-    return table[bin_idx.add_((torch.arange(B, device=dev) * nb).unsqueeze(1))]
+    return logp[:, 0] - logp[:, 1], lo, span
+
+
+def _data_caps(x, s, bins, scale, hard, reduce=None):
+    """Terminal capacities of the data term and the seeds: (source int64, sink int32), ``[B, *S]``.
+
+    Written chunk by chunk straight into their final tensors (int64 source: the GridGraph layout).
+    """
+    table, lo, span = _log_ratio_table(x, s, bins, reduce)
+    B, C = x.shape[:2]
+    flat = x.reshape(B, C, -1)
+    lab = s.reshape(B, -1)
+    source = torch.empty(s.shape, dtype=torch.int64, device=x.device)
+    sink = torch.empty(s.shape, dtype=torch.int32, device=x.device)
+    src_f, snk_f = source.view(B, -1), sink.view(B, -1)
+    for a in range(0, flat.shape[2], CHUNK):
+        part = lab[:, a:a + CHUNK]
+        llr = torch.gather(table, 1, _bin_index(flat[:, :, a:a + CHUNK], lo, span, bins))
+        src = (llr.clamp(min=0) * scale).round_()
+        snk = (llr.neg_().clamp_(min=0) * scale).round_()
+        del llr
+        obj, bkg = part == 1, part == 2
+        src.masked_fill_(obj, hard).masked_fill_(bkg, 0)
+        snk.masked_fill_(bkg, hard).masked_fill_(obj, 0)
+        src_f[:, a:a + CHUNK] = src  # integral floats: the conversion is exact
+        snk_f[:, a:a + CHUNK] = snk
+    return source, sink
 
 
 # ---------------------------------------------------------------------------------------------- graph
@@ -422,6 +466,7 @@ def segmentation_graph(
     bins: int | None = None,
     scale: float | None = None,
     spacing=None,
+    reduce=None,
 ) -> GridGraph:
     """The Boykov-Jolly graph of a seeded segmentation: integer capacities on the image's device.
 
@@ -458,6 +503,10 @@ def segmentation_graph(
         volume with thick slices); ``dist(p, q)`` in the smoothness term is measured in these units,
         divided by the smallest spacing (so the default, isotropic, has distance 1 between axis
         neighbours).
+    reduce : callable, optional
+        ``reduce(tensor, op)`` with op "min", "max" or "sum": combines the colour range and the seed
+        histograms over the processes that hold parts of one volume (used by
+        :func:`torchcut.distributed.segment`); default: this image alone.
 
     Returns
     -------
@@ -547,16 +596,7 @@ def segmentation_graph(
         )
 
     # data term
-    llr = _log_ratio(x, s, bins).view((B,) + shape)
-    lab = s
-    hard_t = torch.tensor(hard, dtype=torch.int32, device=dev)
-    zero = torch.zeros((), dtype=torch.int32, device=dev)
-    src = (llr.clamp(min=0) * scale).round_().to(torch.int32)
-    snk = (llr.neg_().clamp_(min=0) * scale).round_().to(torch.int32)
-    del llr
-    source = torch.where(lab == 1, hard_t, torch.where(lab == 2, zero, src))
-    sink = torch.where(lab == 2, hard_t, torch.where(lab == 1, zero, snk))
-    del src, snk
+    source, sink = _data_caps(x, s, bins, scale, hard, reduce)
 
     # smoothness term, written straight into the solver layout (see _grid_graph)
     sig = estimate_sigma(x) if sigma is None else torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
@@ -569,7 +609,7 @@ def segmentation_graph(
             if d2 is None:
                 continue
             here, there = overlap_slices(shape, o)
-            w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_().to(torch.int32)
+            w = d2.mul_(coef).exp_().mul_(lam * scale / d).round_()  # integral: copied exactly into int32
             caps[(slice(None), k) + here] = w  # arc p -> p + o, stored at p
             caps[(slice(None), K + k) + there] = w  # arc p + o -> p, stored at p + o (direction -o)
             del d2, w

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .energy import DEFAULT_LAM, segmentation_graph
-from .solvers import maxflow
+from .solvers import consume_mask, maxflow
 
 __all__ = ["segment"]
 
@@ -120,6 +120,8 @@ def segment(
         scale=scale,
         spacing=spacing,
     )
+    if not return_result:  # nobody sees the graph again: solve in its tensors, without copies
+        return consume_mask(graph, backend=backend, **solver_options).bool()
     result = maxflow(graph, backend=backend, **solver_options)
     mask = result.mask
     if mask.dtype != torch.bool:  # pragma: no cover - backends return bool

@@ -16,7 +16,7 @@ from ..result import CutResult
 from . import reference
 from ._choice import BACKENDS, BackendChoice
 
-__all__ = ["maxflow", "BACKENDS"]
+__all__ = ["maxflow", "consume_mask", "BACKENDS"]
 
 # Grid backends: the reference, or the compiled solvers (CUDA kernels, CPU Boykov-Kolmogorov) when
 # their extension builds.
@@ -45,6 +45,48 @@ def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
         sink_flow=sink_flow,
         stats=stats,
     )
+
+
+def _reduce_terminals_in_place(graph: GridGraph, rows: int = 64) -> None:
+    """Subtract min(source, sink) from both, in place, a few rows at a time (no full-size temporary)."""
+    for b in range(graph.batch_size):
+        for i in range(0, graph.shape[0], rows):
+            src, snk = graph.source[b, i:i + rows], graph.sink[b, i:i + rows]
+            low = torch.minimum(src, snk.to(torch.int64))
+            src.sub_(low)
+            snk.sub_(low.to(snk.dtype))
+
+
+def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch.Tensor:
+    """Source side of the minimum cut, solving in the graph's own tensors (the graph is used up).
+
+    What ``segment()`` calls when it returns only the mask: the solver works on ``graph.caps``,
+    ``graph.source`` and ``graph.sink`` directly instead of on copies, which keeps the peak memory at
+    the graph plus the solver's own workspace. Afterwards the graph holds the final residual network,
+    not the original capacities. Backends that write their results into new tensors (the compiled CPU
+    solver) leave the graph untouched.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> from torchcut.solvers import consume_mask
+    >>> g = torchcut.GridGraph([[5, 0]], [[0, 5]], [[[3, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
+    >>> consume_mask(g, backend="reference").tolist()
+    [[True, False]]
+    """
+    if not isinstance(graph, GridGraph):
+        raise TypeError(f"graph: expected a torchcut.GridGraph, got {type(graph).__name__}")
+    if graph.device.type == "cuda":
+        from .cuda import check_not_capturing
+
+        check_not_capturing("torchcut.segment")
+    impl = _pick(graph.device, backend)
+    if hasattr(impl, "solve_grid_graph"):
+        mask = impl.solve_grid_graph(graph, **options)[0]
+    else:
+        _reduce_terminals_in_place(graph)
+        mask, _ = impl.solve_grid(graph.caps, graph.source, graph.sink, graph.offsets, **options)
+    return mask if graph.batched else mask[0]
 
 
 def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:

@@ -1,0 +1,137 @@
+"""A pool of gloo processes on the loopback for the torchcut.distributed tests.
+
+``Pool(world)`` starts ``world`` spawned processes that join one gloo group (127.0.0.1, a free port,
+a 60 s timeout) and then serve cases: the parent sends a global grid network and how to split it,
+each process solves its slab with :func:`torchcut.distributed.maxflow` and answers with its flow,
+mask and certificate check, or with the error it raised. Starting processes once per test module
+keeps each case at the cost of its solve.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def slab(x, axis, lo, hi, lead=0):
+    """``x[..., lo:hi, ...]`` along spatial ``axis`` (``lead`` leading non-spatial dims)."""
+    sl = [slice(None)] * x.ndim
+    sl[lead + axis] = slice(lo, hi)
+    return np.ascontiguousarray(x[tuple(sl)])
+
+
+# deliberate faults, by name (cases travel to the processes pickled, so no lambdas)
+_FAULTS = {
+    "narrow": lambda t, dim, n: t.narrow(dim, 0, n),  # a different extent along dim
+    "negate": lambda t: -t - 1,
+    "float": lambda t: t.float(),
+    "set": lambda t, value: value,  # replace the argument
+}
+
+
+def _part(case, rank):
+    """This rank's arguments for distributed.maxflow, with the case's deliberate faults applied."""
+    ax, cuts = case["axis"], case["cuts"]
+    lo, hi = cuts[rank], cuts[rank + 1]
+    args = dict(
+        source=torch.from_numpy(slab(case["source"], ax, lo, hi)),
+        sink=torch.from_numpy(slab(case["sink"], ax, lo, hi)),
+        edges=torch.from_numpy(slab(case["edges"], ax, lo, hi, 1)),
+        offsets=case["offsets"],
+        reverse=None if case["reverse"] is None else torch.from_numpy(slab(case["reverse"], ax, lo, hi, 1)),
+        axis=ax,
+    )
+    if case.get("start"):
+        args["start"] = case["start"][rank]
+    for key, value in case.get("fault", {}).get(rank, {}).items():
+        args[key] = _FAULTS[value[0]](args[key], *value[1:])
+    return args
+
+
+def _serve(rank, world, port, inbox, outbox):
+    import os
+
+    import torch.distributed as dist
+
+    from torchcut import distributed as tcd
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    import datetime
+
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    while True:
+        case = inbox.get()
+        if case is None:
+            break
+        try:
+            if case.get("kind") == "segment":
+                ax, cuts = case["axis"], case["cuts"]
+                lo, hi = cuts[rank], cuts[rank + 1]
+                lead = case["image"].ndim - case["seeds"].ndim
+                mask, r = tcd.segment(torch.from_numpy(slab(case["image"], ax, lo, hi, lead)),
+                                      torch.from_numpy(slab(case["seeds"], ax, lo, hi)), axis=ax,
+                                      return_result=True, **case.get("options", {}))
+                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))))
+                continue
+            args = _part(case, rank)
+            before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+            r = tcd.maxflow(**args)
+            untouched = all(torch.equal(before[k], args[k]) for k in before)
+            if case.get("tamper") == rank:  # break the certificate: one more unit on a border arc
+                d = next(iter(r.ghost_residual))
+                r.residual[0, d].select(case["axis"], 0 if d >= len(case["offsets"]) else -1).add_(1)
+            outbox.put((rank, "ok", dict(flow=r.flow_value, mask=r.mask.numpy(), verified=r.verify(),
+                                         stats=dict(r.stats), untouched=untouched)))
+        except Exception as exc:  # reported to the parent, which checks type and message
+            outbox.put((rank, "error", (type(exc).__name__, str(exc))))
+    dist.destroy_process_group()
+
+
+class Pool:
+    """``world`` gloo processes serving cases (see the module docstring)."""
+
+    def __init__(self, world: int):
+        ctx = mp.get_context("spawn")
+        self.world = world
+        self.outbox = ctx.Queue()
+        self.inboxes = [ctx.Queue() for _ in range(world)]
+        port = free_port()
+        self.procs = [ctx.Process(target=_serve, args=(r, world, port, self.inboxes[r], self.outbox), daemon=True)
+                      for r in range(world)]
+        for p in self.procs:
+            p.start()
+
+    def run(self, case) -> list:
+        """Answers of all ranks, in rank order: ("ok", dict) or ("error", (type name, message))."""
+        for q in self.inboxes:
+            q.put(case)
+        got = {}
+        for _ in range(self.world):
+            try:
+                rank, kind, payload = self.outbox.get(timeout=TIMEOUT_S)
+            except queue.Empty:
+                raise AssertionError(f"no answer within {TIMEOUT_S} s from ranks {sorted(set(range(self.world)) - set(got))}")
+            got[rank] = (kind, payload)
+        return [got[r] for r in range(self.world)]
+
+    def close(self):
+        for q in self.inboxes:
+            q.put(None)
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()

@@ -1,0 +1,799 @@
+"""Exact maximum flow of one grid network split into slabs over the ranks of ``torch.distributed``.
+
+Each rank holds a contiguous slab, along one spatial axis, of a global 2D or 3D grid network; rank
+``r`` holds the slab after rank ``r - 1``'s. The arcs of a slab's border nodes that point into the
+neighbouring slab are real arcs. Every rank solves pieces of its own slab with the ordinary grid
+solvers (:func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph`: the compiled CPU solver on CPU
+tensors, the CUDA kernels on GPU tensors), and only flow, capacities and distance labels of the
+border layers travel between neighbours (point-to-point messages), plus a few scalars per round
+(all-reduce).
+
+Launching
+---------
+One process per GPU (or per CPU slab), e.g. with ``torchrun --nproc_per_node=2 script.py``; in the
+script::
+
+    import torch.distributed as dist, torchcut.distributed as tcd
+    dist.init_process_group("nccl")            # "gloo" for CPU tensors
+    torch.cuda.set_device(dist.get_rank())     # NCCL: one device per rank
+    lo, hi = ...                               # this rank's rows along axis 0
+    r = tcd.maxflow(source[lo:hi], sink[lo:hi], edges[:, lo:hi], offsets)
+    r.flow_value, r.mask, r.verify()           # global flow on every rank; this slab's cut
+
+Pass ``timeout=`` to ``init_process_group`` so that a rank that dies makes the others fail instead
+of waiting for ever. Bad input (different offsets, shapes that do not line up, slabs out of order
+when ``start`` is given) is detected from one all-gather of a small header before any solving and
+raised on every rank.
+
+Algorithm (region discharge with distance labels, after Shekhovtsov and Hlavac 2011)
+------------------------------------------------------------------------------------
+State: a global preflow, stored where its arcs start. Each rank keeps the residual capacity of every
+arc leaving its nodes (border arcs included; the reverse arc of a border arc lives on the neighbour),
+the excess of its nodes and their residual sink capacities. Sweeps repeat:
+
+1. **Labels.** ``d(v)`` = the least number of slab borders a residual path from ``v`` to the sink
+   crosses (``INF`` when there is none): a distributed 0-1 BFS. Given the labels of the neighbours'
+   border nodes (ghosts), a rank finds, for each level ``L``, the nodes that reach a node with
+   residual sink capacity (``L = 0``) or a residual border arc into a ghost of label ``L - 1``, by a
+   local max-flow solve with no source capacity (its source side is exactly the set that cannot reach
+   the targets). Border labels are exchanged and the rounds repeat until no label changes on any rank
+   (an all-reduce); the labels only decrease from ``INF`` and are bounded, so this ends, at the exact
+   distances.
+2. **Stop test.** If no rank holds excess at a node of finite label, stop (one all-reduce).
+3. **Discharge** (in every slab at once). A local max flow from the excess to the sink; then, for the
+   ghost labels ``L = 0, 1, ...`` in increasing order, a local max flow from the remaining excess to
+   the border arcs into ghosts of label ``L`` (their residuals act as sink capacities). The flow that
+   leaves through border arcs is sent to the neighbours, which add it to the excess of the arcs' heads
+   and to the residual of the reverse arcs.
+
+Each local max flow is :func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph` whose source
+capacities are the current excess, sink capacities the targets, and arc capacities the current
+residuals of the slab's inner arcs; the new excess follows from flow conservation.
+
+Exactness. The flows only ever move along residual arcs within capacity, so the state is always a
+valid preflow of the global network (a push across a border lowers one residual here and raises the
+reverse residual there by the same amount; two opposite pushes on one pair in the same sweep add
+up). When the loop stops, let ``T`` be the nodes with finite label (those that can reach the sink)
+and ``S`` the others. No residual arc leads from ``S`` to ``T`` (it would give its tail a finite
+label), so every arc ``S -> T`` is saturated and every arc ``T -> S`` carries no flow; no node of
+``T`` holds excess. The flow into the sink is then the net flow from ``S`` into ``T``, which equals
+the capacity of the cut ``(S, T)``: a preflow whose value equals a cut's capacity is a maximum flow,
+and the cut is minimum. ``T`` is exactly the canonical sink side of DESIGN.md, so the masks agree
+with the single-grid solvers bit for bit.
+
+Termination. In a discharge, the nodes that can reach the sink (or a ghost of label below ``L``)
+after a stage hold no excess, and later stages only move flow among nodes that cannot reach them
+(a path through them would have been found earlier); so flow leaves a slab only towards the lowest
+labels it can still reach, and the reverse arcs that a push creates point from a ghost of label
+``L`` back to nodes of label ``L + 1``, which lowers no label. As in ARD's analysis, labels never
+decrease and are bounded by the number of border nodes, and a sweep in which no label rises moves
+all remaining reachable excess at least one border closer to the sink, so the number of sweeps is
+bounded (Shekhovtsov and Hlavac prove ``O(|B|^2)`` for their discharge). In practice a few sweeps
+suffice; ``max_sweeps`` guards the loop, and running past it raises on every rank rather than
+returning an inexact answer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity
+from .grid import GridGraph, _check_offsets, _zero_outside, shift
+from .result import CertificateError, CutResult
+
+__all__ = ["maxflow", "DistributedCutResult"]
+
+INF = 2**30  # label of nodes that cannot reach the sink
+
+
+# ---------------------------------------------------------------------------------------------- comms
+class _Comm:
+    """This rank's place in the group, neighbour messages and all-reduces on one device."""
+
+    def __init__(self, group, device):
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                "group: expected an initialized torch.distributed process group "
+                "(call torch.distributed.init_process_group first), got none"
+            )
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        self.device = device
+        self.sent_bytes = 0
+
+    def peer(self, r: int) -> int:
+        return r if self.group is None else dist.get_global_rank(self.group, r)
+
+    def has(self, side: int) -> bool:
+        """Is there a neighbour at ``side`` (-1: previous rank, +1: next rank)?"""
+        return 0 <= self.rank + side < self.size
+
+    def swap(self, out: dict) -> dict:
+        """Send ``out[side]`` to the neighbour at each side; return what each neighbour sent here.
+
+        Both neighbours send tensors of the same shape and dtype as those sent to them.
+        """
+        ops, got = [], {}
+        for side, t in out.items():
+            if not self.has(side):
+                continue
+            t = t.contiguous()
+            got[side] = torch.empty_like(t)
+            peer = self.peer(self.rank + side)
+            ops.append(dist.P2POp(dist.isend, t, peer, self.group))
+            ops.append(dist.P2POp(dist.irecv, got[side], peer, self.group))
+            self.sent_bytes += t.numel() * t.element_size()
+        if ops:
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        return got
+
+    def total(self, values, op=None) -> list[int]:
+        """All-reduce a few int64 scalars (sum by default)."""
+        t = torch.tensor(values, dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM, group=self.group)
+        return t.tolist()
+
+
+# ---------------------------------------------------------------------------------------------- slab geometry
+@dataclass
+class Slab:
+    """This rank's part of the global network (what :class:`DistributedCutResult` certifies).
+
+    ``caps`` ``[2K, *shape]`` holds the capacity of every arc leaving a node of the slab, border arcs
+    included (direction ``K + k`` is ``-offsets[k]``); ``source`` and ``sink`` the terminal capacities.
+    """
+
+    offsets: tuple
+    shape: tuple
+    axis: int
+    start: int
+    source: torch.Tensor
+    sink: torch.Tensor
+    caps: torch.Tensor
+    batched: bool = False
+    scale: Any = None
+
+    @property
+    def directions(self):
+        return self.offsets + tuple(tuple(-v for v in o) for o in self.offsets)
+
+    @property
+    def num_nodes(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def batch_size(self) -> int:
+        return 1
+
+    @property
+    def device(self):
+        return self.caps.device
+
+
+class _Geometry:
+    """Directions that cross a slab border, and the maps between face layers of two neighbours."""
+
+    def __init__(self, offsets, shape, axis, comm: _Comm):
+        self.K = len(offsets)
+        self.dirs = tuple(offsets) + tuple(tuple(-v for v in o) for o in offsets)
+        self.shape, self.axis, self.comm = tuple(shape), axis, comm
+        # crossing[side] = directions d whose arcs leave the slab towards the neighbour at side
+        self.crossing = {side: [d for d, v in enumerate(self.dirs) if v[axis] == side and comm.has(side)] for side in (-1, 1)}
+
+    def layer(self, side: int) -> int:
+        return 0 if side < 0 else self.shape[self.axis] - 1
+
+    def face(self, x: torch.Tensor, side: int) -> torch.Tensor:
+        """View of the border layer of ``x`` (trailing dims = the slab) at ``side``."""
+        return x.select(x.dim() - len(self.shape) + self.axis, self.layer(side))
+
+    def rest(self, d: int) -> tuple:
+        """Direction ``d`` without its component along the split axis (a move within a face)."""
+        return tuple(v for i, v in enumerate(self.dirs[d]) if i != self.axis)
+
+    def opp(self, d: int) -> int:
+        return (d + self.K) % (2 * self.K)
+
+    def nb_crossing(self, side: int) -> list:
+        """The neighbour at ``side``'s crossing directions towards us, in the order it sends them."""
+        return sorted(self.opp(d) for d in self.crossing[side])
+
+    def at_heads(self, nb_face: torch.Tensor, d: int, fill) -> torch.Tensor:
+        """Neighbour's face values seen at the tails of our arcs in direction ``d`` (fill: no head)."""
+        return shift(nb_face, self.rest(d), fill)
+
+    def to_heads(self, tail_values: torch.Tensor, d: int) -> torch.Tensor:
+        """Values the neighbour sent for its arcs in direction ``d``, moved to their heads here."""
+        return shift(tail_values, tuple(-v for v in self.rest(d)), 0)
+
+
+# ---------------------------------------------------------------------------------------------- input checks
+def _header(source, sink, edges, reverse, offsets, axis, start) -> tuple[dict, tuple]:
+    """Local validation; returns (header for the all-gather, tensors) and never raises."""
+    head: dict = {"error": None}
+    try:
+        offs = _check_offsets(offsets)
+        ndim, K = len(offs[0]), len(offs)
+        head.update(offsets=offs)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < ndim:
+            raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
+        if any(abs(o[axis]) > 1 for o in offs):
+            raise ValueError(f"offsets: expected components in {{-1, 0, 1}} along axis {axis}, got {offs!r}")
+        head.update(axis=axis)
+        src = as_tensor(source, "source")
+        dev = src.device
+        snk = as_tensor(sink, "sink", dev)
+        if src.dim() != ndim:
+            raise ValueError(f"source: expected shape [*shape] with {ndim} spatial dims (from offsets; batches are "
+                             f"not supported), got shape {tuple(src.shape)}")
+        shape = tuple(src.shape)
+        if any(n == 0 for n in shape):
+            raise ValueError(f"source: expected a non-empty slab, got shape {shape}")
+        if tuple(snk.shape) != shape:
+            raise ValueError(f"sink: expected the shape of source {shape}, got {tuple(snk.shape)}")
+        e = GridGraph._stack(edges, "edges", K, shape, dev)
+        r = e if reverse is None else GridGraph._stack(reverse, "reverse", K, shape, dev)
+        parts = [check_capacity(t, n) for t, n in ((src, "source"), (snk, "sink"), (e, "edges"), (r, "reverse"))]
+        for t, n in zip(parts, ("source", "sink", "edges", "reverse")):
+            if t.is_floating_point():
+                raise TypeError(f"{n}: expected integer capacities (int32 or int64), got {t.dtype}; "
+                                "quantize float capacities first (e.g. with torchcut.GridGraph's scale)")
+        if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
+            raise ValueError(f"start: expected a non-negative int (the slab's first index along axis) or None, got {start!r}")
+        head.update(shape=shape, start=start, device=dev.type,
+                    peak=max(int(e.max()) + int(r.max()), int(snk.max())),
+                    bound=sum(int(t.max()) * t.numel() for t in parts))
+        return head, tuple(parts)
+    except (TypeError, ValueError) as exc:
+        head["error"] = (type(exc).__name__, str(exc))
+        return head, ()
+
+
+def _raise_first(errors: list, me: int) -> None:
+    """Raise the first rank's local error on every rank (named with its rank on the others)."""
+    for r, err in enumerate(errors):
+        if err is not None:
+            kind, msg = err
+            exc = TypeError if kind == "TypeError" else ValueError
+            raise exc(msg if r == me else f"rank {r}: {msg}")
+
+
+def _check_headers(heads: list, me: int) -> None:
+    """Raise (the same error on every rank) when the ranks' inputs do not form one grid."""
+    _raise_first([h["error"] for h in heads], me)
+    h0 = heads[0]
+    for r, h in enumerate(heads):
+        if h["offsets"] != h0["offsets"]:
+            raise ValueError(f"offsets: expected the same offsets on every rank, got {h0['offsets']!r} on rank 0 "
+                             f"and {h['offsets']!r} on rank {r}")
+        if h["axis"] != h0["axis"]:
+            raise ValueError(f"axis: expected the same axis on every rank, got {h0['axis']} on rank 0 and {h['axis']} on rank {r}")
+        if h["device"] != h0["device"]:
+            raise ValueError(f"source: expected tensors on one device type on every rank, got {h0['device']} on "
+                             f"rank 0 and {h['device']} on rank {r}")
+        a = h["axis"]
+        other = lambda s: s[:a] + s[a + 1:]  # noqa: E731
+        if other(h["shape"]) != other(h0["shape"]):
+            raise ValueError(f"source: expected slabs whose shapes differ only along axis {a}, got {h0['shape']} on "
+                             f"rank 0 and {h['shape']} on rank {r}")
+    starts = [h["start"] for h in heads]
+    if any(s is not None for s in starts):
+        if any(s is None for s in starts):
+            raise ValueError(f"start: expected it on every rank or on none, got {starts}")
+        expect = 0
+        for r, h in enumerate(heads):
+            if h["start"] != expect:
+                raise ValueError(f"start: expected slabs in rank order, rank {r} starting at {expect} along axis "
+                                 f"{h['axis']}, got start={h['start']} (starts {starts})")
+            expect += h["shape"][h["axis"]]
+
+
+# ---------------------------------------------------------------------------------------------- local solves
+def _inner_graph(R, excess, sink, offsets):
+    """The slab's inner network with the current residuals as a GridGraph (border arcs left out)."""
+    K = len(offsets)
+    reverse = torch.stack([shift(R[K + k], o, 0) for k, o in enumerate(offsets)])
+    return GridGraph(excess, sink, R[:K], offsets, reverse)
+
+
+def _solve(R, excess, sink, offsets, backend, stats):
+    """Local max flow from ``excess`` to ``sink`` over the inner arcs; updates R in place.
+
+    Returns (new excess, residual sink capacities).
+    """
+    g = _inner_graph(R, excess, sink, offsets)
+    r = _maxflow(g, backend=backend)
+    stats["local_solves"] += 1
+    before = g.caps[0]
+    after = r.residual[0]
+    out = (before.to(torch.int64) - after.to(torch.int64)).sum(0)  # net flow out of each node
+    sink_flow = r.sink_flow[0]
+    new_excess = excess - sink_flow - out
+    inner = before != 0
+    inner |= after != 0
+    R.copy_(torch.where(inner, after.to(R.dtype), R))  # border arcs are zero in both: keep R there
+    return new_excess, sink.to(torch.int64) - sink_flow
+
+
+def _reach(R, targets, offsets, backend, stats) -> torch.Tensor:
+    """Nodes that reach ``targets`` through residual inner arcs (a solve with no source capacity)."""
+    zero = torch.zeros(targets.shape, dtype=torch.int64, device=targets.device)
+    g = _inner_graph(R, zero, targets.to(torch.int32), offsets)
+    stats["local_solves"] += 1
+    stats["label_solves"] += 1
+    return ~_maxflow(g, backend=backend).mask
+
+
+def _maxflow(graph, backend):
+    from .solvers import maxflow as solve
+
+    return solve(graph, backend=backend)
+
+
+# ---------------------------------------------------------------------------------------------- labels
+def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
+    """Exact border-crossing distances to the sink (distributed 0-1 BFS); also the ghost labels."""
+    comm = geo.comm
+    dev = R.device
+    lab = torch.full(sink.shape, INF, dtype=torch.int64, device=dev)
+    ghost = {d: None for s in (-1, 1) for d in geo.crossing[s]}
+    rounds, prev = 0, None
+    while True:
+        rounds += 1
+        seed = torch.where(sink > 0, 0, INF).to(torch.int64)
+        for side in (-1, 1):
+            for d in geo.crossing[side]:
+                if ghost[d] is None:
+                    continue
+                f = geo.face(seed, side)
+                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF)
+                torch.minimum(f, cand, out=f)
+        if prev is not None and torch.equal(seed, prev):
+            new = lab  # same targets as the last round: the same labels, no solve needed
+        else:
+            new = torch.full_like(lab, INF)
+            for level in torch.unique(seed[seed < INF]).tolist():
+                if not bool((new == INF).any()):
+                    break
+                reach = _reach(R, seed <= level, offsets, backend, stats)
+                new = torch.where(reach & (new == INF), level, new)
+        prev = seed
+        changed = int((new != lab).any())
+        lab = new
+        got = comm.swap({side: geo.face(lab, side) for side in (-1, 1)})
+        for side, nb in got.items():
+            for d in geo.crossing[side]:
+                ghost[d] = geo.at_heads(nb, d, INF)
+        if comm.total([changed], dist.ReduceOp.MAX)[0] == 0:
+            stats["label_rounds"] += rounds
+            return lab, ghost
+
+
+# ---------------------------------------------------------------------------------------------- discharge
+def _discharge(R, excess, sink, ghost, geo: _Geometry, offsets, backend, stats):
+    """One region discharge of this slab; returns (excess, sink, flow sent per crossing direction)."""
+    excess, sink = _solve(R, excess, sink, offsets, backend, stats)
+    sent = {d: torch.zeros_like(geo.face(excess, side)) for side in (-1, 1) for d in geo.crossing[side]}
+    open_lab = {}
+    for side in (-1, 1):
+        for d in geo.crossing[side]:
+            open_lab[d] = (side, torch.where(geo.face(R[d], side) > 0, ghost[d], INF))
+    levels = sorted({v for _, g in open_lab.values() for v in torch.unique(g).tolist() if v < INF})
+    for level in levels:
+        if not bool((excess > 0).any()):
+            break
+        cap = torch.zeros_like(excess)
+        for d, (side, g) in open_lab.items():
+            f = geo.face(cap, side)
+            f += torch.where(g == level, geo.face(R[d], side), 0).to(torch.int64)
+        excess, left = _solve(R, excess, cap, offsets, backend, stats)
+        flow = cap - left
+        for d, (side, g) in open_lab.items():
+            f = geo.face(flow, side)
+            rd = geo.face(R[d], side)
+            take = torch.minimum(f, torch.where(g == level, rd, 0).to(torch.int64))
+            f -= take
+            rd -= take.to(rd.dtype)
+            sent[d] += take
+    return excess, sink, sent
+
+
+def _receive(R, excess, sent, geo: _Geometry):
+    """Exchange the flow pushed across borders and add it at the arcs' heads."""
+    out = {side: torch.stack([sent[d] for d in geo.crossing[side]]) for side in (-1, 1) if geo.crossing[side]}
+    got = geo.comm.swap(out)
+    for side, msg in got.items():
+        for j, d_nb in enumerate(geo.nb_crossing(side)):
+            amount = geo.to_heads(msg[j], d_nb)
+            geo.face(excess, side).add_(amount)
+            rr = geo.face(R[geo.opp(d_nb)], side)
+            rr += amount.to(rr.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- result
+@dataclass
+class DistributedCutResult(CutResult):
+    """:class:`~torchcut.CutResult` of one rank's slab, with what its certificate needs from the neighbours.
+
+    ``flow_value`` is the global maximum flow (the same on every rank), ``mask`` this slab's part of the
+    canonical minimum cut (True = source side), ``residual`` ``[1, 2K, *shape]`` the final residuals of
+    the arcs leaving the slab's nodes (border arcs included). ``ghost_residual`` and ``ghost_mask`` hold,
+    for each border direction ``d``, the neighbour's residual of the reverse arc and the side of the arc's
+    head, as seen at the arc's tail (exchanged once when the solve ends).
+
+    Examples
+    --------
+    >>> DistributedCutResult.verify.__doc__.splitlines()[0]
+    'Check the global certificate from this slab and its ghosts, with one all-reduce; True or raise.'
+    """
+
+    ghost_residual: dict = field(default_factory=dict)
+    ghost_caps: dict = field(default_factory=dict)
+    ghost_mask: dict = field(default_factory=dict)
+    ghost_exists: dict = field(default_factory=dict)
+    group: Any = None
+
+    def verify(self) -> bool:
+        """Check the global certificate from this slab and its ghosts, with one all-reduce; True or raise.
+
+        Collective: every rank of the group must call it. Each rank checks, for the arcs leaving its
+        nodes (border arcs included, their reverse residuals taken from the neighbour's ghost copy):
+        residuals non-negative and each pair's residuals summing to the pair's capacities, terminal
+        flows within capacity, non-negative excess, no residual arc from the source side to the sink
+        side; and it adds up the flow into the sink and the capacity of the cut arcs leaving its nodes.
+        One all-reduce sums the violations, the flows and the cut capacities; the flow must equal the
+        cut capacity and ``flow_values`` on every rank.
+
+        Examples
+        --------
+        >>> callable(DistributedCutResult.verify)
+        True
+        """
+        g: Slab = self.graph
+        i64 = torch.int64
+        K = len(g.offsets)
+        caps = g.caps.to(i64)
+        res = self.residual[0].to(i64)
+        S = self.node_mask[0]
+        T = ~S
+        src_f = self.source_flow[0].to(i64)
+        snk_f = self.sink_flow[0].to(i64)
+        bad: dict = {}
+
+        def count(name, m):
+            bad[name] = bad.get(name, 0) + int(m.sum())
+
+        count("residual capacity negative", res < 0)
+        count("source-arc flow outside [0, capacity]", (src_f < 0) | (src_f > g.source))
+        count("sink-arc flow outside [0, capacity]", (snk_f < 0) | (snk_f > g.sink))
+        count("unsaturated source arc into the sink side", T & (src_f < g.source))
+        count("unsaturated sink arc from the source side", S & (snk_f < g.sink))
+        count("node with negative excess (flow conservation broken)", src_f - snk_f - (caps - res).sum(0) < 0)
+        cut = int(torch.where(T, g.source, 0).sum()) + int(torch.where(S, g.sink.to(i64), 0).sum())
+        ones = torch.ones(g.shape, dtype=torch.bool, device=S.device)
+        layer = {-1: 0, 1: g.shape[g.axis] - 1}
+        for d, v in enumerate(g.directions):
+            back = (d + K) % (2 * K)
+            inside = shift(ones, v, False)  # head in this slab
+            exists = inside.clone()
+            # (tail side, residual, capacity, reverse residual, reverse capacity, head side) per arc
+            arcs = [(S[inside], res[d][inside], caps[d][inside], shift(res[back], v, 0)[inside],
+                     shift(caps[back], v, 0)[inside], shift(T, v, False)[inside])]
+            if d in self.ghost_residual:  # border arcs: the reverse arc and the head live on the neighbour
+                side = v[g.axis]
+                there = self.ghost_exists[d]
+                exists.select(g.axis, layer[side]).logical_or_(there)
+                on_face = lambda x: x.select(g.axis, layer[side])[there]  # noqa: E731
+                arcs.append((on_face(S), on_face(res[d]), on_face(caps[d]), self.ghost_residual[d][there].to(i64),
+                             self.ghost_caps[d][there].to(i64), ~self.ghost_mask[d][there]))
+            count("capacity on an arc that leaves the grid", (~exists) & (caps[d] != 0))
+            for tail_S, r_f, c_f, r_b, c_b, head_T in arcs:
+                count("arc pair residuals do not sum to the pair's capacities", (r_f + r_b) != (c_f + c_b))
+                count("residual arc from the source side to the sink side", tail_S & head_T & (r_f > 0))
+                cut += int(torch.where(tail_S & head_T, c_f, 0).sum())
+        names = sorted(bad)
+        totals = _all_sum([bad[n] for n in names] + [int(snk_f.sum()), cut], self.group, res.device)
+        for n, v in zip(names, totals):
+            if v:
+                raise CertificateError(f"{n} ({v} violation(s) over all ranks)")
+        flow, cut_total = totals[-2:]
+        claimed = int(self.flow_values[0])
+        if flow != claimed:
+            raise CertificateError(f"flow into the sink {flow} differs from flow_values {claimed}")
+        if cut_total != flow:
+            raise CertificateError(f"cut capacity {cut_total} differs from the flow value {flow}")
+        return True
+
+
+def _all_sum(values, group, device) -> list[int]:
+    t = torch.tensor(values, dtype=torch.int64, device=device)
+    dist.all_reduce(t, group=group)
+    return t.tolist()
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
+            backend: str = "auto", max_sweeps: int = 10000) -> DistributedCutResult:
+    """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
+
+    A collective call: every rank of ``group`` calls it with its own slab.
+
+    Parameters
+    ----------
+    source, sink : tensor ``[*shape]``
+        This slab's terminal capacities (integer).
+    edges : tensor ``[K, *shape]`` or K tensors
+        ``edges[k][p]``: capacity of the arc ``p -> p + offsets[k]``; arcs of the slab's border nodes
+        into a neighbouring slab are real arcs (they leave the grid only at the global ends).
+    offsets : K integer tuples
+        As for :class:`torchcut.GridGraph`; the same on every rank, components in {-1, 0, 1} along
+        ``axis``.
+    reverse : like ``edges``, optional
+        ``reverse[k][p]``: capacity of ``p + offsets[k] -> p``; default ``edges`` (symmetric).
+    axis : int
+        The spatial axis along which the grid is split; slabs follow in rank order.
+    group : ProcessGroup, optional
+        Default: the default group. gloo for CPU tensors, NCCL for CUDA tensors (one device per rank).
+    start : int, optional
+        This slab's first index along ``axis`` in the global grid. When given (on every rank), the
+        slabs are checked to be contiguous and in rank order.
+    backend : str
+        The local grid solver, as for :func:`torchcut.maxflow`.
+    max_sweeps : int
+        Guard on the number of discharge sweeps; exceeding it raises RuntimeError on every rank.
+
+    Returns
+    -------
+    DistributedCutResult
+        ``flow_value`` global on every rank; ``mask`` this slab's part of the canonical minimum cut;
+        ``verify()`` (collective); ``stats`` with sweeps, label rounds, local solves and border bytes.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On every rank, when any rank's input is bad or the slabs do not form one grid.
+
+    Examples
+    --------
+    A group of one process is a single slab (launch with ``torchrun`` for more):
+
+    >>> import torch, torch.distributed as dist, torchcut
+    >>> from torchcut import distributed as tcd
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> r = tcd.maxflow(torch.tensor([[5, 0]]), torch.tensor([[0, 5]]), torch.tensor([[[3, 0]], [[0, 0]]]),
+    ...                 torchcut.grid_offsets(2, 4))
+    >>> r.flow_value, r.mask.tolist(), r.verify()
+    (3, [[True, False]], True)
+    >>> dist.destroy_process_group()
+    """
+    t0 = time.perf_counter()
+    head, parts = _header(source, sink, edges, reverse, offsets, axis, start)
+    if not dist.is_available() or not dist.is_initialized():
+        _raise_first([head["error"]], 0)
+        _Comm(group, None)  # raises: no process group
+    if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
+        head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
+    rank = dist.get_rank(group)
+    heads = [None] * dist.get_world_size(group)
+    dist.all_gather_object(heads, head, group=group)
+    _check_headers(heads, rank)
+    bound = sum(h["bound"] for h in heads)
+    if bound >= SUM_LIMIT:
+        raise ValueError(f"source: the capacities of all slabs could sum to {bound}, at or above 2**62 (int64 "
+                         "flows); scale them down")
+    cap_dtype = torch.int32 if max(h["peak"] for h in heads) <= INT32_MAX else torch.int64
+    src, snk, e, rv = parts
+    offs = head["offsets"]
+    dev = src.device
+    comm = _Comm(group, dev)
+    shape = tuple(src.shape)
+    geo = _Geometry(offs, shape, axis, comm)
+    K = len(offs)
+    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
+
+    # capacities of the arcs leaving this slab's nodes, border arcs included
+    caps = torch.empty((2 * K,) + shape, dtype=cap_dtype, device=dev)
+    for k, o in enumerate(offs):
+        caps[k].copy_(e[k])
+        caps[K + k].copy_(shift(rv[k], tuple(-v for v in o), 0))  # reverse[k][p - o], inside the slab
+    # A border pair is described by the rank of its tail p (p + o in the neighbour): send reverse[k][p]
+    # to the neighbour, which stores it at the head as the capacity of its arc in direction K + k.
+    out = {side: torch.stack([geo.face(rv[d] if d < K else torch.zeros_like(rv[0]), side)
+                              for d in geo.crossing[side]]).to(cap_dtype)
+           for side in (-1, 1) if geo.crossing[side]}
+    for side, msg in comm.swap(out).items():
+        for j, d_nb in enumerate(geo.nb_crossing(side)):
+            if d_nb < K:
+                geo.face(caps[geo.opp(d_nb)], side).copy_(geo.to_heads(msg[j], d_nb))
+    for d, v in enumerate(geo.dirs):
+        keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
+        _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
+    del e, rv, out
+
+    src64 = src.to(torch.int64)
+    snk_c = snk.to(cap_dtype)
+    low = torch.minimum(src64, snk_c.to(torch.int64))
+    excess = src64 - low
+    sink_res = snk_c.to(torch.int64) - low
+    del low
+    R = caps.clone()
+    sent_before = comm.sent_bytes
+    while True:
+        lab, ghost = _labels(R, sink_res, geo, offs, backend, stats)
+        active = int(((excess > 0) & (lab < INF)).any())
+        if comm.total([active], dist.ReduceOp.MAX)[0] == 0:
+            break
+        if stats["sweeps"] >= max_sweeps:
+            raise RuntimeError(f"max_sweeps: the solve did not finish in {max_sweeps} sweeps; pass a larger max_sweeps")
+        stats["sweeps"] += 1
+        excess, sink_res, sent = _discharge(R, excess, sink_res, ghost, geo, offs, backend, stats)
+        _receive(R, excess, sent, geo)
+    solve_bytes = comm.sent_bytes - sent_before
+    mask = lab == INF
+    sink_flow = snk_c.to(torch.int64) - sink_res
+    flow = comm.total([int(sink_flow.sum())])[0]
+
+    # ghost copies for the certificate: the neighbour's border residuals, capacities and mask face
+    out = {side: torch.cat([torch.stack([geo.face(R[d], side) for d in geo.crossing[side]]).to(torch.int64),
+                            torch.stack([geo.face(caps[d], side) for d in geo.crossing[side]]).to(torch.int64),
+                            geo.face(mask, side).to(torch.int64).unsqueeze(0)])
+           for side in (-1, 1) if geo.crossing[side]}
+    gres, gcaps, gmask, gexists = {}, {}, {}, {}
+    for side, msg in comm.swap(out).items():
+        nb = geo.nb_crossing(side)
+        n = len(nb)
+        for d in geo.crossing[side]:
+            j = nb.index(geo.opp(d))
+            gres[d] = geo.at_heads(msg[j], d, 0)
+            gcaps[d] = geo.at_heads(msg[n + j], d, 0)
+            gmask[d] = geo.at_heads(msg[2 * n].bool(), d, True)
+            gexists[d] = geo.at_heads(torch.ones_like(msg[2 * n], dtype=torch.bool), d, False)
+    sweeps = max(stats["sweeps"], 1)
+    stats.update(backend="distributed", ranks=comm.size, border_bytes=solve_bytes,
+                 border_bytes_per_sweep=solve_bytes // sweeps, seconds=time.perf_counter() - t0)
+    slab = Slab(offs, shape, axis, -1 if start is None else start, src64, snk_c, caps)
+    return DistributedCutResult(
+        graph=slab,
+        flow_values=torch.tensor([flow], dtype=torch.int64, device=dev),
+        node_mask=mask.unsqueeze(0),
+        residual=R.unsqueeze(0),
+        source_flow=src64.unsqueeze(0),
+        sink_flow=sink_flow.unsqueeze(0),
+        stats=stats,
+        ghost_residual=gres,
+        ghost_caps=gcaps,
+        ghost_mask=gmask,
+        ghost_exists=gexists,
+        group=group,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- segmentation
+def _agree(error, group) -> None:
+    """All-gather each rank's local error (or None) and raise the first one on every rank."""
+    errors = [None] * dist.get_world_size(group)
+    dist.all_gather_object(errors, error, group=group)
+    _raise_first(errors, dist.get_rank(group))
+
+
+def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
+            connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
+            scale: float | None = None, spacing=None, backend: str = "auto", return_result: bool = False):
+    """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
+
+    A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
+    ``axis``; the keyword arguments must be the same on every rank. The energy is that of
+    :func:`torchcut.segment` on the whole volume: the contrast scale ``sigma`` and the colour
+    histograms of the seeds are global (all-reduced), and the n-links between two slabs use the
+    neighbour's border layer (exchanged once). The mask is this slab's part of the mask that
+    :func:`torchcut.segment` returns for the whole volume.
+
+    Parameters
+    ----------
+    image : tensor or array
+        This slab, gray ``[*S]`` or with a channel axis (``channel_axis``, as for :func:`torchcut.segment`).
+    seeds : tensor or array ``[*S]``
+        0 unknown, 1 object, 2 background; the volume as a whole needs both kinds.
+    axis : int
+        The split spatial axis; slabs follow in rank order.
+    group, backend
+        As for :func:`maxflow`.
+    lam, sigma, connectivity, channel_axis, bins, scale, spacing
+        As for :func:`torchcut.segment` (``lam`` defaults to its default).
+    return_result : bool
+        Also return the :class:`DistributedCutResult`.
+
+    Returns
+    -------
+    torch.Tensor or (torch.Tensor, DistributedCutResult)
+        Bool mask of this slab, True = object.
+
+    Examples
+    --------
+    >>> import torch, torch.distributed as dist
+    >>> from torchcut import distributed as tcd
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> image = torch.zeros(4, 6); image[:, :3] = 1.0
+    >>> seeds = torch.zeros(4, 6, dtype=torch.uint8); seeds[0, 0], seeds[0, 5] = 1, 2
+    >>> tcd.segment(image, seeds).int().tolist()[0]
+    [1, 1, 1, 0, 0, 0]
+    >>> dist.destroy_process_group()
+    """
+    from . import energy
+
+    if not dist.is_available() or not dist.is_initialized():
+        _Comm(group, None)  # raises: no process group
+    error, head = None, {}
+    try:
+        nd = energy._as_seed_tensor(seeds, None).dim() if not isinstance(seeds, torch.Tensor) else seeds.dim()
+        if nd not in (2, 3):
+            raise ValueError(f"seeds: expected one slab [*S] with 2 or 3 spatial dims, got {nd} dims")
+        x, s, ndim, conn, _, _ = energy._prepare(image, seeds, nd, connectivity, channel_axis)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < ndim:
+            raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
+        x, s = x[0], s[0]  # [C, *S], [*S]
+        head = dict(shape=tuple(s.shape), channels=x.shape[0], conn=conn)
+    except (TypeError, ValueError) as exc:
+        error = (type(exc).__name__, str(exc))
+    heads = [None] * dist.get_world_size(group)
+    dist.all_gather_object(heads, (error, head), group=group)
+    _raise_first([e for e, _ in heads], dist.get_rank(group))
+    ref = heads[0][1]
+    for r, (_, h) in enumerate(heads):
+        other = lambda t: t[:axis] + t[axis + 1:]  # noqa: E731
+        if other(h["shape"]) != other(ref["shape"]) or h["channels"] != ref["channels"] or h["conn"] != ref["conn"]:
+            raise ValueError(f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
+                             f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}")
+    comm = _Comm(group, x.device)
+    n = s.shape[axis]
+    # one border layer of the image from each neighbour (halo); halo seeds are left unknown so that
+    # every seed is counted once in the global histograms
+    got = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
+    parts = [got[-1].unsqueeze(1 + axis)] if -1 in got else []
+    parts += [x] + ([got[1].unsqueeze(1 + axis)] if 1 in got else [])
+    ext = torch.cat(parts, 1 + axis)
+    lo = 1 if -1 in got else 0
+    halo_seed = torch.zeros_like(s.narrow(axis, 0, 1))
+    ext_seeds = torch.cat(([halo_seed] if lo else []) + [s] + ([halo_seed] if 1 in got else []), axis)
+    if sigma is None:  # global root mean square difference of axis-aligned neighbours
+        total = torch.zeros(2, dtype=torch.float64, device=x.device)
+        for a in range(ndim):
+            o = tuple(1 if i == a else 0 for i in range(ndim))
+            own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
+            d2 = energy._sq_diff(own.unsqueeze(0), o)
+            if d2 is not None:
+                total += torch.stack([d2.sum(dtype=torch.float64), torch.tensor(float(d2.numel()), dtype=torch.float64,
+                                                                                device=x.device)])
+        dist.all_reduce(total, group=group)
+        mean = float(total[0] / total[1]) if float(total[1]) > 0 else 0.0
+        sigma = math.sqrt(mean) if mean > 0 else 1.0
+
+    ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
+
+    def reduce(t, op):
+        t = t.contiguous().clone()
+        dist.all_reduce(t, op=ops[op], group=group)
+        return t
+
+    kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
+    if lam is not None:
+        kw["lam"] = lam
+    error = None
+    try:
+        g = energy.segmentation_graph(ext, ext_seeds, reduce=reduce, **kw)
+    except (TypeError, ValueError) as exc:  # after the collectives inside, so raised alike on every rank
+        error, g = (type(exc).__name__, str(exc)), None
+    _agree(error, group)
+    K = len(g.offsets)
+    inner = lambda t: t.narrow(t.dim() - ndim + axis, lo, n)  # noqa: E731
+    result = maxflow(inner(g.source[0]), inner(g.sink[0]), inner(g.caps[0, :K]), g.offsets, axis=axis,
+                     group=group, backend=backend)  # n-links are symmetric: reverse = edges
+    return (result.mask, result) if return_result else result.mask
