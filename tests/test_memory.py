@@ -80,8 +80,10 @@ def test_cuda_segment_peak_memory_per_voxel(n):
     image, seeds = volume(n, "cuda")
     torch.cuda.reset_peak_memory_stats()
     mask = torchcut.segment(image, seeds, connectivity=6)
-    peak = torch.cuda.max_memory_allocated() / n**3
-    assert peak <= 64, f"{peak:.1f} bytes per voxel"
+    peak = torch.cuda.max_memory_allocated()
+    # 64 bytes per voxel, plus a fixed allocation (chunk buffers, per-tile arrays) that matters only for
+    # small volumes: measured 69 bytes/voxel at 128^3 (~10 MiB above 64) and 50.2 at 256^3 to 1024^3
+    assert peak <= 64 * n**3 + 16 * 2**20, f"{peak / n**3:.1f} bytes per voxel"
     if n == 128:  # the same mask as the solve that keeps the graph
         _, r = torchcut.segment(image, seeds, connectivity=6, return_result=True)
         assert torch.equal(mask, r.mask) and r.verify()
