@@ -28,6 +28,9 @@ _LAZY = {
     "write_dimacs": "dimacs",
     "read_dimacs_solution": "dimacs",
     "datasets": None,
+    "expansion": "multilabel",
+    "refine": "multilabel",
+    "labeling_energy": "multilabel",
 }
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "CutResult", "CertificateError", *_LAZY]
