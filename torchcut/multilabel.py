@@ -259,7 +259,8 @@ class _Energy:
         src = U.index_select(1, a.view(-1)).movedim(1, 0)  # [M, B, *S]: cost of taking alpha
         snk = U.gather(1, f.unsqueeze(1)).squeeze(1).unsqueeze(0).expand_as(src).clone()  # cost of keeping
         K = self.K
-        caps = torch.zeros((M, B, 2 * K) + self.shape, dtype=torch.int64, device=f.device)
+        # every capacity is at most the peak bound of __init__, so cap_dtype holds it: no read-back
+        caps = torch.zeros((M, B, 2 * K) + self.shape, dtype=self.cap_dtype, device=f.device)
         for k, o in enumerate(self.offsets):
             fq = self.neighbour(f, o)
             e00 = self.pair(k, f, fq, items)  # [B, *S]
@@ -275,12 +276,7 @@ class _Energy:
         src -= low
         snk -= low
         caps = caps.reshape((M * B, 2 * K) + self.shape)
-        if self.cap_dtype == torch.int32:
-            peak = max(int(caps.max()), int(snk.max()))
-            dtype = torch.int32 if peak <= INT32_MAX else torch.int64
-        else:
-            dtype = torch.int64
-        return _grid_graph(caps.to(dtype), src.reshape((M * B,) + self.shape),
+        return _grid_graph(caps, src.reshape((M * B,) + self.shape),
                            snk.reshape((M * B,) + self.shape), self.offsets, True)
 
 
