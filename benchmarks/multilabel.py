@@ -154,7 +154,7 @@ def refine_rows(devices, repeat, peers, B, size, C=8, lam=2.0, sigma=20.0):
     V = 1 - torch.eye(C, dtype=torch.float64)
     case = f"refine {B}x{size}^2 C={C}"
     for device in devices:
-        for schedule in ("batched",) if device == "cuda" else ("sequential", "batched"):
+        for schedule in ("sequential", "batched"):
             x, p = image.to(device), probs.to(device)
             sec, lab = timed(lambda: torchcut.refine(x, p, lam=lam, sigma=sigma, schedule=schedule), repeat,
                              device == "cuda")
@@ -196,6 +196,16 @@ def render(meta, rows):
     return "\n".join(out) + "\n"
 
 
+def available(peer: str) -> bool:
+    """Whether a peer's package imports (a missing one is reported and left out)."""
+    try:
+        __import__({"gco": "gco", "pymaxflow": "maxflow"}[peer])
+        return True
+    except ImportError as exc:
+        print(f"peer {peer} left out: {exc}")
+        return False
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -214,7 +224,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     devices = a.devices.split(",")
-    peers = a.peers.split(",") if a.peers else []
+    peers = [x for x in (a.peers.split(",") if a.peers else []) if available(x)]
     rows = []
     if "tsukuba" in a.cases:
         rows += tsukuba_rows(devices, a.repeat, peers)

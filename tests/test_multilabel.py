@@ -25,6 +25,14 @@ def trunc_linear(L, t, w=1):
     return w * (a[:, None] - a[None, :]).abs().clamp(max=t)
 
 
+def random_problem(seed, shape, L, umax, wmax):
+    """Integer unary ``[*lead, L, H, W]`` and weights ``[*lead, 2, H, W]`` for a 4-connected grid."""
+    rng = np.random.default_rng(seed)
+    *lead, H, W = shape
+    U = torch.tensor(rng.integers(0, umax, (*lead, L, H, W)))
+    return U, torch.tensor(rng.integers(0, wmax, (*lead, 2, H, W)))
+
+
 def brute_energies(U, V, W=None):
     """Energies of every labelling of a tiny 2D grid (4-connected), and the labellings."""
     L, H, Wd = U.shape
@@ -172,9 +180,7 @@ def test_per_edge_weights_against_gco():
 # ---------------------------------------------------------------------------------------------- layout
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_batch_equals_items_alone(schedule):
-    rng = np.random.default_rng(4)
-    U = torch.tensor(rng.integers(0, 30, (3, 4, 9, 11)))
-    W = torch.tensor(rng.integers(0, 9, (3, 2, 9, 11)))
+    U, W = random_problem(4, (3, 9, 11), 4, 30, 9)
     V = trunc_linear(4, 2, 4)
     lab, info = expansion(U, V, weights=W, schedule=schedule, return_info=True)
     assert lab.shape == (3, 9, 11) and lab.dtype == torch.int64
@@ -348,9 +354,7 @@ def test_tsukuba_bad_pixels(shared_data):
 @pytest.mark.cuda
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_cuda_matches_cpu(schedule):
-    rng = np.random.default_rng(12)
-    U = torch.tensor(rng.integers(0, 40, (2, 6, 40, 50)))
-    W = torch.tensor(rng.integers(0, 9, (2, 2, 40, 50)))
+    U, W = random_problem(12, (2, 40, 50), 6, 40, 9)
     V = trunc_linear(6, 2, 5)
     cpu = expansion(U, V, weights=W, schedule=schedule)
     gpu, info = expansion(U.cuda(), V.cuda(), weights=W.cuda(), schedule=schedule, return_info=True)
@@ -367,7 +371,17 @@ def test_cuda_refine_and_tsukuba(shared_data):
     from torchcut.stereo import bad_pixel_rates, disparity
 
     truth, image, probs = _noisy_maps(0, C=4, B=2)
-    assert torch.equal(refine(image.cuda(), probs.cuda(), lam=2.0).cpu(), refine(image, probs, lam=2.0, schedule="batched"))
+    gpu = refine(image.cuda(), probs.cuda(), lam=2.0, sigma=20.0)
+    cpu = refine(image, probs, lam=2.0, sigma=20.0, schedule="batched")
+    assert gpu.device.type == "cuda"
+    # exp() may round differently on the two devices, so compare energies, not label bits
+    U = -torch.log(probs.clamp(min=1e-6)).double()
+    Wt = torch.stack([torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / 800.0) * 2.0
+                      for o in torchcut.grid_offsets(2, 4)], 1).double()
+    V = 1 - torch.eye(4, dtype=torch.float64)
+    e_gpu, e_cpu = (labeling_energy(U, V, x.cpu(), weights=Wt) for x in (gpu, cpu))
+    assert torch.allclose(e_gpu, e_cpu, rtol=1e-3)
+    assert float((gpu.cpu() == truth).float().mean()) > 0.97
     left, right, t = datasets.tsukuba_pair(download=False)
     d = disparity(torch.from_numpy(left).cuda(), torch.from_numpy(right).cuda(), 16)
     assert d.device.type == "cuda"

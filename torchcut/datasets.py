@@ -226,12 +226,12 @@ def tsukuba_pair(*, download: bool | None = None):
     Parameters
     ----------
     download : bool, optional
-        See :func:`fetch`.
+        Whether a missing file may be downloaded (default as in :func:`fetch`).
 
     Raises
     ------
     DatasetNotFoundError
-        When a file is nowhere to be found (see :func:`fetch`).
+        When one of the three files is neither local nor downloadable.
 
     Examples
     --------
