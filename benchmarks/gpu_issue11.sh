@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader | tee
 timeout 45 python3 -m pytest -m cuda -q -p no:cacheprovider -rs tests/test_multilabel.py 2>&1 | tee "$DEST/pytest-cuda.log" | tail -8
 echo "tests: $(( $(date +%s) - t0 )) s"
 # Tsukuba (16 labels) and the 4 x 1024^2 8-class refine on CUDA; peers on the CPU, same energies.
-timeout 85 python3 benchmarks/multilabel.py --out "$DEST" --devices cuda --repeat 3 --refine-repeat 2 \
+timeout 85 python3 benchmarks/multilabel.py --out "$DEST" --devices cuda --repeat 3 --refine-repeat 2 --profile \
   --name multilabel_h100 2>&1 | tee "$DEST/bench.log" | tail -40
 echo "bench: $(( $(date +%s) - t0 )) s"
 timeout 20 python3 examples/stereo_tsukuba.py --out "$DEST" 2>&1 | tee "$DEST/example.log"

@@ -196,6 +196,27 @@ def render(meta, rows):
     return "\n".join(out) + "\n"
 
 
+def profile(device, repeat):
+    """Where the time of a Tsukuba expansion goes on ``device``: one move's build, its solve alone and
+    batched with the other 15 labels, one energy evaluation (medians, synchronised)."""
+    from torchcut.multilabel import _Energy
+
+    U, W, _ = tsukuba_energy()
+    E = _Energy(U.to(device), (1 - torch.eye(16, dtype=torch.int64)).to(device), W.to(device), None)
+    f = E.U.argmin(1)
+    cuda = device == "cuda"
+    for what, fn in (("build 1 move", lambda: E.move_graph(f, [5])),
+                     ("build 16 moves", lambda: E.move_graph(f, list(range(16)))),
+                     ("energy of a labelling", lambda: E.energy(f))):
+        sec, _ = timed(fn, repeat, cuda)
+        print(f"profile {device}: {what}: {sec * 1e3:.2f} ms", flush=True)
+    for n in (1, 4, 16):
+        g = E.move_graph(f, list(range(5, 5 + n)) if n < 16 else list(range(16)))
+        sec, r = timed(lambda: torchcut.maxflow(g), repeat, cuda)
+        print(f"profile {device}: solve {n} move(s) as one batched graph: {sec * 1e3:.2f} ms "
+              f"(stats {dict((k, v) for k, v in r.stats.items() if not isinstance(v, torch.Tensor))})", flush=True)
+
+
 def available(peer: str) -> bool:
     """Whether a peer's package imports (a missing one is reported and left out)."""
     try:
@@ -218,6 +239,7 @@ def main(argv=None):
     p.add_argument("--refine-devices", default=None, help="devices for the refine case (default: --devices)")
     p.add_argument("--cases", default="tsukuba,refine")
     p.add_argument("--name", default="multilabel")
+    p.add_argument("--profile", action="store_true", help="first print where a Tsukuba expansion's time goes")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: the peers are single-threaded, and on a shared machine "
                         "more threads than free cores made the tensor ops 3-30x slower and erratic)")
@@ -231,6 +253,9 @@ def main(argv=None):
             "torch": torch.__version__}
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    if a.profile:
+        for device in devices:
+            profile(device, a.repeat)
 
     def write():  # after every case group, so that a run cut short still leaves its tables
         (a.out / f"{a.name}.md").write_text(render(meta, rows))
