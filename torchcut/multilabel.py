@@ -162,7 +162,7 @@ def _layout(unary: torch.Tensor, connectivity):
 class _Energy:
     """A validated energy on one device: unary ``[B, L, *S]``, table ``V``, edge weights ``[B, K, *S]``.
 
-    ``exact``: integer energy (``U`` int64, ``W`` int64, ``V`` int64); else ``U`` is the quantised int64
+    ``exact``: integer energy (``U``, ``V``, ``W`` integers of ``cap_dtype``); else ``U`` is the quantised
     unary and ``W`` the float64 weights times ``scale`` (pair costs are ``round(W * V)``).
     """
 
@@ -223,8 +223,12 @@ class _Energy:
             U = torch.round(U * self.scale).to(torch.int64)
             self.V, self.W = Vf, Wf * self.scale
             peak = QUANT_RANGE
-        self.U = U
         self.cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
+        # Every term of every move fits cap_dtype, so the moves are built in it (int32 halves the
+        # memory traffic); energies are summed in int64 (torch sums integers in int64).
+        self.U = U.to(self.cap_dtype)
+        if self.exact:
+            self.V, self.W = self.V.to(self.cap_dtype), self.W.to(self.cap_dtype)
         self.Vflat = self.V.reshape(-1)
 
     # pair cost of edges with label pairs (a, b): int64, shaped like a
@@ -233,7 +237,7 @@ class _Energy:
         v = self.Vflat[a * self.L + b]
         if self.exact:
             return W * v
-        return torch.round(W * v).to(torch.int64)
+        return torch.round(W * v).to(self.cap_dtype)
 
     def neighbour(self, f: torch.Tensor, o) -> torch.Tensor:
         return shift(f, o, 0)
