@@ -31,6 +31,9 @@ _LAZY = {
     "datasets": None,
     "compat": None,
     "distributed": None,
+    "expansion": "multilabel",
+    "refine": "multilabel",
+    "labeling_energy": "multilabel",
 }
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY]

@@ -21,7 +21,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-__all__ = ["REGISTRY", "DatasetNotFoundError", "fetch", "tsukuba", "cache_dir", "data_dir", "sha256"]
+__all__ = ["REGISTRY", "DatasetNotFoundError", "fetch", "tsukuba", "tsukuba_pair", "cache_dir", "data_dir", "sha256"]
 
 _MIDDLEBURY_2001 = "https://vision.middlebury.edu/stereo/data/scenes2001/data/"
 
@@ -42,6 +42,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 TSUKUBA_LEFT = "middlebury/tsukuba/scene1.row3.col3.ppm"
+TSUKUBA_RIGHT = "middlebury/tsukuba/scene1.row3.col4.ppm"
+TSUKUBA_TRUTH = "middlebury/tsukuba/truedisp.row3.col3.pgm"
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -211,3 +213,42 @@ def tsukuba(*, download: bool | None = None):
 
     with Image.open(fetch(TSUKUBA_LEFT, download=download)) as im:
         return np.array(im.convert("RGB"))
+
+
+def tsukuba_pair(*, download: bool | None = None):
+    """Middlebury's Tsukuba stereo pair and the left view's true disparities.
+
+    Returns ``(left, right, truth)``: uint8 ``[288, 384, 3]`` views (the standard pair: column 3 is
+    the left view, column 4 the right one) and float32 ``[288, 384]`` disparities in pixels (the
+    file's grey levels divided by 16), 0 where unknown (an 18-pixel border). Cite as for
+    :func:`tsukuba`.
+
+    Parameters
+    ----------
+    download : bool, optional
+        Whether a missing file may be downloaded (default as in :func:`fetch`).
+
+    Raises
+    ------
+    DatasetNotFoundError
+        When one of the three files is neither local nor downloadable.
+
+    Examples
+    --------
+    >>> try:
+    ...     left, right, truth = tsukuba_pair(download=False)
+    ... except DatasetNotFoundError:
+    ...     left = right = truth = None
+    >>> truth is None or (right.shape == (288, 384, 3) and float(truth.max()) == 14.0)
+    True
+    """
+    import numpy as np
+    from PIL import Image
+
+    views = []
+    for name in (TSUKUBA_LEFT, TSUKUBA_RIGHT):
+        with Image.open(fetch(name, download=download)) as im:
+            views.append(np.array(im.convert("RGB")))
+    with Image.open(fetch(TSUKUBA_TRUTH, download=download)) as im:
+        truth = np.asarray(im, dtype=np.float32) / 16.0
+    return views[0], views[1], truth

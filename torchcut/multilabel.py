@@ -1,0 +1,599 @@
+"""Multi-label energies on grids: alpha-expansion moves solved as grid graphs, and ``refine``.
+
+Energy over labellings ``f`` of a 2D or 3D grid (optionally a batch of them)::
+
+    E(f) = sum_p U[f_p, p] + sum_k sum_p W[k, p] * V[f_p, f_{p + offsets[k]}]
+
+``U`` is the unary ``[L, *shape]``, ``V`` the ``[L, L]`` pairwise table (a metric), ``W`` optional
+per-edge multipliers ``[K, *shape]`` (the edge from p to p + offsets[k]; 1 by default).
+
+Expansion move (Boykov, Veksler, Zabih 2001) for label alpha: every pixel keeps its label or switches
+to alpha, whichever set of switches lowers E most. With ``x_p = 1`` for "switch", a pair term is
+``E(x_p, x_q)`` with ``E00 = w V(f_p, f_q)``, ``E01 = w V(f_p, alpha)``, ``E10 = w V(alpha, f_q)``,
+``E11 = 0``; the Kolmogorov-Zabih construction writes it as ``E00 + (E10 - E00) x_p + E10 (1 - x_q)
+- E10 + (E01 + E10 - E00) (1 - x_p) x_q``, so the move is a grid graph of the image's shape: the linear
+terms go to the terminal arcs, the last one is the arc p -> p + offset of capacity
+``E01 + E10 - E00``, non-negative because V obeys the triangle inequality. No auxiliary nodes.
+Source side = keep the label, sink side = take alpha.
+
+Exact integers, quantised floats
+--------------------------------
+When the unary, the pairwise table and the weights are all integers the energy is solved exactly
+(int64 arithmetic, capacities int32 when they fit). Otherwise the energy is quantised once: the unary
+is shifted per pixel so that its minimum over labels is 0 (this changes no minimiser), then every term
+is ``round(scale * value)`` with ``scale = 2**30 / (max U + 4 K max V max W)``, the largest factor for
+which every terminal capacity of every move stays below 2**30. Each pair term is rounded as a whole
+(``round(scale * W[k, p] * V[a, b])``), so the rounded pair costs can miss the triangle inequality by
+one unit; a negative arc capacity is then raised to 0 and the move is accepted only if it lowers the
+quantised energy. All reported energies are of the quantised energy, divided by ``scale``.
+
+Schedules
+---------
+``"sequential"`` (the textbook loop): one move per solve, label after label, cycling until a whole
+cycle lowers no item's energy. ``"batched"``: all L moves are built from the same labelling and
+solved as one batched grid graph (one solve, one host synchronisation), then applied greedily in label
+order, each switch set kept only if it lowers the energy of the current labelling. A round in which
+nothing is kept computed every move exactly from the current labelling, so the result is a local
+minimum with respect to expansion moves, the same guarantee as the sequential loop. ``"auto"`` picks
+batched on CUDA (where a solve costs a launch-bound few ms whatever its size) and sequential on the
+CPU (where the solver's work grows with the batch; ``benchmarks/results/multilabel.md``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ._validate import INT32_MAX, SUM_LIMIT, describe
+from .grid import grid_offsets, overlap_slices, shift
+
+__all__ = ["expansion", "labeling_energy", "refine", "check_metric"]
+
+_CONN_NDIM = {4: 2, 8: 2, 6: 3, 18: 3, 26: 3}
+#: Largest terminal capacity of any move of a quantised float energy.
+QUANT_RANGE = 2**30
+#: Smallest probability ``refine`` takes the log of.
+PROB_FLOOR = 1e-6
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def _tensor(x, name: str, device=None) -> torch.Tensor:
+    if isinstance(x, np.ndarray):
+        if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: expected a numeric (integer or float) array, got {describe(x)}")
+        x = torch.from_numpy(np.ascontiguousarray(x).astype(np.int64 if x.dtype.kind == "u" else x.dtype))
+    elif isinstance(x, (list, tuple)):
+        try:
+            x = torch.as_tensor(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}") from exc
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
+    if x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
+    if device is not None:
+        x = x.to(device)
+    if x.is_floating_point():
+        bad = ~torch.isfinite(x)
+        if bool(bad.any()):
+            raise ValueError(f"{name}: expected finite values, got {int(bad.sum())} NaN or infinite value(s)")
+    return x
+
+
+def check_metric(pairwise) -> None:
+    """Raise ``ValueError`` unless ``pairwise`` (``[L, L]``) is a metric, naming a violating entry.
+
+    A metric here: ``V[a, a] = 0``, ``V[a, b] = V[b, a] >= 0`` and ``V[a, c] <= V[a, b] + V[b, c]``
+    (labels that cost nothing apart are allowed). Expansion moves are submodular exactly for these.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_metric(1 - torch.eye(3))                      # Potts
+    >>> check_metric(torch.tensor([[0, 1, 4], [1, 0, 1], [4, 1, 0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: pairwise: expected a metric, got V[0, 2] = 4 > V[0, 1] + V[1, 2] = 2 (triangle inequality fails for labels (0, 1, 2))
+    """
+    V = _tensor(pairwise, "pairwise")
+    if V.dim() != 2 or V.shape[0] != V.shape[1]:
+        raise ValueError(f"pairwise: expected a square [L, L] table, got shape {tuple(V.shape)}")
+    V = V.detach().to("cpu", torch.float64 if V.is_floating_point() else torch.int64)
+    L = V.shape[0]
+    tol = 1e-9 * float(V.abs().max()) if V.is_floating_point() and L else 0.0
+
+    def fmt(v):
+        v = float(v)
+        return str(int(v)) if v.is_integer() else f"{v:g}"
+
+    neg = (V < 0).nonzero()
+    if len(neg):
+        a, b = neg[0].tolist()
+        raise ValueError(f"pairwise: expected non-negative costs, got V[{a}, {b}] = {fmt(V[a, b])}")
+    diag = (V.diagonal() != 0).nonzero()
+    if len(diag):
+        a = int(diag[0])
+        raise ValueError(f"pairwise: expected V[a, a] = 0 for a metric, got V[{a}, {a}] = {fmt(V[a, a])}")
+    asym = ((V - V.T).abs() > tol).nonzero()
+    if len(asym):
+        a, b = asym[0].tolist()
+        raise ValueError(
+            f"pairwise: expected a symmetric table, got V[{a}, {b}] = {fmt(V[a, b])} but V[{b}, {a}] = {fmt(V[b, a])}"
+        )
+    for a in range(L):  # one row at a time: L^2 memory whatever L
+        excess = V[a][None, :] - (V[a][:, None] + V)  # [b, c]: V[a, c] - V[a, b] - V[b, c]
+        bad = (excess > tol).nonzero()
+        if len(bad):
+            b, c = bad[0].tolist()
+            raise ValueError(
+                f"pairwise: expected a metric, got V[{a}, {c}] = {fmt(V[a, c])} > V[{a}, {b}] + V[{b}, {c}] = "
+                f"{fmt(V[a, b] + V[b, c])} (triangle inequality fails for labels ({a}, {b}, {c}))"
+            )
+
+
+def _layout(unary: torch.Tensor, connectivity):
+    """(batched, ndim, connectivity) from the unary's shape and the connectivity."""
+    if connectivity is not None and connectivity not in _CONN_NDIM:
+        raise ValueError(f"connectivity: expected 4 or 8 (2D) or 6, 18 or 26 (3D), got {connectivity!r}")
+    d = unary.dim()
+    if d == 3:
+        ndim, batched = 2, False
+    elif d == 4:
+        ndim = 3 if connectivity is not None and _CONN_NDIM[connectivity] == 3 else 2
+        batched = ndim == 2
+    elif d == 5:
+        ndim, batched = 3, True
+    else:
+        raise ValueError(
+            "unary: expected shape [L, H, W], [B, L, H, W], [L, D, H, W] (with connectivity 6, 18 or 26) or "
+            f"[B, L, D, H, W], got {tuple(unary.shape)}"
+        )
+    if connectivity is None:
+        connectivity = 4 if ndim == 2 else 6
+    if _CONN_NDIM[connectivity] != ndim:
+        raise ValueError(
+            f"connectivity: expected 6, 18 or 26 for a 3D unary of shape {tuple(unary.shape)}, got {connectivity}"
+        )
+    return batched, ndim, connectivity
+
+
+class _Energy:
+    """A validated energy on one device: unary ``[B, L, *S]``, table ``V``, edge weights ``[B, K, *S]``.
+
+    ``exact``: integer energy (``U``, ``V``, ``W`` integers of ``cap_dtype``); else ``U`` is the quantised
+    unary and ``W`` the float64 weights times ``scale`` (pair costs are ``round(W * V)``).
+    """
+
+    def __init__(self, unary, pairwise, weights, connectivity):
+        U = _tensor(unary, "unary")
+        device = U.device
+        self.batched, self.ndim, self.connectivity = _layout(U, connectivity)
+        if not self.batched:
+            U = U.unsqueeze(0)
+        B, L = U.shape[:2]
+        self.shape = tuple(U.shape[2:])
+        if L < 2 or any(n == 0 for n in self.shape) or B == 0:
+            raise ValueError(f"unary: expected at least 2 labels and a non-empty grid, got shape {tuple(unary.shape)}")
+        V = _tensor(pairwise, "pairwise", device)
+        if tuple(V.shape) != (L, L):
+            raise ValueError(f"pairwise: expected shape [L, L] = ({L}, {L}) for the unary's {L} labels, got {tuple(V.shape)}")
+        check_metric(V)
+        self.offsets = grid_offsets(self.ndim, self.connectivity)
+        K = len(self.offsets)
+        full = (B, K) + self.shape
+        if weights is None:
+            W = torch.ones(full, dtype=torch.int64, device=device)
+        else:
+            W = _tensor(weights, "weights", device)
+            if tuple(W.shape) == full[1:]:
+                W = W.unsqueeze(0).expand(full)
+            elif tuple(W.shape) != full:
+                want = f"{full[1:]}" + (f" or {full}" if self.batched else "")
+                raise ValueError(f"weights: expected shape {want} (K={K} offsets for connectivity "
+                                 f"{self.connectivity}), got {tuple(W.shape)}")
+            low = W.min()
+            if bool(low < 0):
+                raise ValueError(f"weights: expected non-negative edge weights, got minimum {low.item()}")
+        inside = torch.stack([shift(torch.ones(self.shape, dtype=torch.bool, device=device), o, False)
+                              for o in self.offsets])
+        self.exact = not (U.is_floating_point() or V.is_floating_point() or W.is_floating_point())
+        self.L, self.B, self.K, self.device = L, B, K, device
+        if self.exact:
+            U = U.to(torch.int64)
+            self.offset = U.amin(1).reshape(B, -1).sum(1).to(torch.float64)
+            U = U - U.amin(1, keepdim=True)
+            self.V = V.to(torch.int64)
+            self.W = torch.where(inside, W.to(torch.int64), 0)
+            self.scale = 1.0
+            umax, vmax, wmax = int(U.max()), int(self.V.max()), int(self.W.max())
+            peak = umax + 4 * K * vmax * wmax
+            total = (umax + 2 * K * vmax * wmax) * math.prod(self.shape)
+            if total >= SUM_LIMIT:
+                raise ValueError(f"unary: the energy of one labelling can reach {total}, at or above 2**62; "
+                                 "int64 energies could overflow. Scale the energy down.")
+        else:
+            U = U.to(torch.float64)
+            self.offset = U.amin(1).reshape(B, -1).sum(1)
+            U = U - U.amin(1, keepdim=True)
+            Vf, Wf = V.to(torch.float64), torch.where(inside, W.to(torch.float64), 0.0)
+            top = float(U.max()) + 4 * K * float(Vf.max()) * float(Wf.max())
+            self.scale = QUANT_RANGE / top if top > 0 else 1.0
+            U = torch.round(U * self.scale).to(torch.int64)
+            self.V, self.W = Vf, Wf * self.scale
+            peak = QUANT_RANGE
+        self.cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
+        # Every term of every move fits cap_dtype, so the moves are built in it (int32 halves the
+        # memory traffic); energies are summed in int64 (torch sums integers in int64).
+        self.U = U.to(self.cap_dtype)
+        if self.exact:
+            self.V, self.W = self.V.to(self.cap_dtype), self.W.to(self.cap_dtype)
+        self.Vflat = self.V.reshape(-1)
+
+    # pair cost of edges with label pairs (a, b): int64, shaped like a
+    def pair(self, k: int, a: torch.Tensor, b: torch.Tensor, items=None) -> torch.Tensor:
+        W = self.W[:, k] if items is None else self.W[items, k]
+        v = self.Vflat[a * self.L + b]
+        if self.exact:
+            return W * v
+        return torch.round(W * v).to(self.cap_dtype)
+
+    def neighbour(self, f: torch.Tensor, o) -> torch.Tensor:
+        return shift(f, o, 0)
+
+    def energy(self, f: torch.Tensor, items=None) -> torch.Tensor:
+        """int64 ``[B]`` energies of labellings ``f`` ``[B, *S]`` (in quantised units)."""
+        U = self.U if items is None else self.U[items]
+        e = U.gather(1, f.unsqueeze(1)).squeeze(1).reshape(f.shape[0], -1).sum(1)
+        for k, o in enumerate(self.offsets):
+            e = e + self.pair(k, f, self.neighbour(f, o), items).reshape(f.shape[0], -1).sum(1)
+        return e
+
+    def move_graph(self, f: torch.Tensor, alphas, items=None):
+        """The batched GridGraph of the moves ``alphas`` (list of labels) from ``f`` ``[B, *S]``.
+
+        Graph item ``i * B + b`` is move ``alphas[i]`` of labelling item ``b``.
+        """
+        from .energy import _grid_graph
+
+        M, B = len(alphas), f.shape[0]
+        U = self.U if items is None else self.U[items]
+        a = torch.as_tensor(alphas, dtype=torch.int64, device=f.device).view((M, 1) + (1,) * len(self.shape))
+        src = U.index_select(1, a.view(-1)).movedim(1, 0)  # [M, B, *S]: cost of taking alpha
+        snk = U.gather(1, f.unsqueeze(1)).squeeze(1).unsqueeze(0).expand_as(src).clone()  # cost of keeping
+        K = self.K
+        # every capacity is at most the peak bound of __init__, so cap_dtype holds it: no read-back
+        caps = torch.zeros((M, B, 2 * K) + self.shape, dtype=self.cap_dtype, device=f.device)
+        for k, o in enumerate(self.offsets):
+            fq = self.neighbour(f, o)
+            e00 = self.pair(k, f, fq, items)  # [B, *S]
+            e01 = self.pair(k, f.unsqueeze(0), a, items)  # [M, B, *S]: p keeps, q takes alpha
+            e10 = self.pair(k, a, fq.unsqueeze(0), items)  # p takes alpha, q keeps
+            lin = e10 - e00
+            src += lin.clamp(min=0)
+            snk -= lin.clamp(max=0)
+            neg = tuple(-v for v in o)
+            snk += shift(e10, neg, 0)  # E10 (1 - x_q) lives on q's sink arc
+            caps[:, :, k] = (e01 + e10 - e00).clamp_(min=0)
+        low = torch.minimum(src, snk)
+        src -= low
+        snk -= low
+        caps = caps.reshape((M * B, 2 * K) + self.shape)
+        return _grid_graph(caps, src.reshape((M * B,) + self.shape),
+                           snk.reshape((M * B,) + self.shape), self.offsets, True)
+
+
+def _labels_in(init, E: _Energy, name: str = "init") -> torch.Tensor:
+    full = (E.B,) + E.shape
+    if isinstance(init, (int, np.integer)) and not isinstance(init, bool):
+        if not 0 <= int(init) < E.L:
+            raise ValueError(f"{name}: expected a label in [0, {E.L - 1}], got {init}")
+        return torch.full(full, int(init), dtype=torch.int64, device=E.device)
+    f = _tensor(init, name, E.device)
+    if f.is_floating_point():
+        raise TypeError(f"{name}: expected integer labels, got {describe(f)}")
+    if tuple(f.shape) == E.shape:
+        f = f.unsqueeze(0).expand(full)
+    elif tuple(f.shape) != full:
+        raise ValueError(f"{name}: expected labels of shape {E.shape if not E.batched else full}, got {tuple(f.shape)}")
+    lo, hi = int(f.min()), int(f.max())
+    if lo < 0 or hi >= E.L:
+        raise ValueError(f"{name}: expected labels in [0, {E.L - 1}], got values in [{lo}, {hi}]")
+    return f.to(torch.int64).clone()
+
+
+def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None) -> torch.Tensor:
+    """The energy ``E(f)`` of labellings (module docstring), exactly for integer inputs.
+
+    Parameters
+    ----------
+    unary, pairwise, weights, connectivity
+        As for :func:`expansion`.
+    labels : tensor ``[*shape]`` or ``[B, *shape]``
+        Integer labels in ``[0, L)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` (or a 0-dim tensor without a batch): int64 for integer energies, float64 otherwise
+        (computed from float64 terms, not quantised).
+
+    Examples
+    --------
+    >>> import torch
+    >>> U = torch.tensor([[[0, 5]], [[3, 0]]])                 # 2 labels on a 1 x 2 grid
+    >>> int(labeling_energy(U, 4 * (1 - torch.eye(2, dtype=torch.int64)), torch.tensor([[0, 1]])))
+    4
+    """
+    U = _tensor(unary, "unary")
+    batched, ndim, connectivity = _layout(U, connectivity)
+    V = _tensor(pairwise, "pairwise", U.device)
+    if not batched:
+        U = U.unsqueeze(0)
+    L, shape = U.shape[1], tuple(U.shape[2:])
+    if tuple(V.shape) != (L, L):
+        raise ValueError(f"pairwise: expected shape [L, L] = ({L}, {L}), got {tuple(V.shape)}")
+    floating = U.is_floating_point() or V.is_floating_point()
+    offsets = grid_offsets(ndim, connectivity)
+    W = None if weights is None else _tensor(weights, "weights", U.device)
+    floating = floating or (W is not None and W.is_floating_point())
+    dt = torch.float64 if floating else torch.int64
+    f = _tensor(labels, "labels", U.device)
+    if f.is_floating_point():
+        raise TypeError(f"labels: expected integer labels, got {describe(f)}")
+    f = f.to(torch.int64)
+    if f.dim() == len(shape):
+        f = f.unsqueeze(0).expand((U.shape[0],) + shape)
+    if tuple(f.shape) != (U.shape[0],) + shape:
+        raise ValueError(f"labels: expected shape {shape} or {(U.shape[0],) + shape}, got {tuple(f.shape)}")
+    if int(f.min()) < 0 or int(f.max()) >= L:
+        raise ValueError(f"labels: expected values in [0, {L - 1}], got [{int(f.min())}, {int(f.max())}]")
+    B = f.shape[0]
+    e = U.to(dt).gather(1, f.unsqueeze(1)).reshape(B, -1).sum(1)
+    Vf = V.to(dt).reshape(-1)
+    if W is not None:
+        W = W.to(dt)
+        if W.dim() == len(shape) + 1:
+            W = W.unsqueeze(0).expand((B,) + tuple(W.shape))
+        if tuple(W.shape) != (B, len(offsets)) + shape:
+            raise ValueError(f"weights: expected shape {(len(offsets),) + shape}, got {tuple(W.shape)}")
+    for k, o in enumerate(offsets):
+        if any(abs(v) >= n for v, n in zip(o, shape)):
+            continue
+        here, there = overlap_slices(shape, o)
+        lead = (slice(None),)
+        v = Vf[f[lead + here] * L + f[lead + there]]
+        if W is not None:
+            v = v * W[:, k][lead + here]
+        e = e + v.reshape(B, -1).sum(1)
+    return e if batched else e[0]
+
+
+# ---------------------------------------------------------------------------------------------- solver
+def _solve(E: _Energy, f, alphas, items, backend, info):
+    from .solvers import maxflow
+
+    g = E.move_graph(f, alphas, items)
+    r = maxflow(g, backend=backend)
+    info["solves"] += 1
+    info["moves"] += len(alphas)
+    return (~r.node_mask).view((len(alphas), f.shape[0]) + E.shape)  # True: take alpha
+
+
+def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
+    cand = torch.where(take, alpha, f)
+    e_new = E.energy(cand, items)
+    better = e_new < e_cur
+    keep = better.view((-1,) + (1,) * len(E.shape))
+    info["trace"].append((items, torch.where(better, e_new, e_cur)))
+    return torch.where(keep, cand, f), torch.where(better, e_new, e_cur)
+
+
+def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
+              schedule: str = "auto", backend: str = "auto", return_info: bool = False):
+    """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
+
+    Parameters
+    ----------
+    unary : tensor or array
+        ``[L, H, W]``, ``[B, L, H, W]``, or 3D ``[L, D, H, W]`` / ``[B, L, D, H, W]`` (with
+        ``connectivity`` 6, 18 or 26): the cost of each label at each pixel. Integer or float.
+    pairwise : tensor or array ``[L, L]``
+        A metric (Potts ``1 - eye(L)``, truncated linear ``min(|a - b|, t)``, ...). Anything else
+        raises ``ValueError`` naming a violating triple.
+    weights : tensor or array, optional
+        ``[K, *shape]`` or ``[B, K, *shape]`` non-negative multipliers of the pair term of the edge
+        from p to p + offsets[k] (``torchcut.grid_offsets(ndim, connectivity)``); 1 by default.
+    connectivity : int, optional
+        4 or 8 in 2D (default 4), 6, 18 or 26 in 3D (default 6).
+    init : int or integer tensor, optional
+        Starting labels (``[*shape]`` or ``[B, *shape]``), default the per-pixel argmin of the unary.
+    max_cycles : int, optional
+        Stop after this many cycles (sequential: L moves each; batched: one batched solve each).
+        Default: until no move lowers the energy (a local minimum with respect to expansion moves).
+    schedule : {"auto", "sequential", "batched"}
+        How moves are grouped into solves (module docstring). "auto": batched on CUDA, sequential on
+        the CPU.
+    backend : str
+        Passed to :func:`torchcut.maxflow`.
+    return_info : bool
+        Also return a dict: ``energy`` (float64 ``[B]``, final energies in the input's units, of the
+        quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
+        rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``.
+
+    Returns
+    -------
+    torch.Tensor
+        int64 labels ``[*shape]`` or ``[B, *shape]`` on the unary's device (and the info dict).
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> U = torch.tensor([[[0, 0, 9, 9]], [[9, 9, 0, 1]], [[9, 9, 9, 0]]])   # 3 labels, a 1 x 4 grid
+    >>> torchcut.expansion(U, 5 * (1 - torch.eye(3, dtype=torch.int64)))
+    tensor([[0, 0, 1, 1]])
+    """
+    E = _Energy(unary, pairwise, weights, connectivity)
+    if schedule not in ("auto", "sequential", "batched"):
+        raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
+    if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, (int, np.integer))
+                                   or max_cycles < 0):
+        raise ValueError(f"max_cycles: expected a non-negative int or None, got {max_cycles!r}")
+    if schedule == "auto":
+        schedule = "batched" if E.device.type == "cuda" else "sequential"
+    f = E.U.argmin(1) if init is None else _labels_in(init, E)
+    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
+            "schedule": schedule}
+    f = _minimise(E, f, max_cycles, schedule, backend, info)
+    labels = f if E.batched else f[0]
+    if not return_info:
+        return labels
+    return labels, _finish_info(E, f, info)
+
+
+def _minimise(E: _Energy, f, max_cycles, schedule, backend, info):
+    e = E.energy(f)
+    info["trace"].append((None, e))
+    items = torch.arange(E.B, device=E.device)  # the items not yet at a local minimum
+    labels = list(range(E.L))
+    while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
+        info["cycles"] += 1
+        sub = None if items.numel() == E.B else items
+        fi, ei = f[items], e[items]
+        e_start = ei
+        if schedule == "batched":
+            take = _solve(E, fi, labels, sub, backend, info)
+            for alpha in labels:
+                fi, ei = _apply(E, fi, ei, take[alpha], alpha, sub, info)
+        else:
+            for alpha in labels:
+                take = _solve(E, fi, [alpha], sub, backend, info)[0]
+                fi, ei = _apply(E, fi, ei, take, alpha, sub, info)
+        f = f.index_copy(0, items, fi)
+        e = e.index_copy(0, items, ei)
+        items = items[ei < e_start]
+    return f
+
+
+def _finish_info(E: _Energy, f, info):
+    cur = None
+    energies = []
+    for items, e in info.pop("trace"):
+        cur = e.clone() if cur is None else cur.index_copy(0, items, e) if items is not None else e.clone()
+        energies.append(cur.to(torch.float64) / E.scale + E.offset)
+    info["energies"] = energies
+    info["energy"] = energies[-1]
+    return info
+
+
+# ---------------------------------------------------------------------------------------------- refine
+def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=None, connectivity: int = 4,
+           schedule: str = "auto", backend: str = "auto"):
+    """Refine class probabilities (a softmax) into labels with a contrast-sensitive Potts graph cut.
+
+    Energy: ``sum_p -log(max(probs[c_p, p], 1e-6)) + lam * sum_pq w_pq [c_p != c_q]`` with
+    ``w_pq = exp(-||I_p - I_q||^2 / (2 sigma^2)) / dist(p, q)`` (``sigma`` defaults to the root mean
+    square colour difference of axis-aligned neighbours, per image). Two classes are one exact cut;
+    more go through :func:`expansion`. Float energies are quantised (see :mod:`torchcut.multilabel`).
+
+    Parameters
+    ----------
+    image : tensor or array
+        ``[H, W]``, ``[H, W, C]``, ``[C, H, W]`` or batched ``[B, ...]`` (the channel axis is found as
+        in :func:`torchcut.segment`).
+    probs : tensor or array ``[C, H, W]`` or ``[B, C, H, W]``
+        Non-negative class probabilities.
+    lam : float
+        Weight of the smoothness term (nats per unit of ``w_pq``).
+    sigma : float, optional
+        Contrast scale in the image's units.
+    seeds : integer tensor, optional
+        Shaped like the labels: -1 leaves a pixel free, ``c >= 0`` fixes it to class c.
+    connectivity : {4, 8}
+    schedule, backend
+        As for :func:`expansion`.
+
+    Returns
+    -------
+    torch.Tensor
+        int64 labels ``[H, W]`` or ``[B, H, W]`` on the input's device.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> probs = torch.tensor([[[0.9, 0.6, 0.1]], [[0.1, 0.4, 0.9]]])   # one noisy pixel in the middle
+    >>> torchcut.refine(torch.zeros(1, 3), probs, lam=2.0)
+    tensor([[0, 0, 1]])
+    """
+    from .energy import _as_image_tensor, _channel_axis, estimate_sigma
+
+    P = _tensor(probs, "probs")
+    if P.dim() not in (3, 4):
+        raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")
+    batched = P.dim() == 4
+    if not batched:
+        P = P.unsqueeze(0)
+    B, C, H, W = P.shape
+    if C < 2:
+        raise ValueError(f"probs: expected at least 2 classes, got shape {tuple(probs.shape)}")
+    if bool((P < 0).any()):
+        raise ValueError(f"probs: expected non-negative probabilities, got minimum {P.min().item()}")
+    if connectivity not in (4, 8):
+        raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
+    if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam: expected a non-negative finite number, got {lam!r}")
+    img = _as_image_tensor(image, "image").to(P.device)
+    label_shape = (B, H, W) if batched else (H, W)
+    ax = _channel_axis(tuple(img.shape), label_shape, 1 if batched else 0, None)
+    x = img if ax is not None else img.unsqueeze(1 if batched else 0)
+    if ax is not None and ax != (1 if batched else 0):
+        x = x.movedim(ax, 1 if batched else 0)
+    if not batched:
+        x = x.unsqueeze(0)
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        raise ValueError("image: expected finite pixel values, got NaN or infinite value(s)")
+    x = x.to(torch.float32)
+    if sigma is None:
+        s = estimate_sigma(x)
+    else:
+        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma: expected a positive finite number, got {sigma!r}")
+        s = torch.full((B,), float(sigma), device=P.device)
+    offsets = grid_offsets(2, connectivity)
+    wts = []
+    for o in offsets:
+        d2 = (x - shift(x, o, 0.0)).square().sum(1)  # [B, H, W]; outside pairs are zeroed later
+        w = torch.exp(-d2 / (2 * s.view(B, 1, 1) ** 2)) * (lam / math.sqrt(sum(v * v for v in o)))
+        wts.append(w)
+    Wt = torch.stack(wts, 1).to(torch.float64)
+    U = -torch.log(P.to(torch.float64).clamp(min=PROB_FLOOR))
+    if seeds is not None:
+        S = _tensor(seeds, "seeds", P.device)
+        if S.is_floating_point():
+            raise TypeError(f"seeds: expected integer labels (-1 free, c >= 0 fixed), got {describe(S)}")
+        if tuple(S.shape) != label_shape:
+            raise ValueError(f"seeds: expected shape {label_shape} (the labels'), got {tuple(S.shape)}")
+        lo, hi = int(S.min()), int(S.max())
+        if lo < -1 or hi >= C:
+            raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{lo}, {hi}]")
+        S = S.to(torch.int64).view(B, H, W)
+        # more than any labelling's pair terms at one pixel can save: a seeded pixel never moves
+        hard = 1.0 + float(U.max()) + 2 * len(offsets) * float(Wt.max())
+        cls = torch.arange(C, device=P.device).view(1, C, 1, 1)
+        fixed = (S >= 0).unsqueeze(1)
+        U = torch.where(fixed & (cls != S.unsqueeze(1)), hard, torch.where(fixed, 0.0, U))
+    V = 1.0 - torch.eye(C, dtype=torch.float64, device=P.device)
+    E = _Energy(U, V, Wt, connectivity)
+    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact}
+    if C == 2:  # from all-zero labels, the move to label 1 reaches every labelling: one exact cut
+        f = torch.zeros((B, H, W), dtype=torch.int64, device=P.device)
+        take = _solve(E, f, [1], None, backend, info)[0]
+        f = take.to(torch.int64)
+    else:
+        if schedule == "auto":
+            schedule = "batched" if P.device.type == "cuda" else "sequential"
+        if schedule not in ("sequential", "batched"):
+            raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
+        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info)
+    return f if batched else f[0]
