@@ -173,7 +173,8 @@ def test_real_image_beats_histogram(shared_data):
         (dict(box=(1, 1, 9, 9), components=0), r"components: expected an int >= 1, got 0"),
         (dict(box=(1, 1, 9, 9), iterations=0), r"iterations: expected an int >= 1, got 0"),
         (dict(box=(1, 1, 9, 9), connectivity=6), r"connectivity: expected 4 or 8, got 6"),
-        (dict(box=(1, 1, 9, 9), lam=-1.0), r"lam: expected a finite number >= 0"),
+        (dict(box=(1, 1, 9, 9), lam=-1.0), r"lam: expected a finite number in \[0, 1e\+06\], got -1.0"),
+        (dict(box=(1, 1, 9, 9), lam=2e6), r"lam: expected a finite number in \[0, 1e\+06\], got 2000000.0"),
         (dict(box=[(1, 1, 9, 9)] * 3), r"box: expected \(x0, y0, x1, y1\) or 1 such boxes"),
     ],
 )

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ._validate import describe
-from .energy import _as_image_tensor, _prepare
+from .energy import _as_image_tensor, _grid_graph, _prepare
 from .grid import GridGraph, grid_offsets, overlap_slices
 from .solvers import maxflow
 
@@ -49,6 +49,8 @@ DATA_CAP = 1000.0
 COV_REG = 0.1
 #: Lloyd iterations of the k-means initialisation.
 KMEANS_ITERS = 10
+# Largest smoothness weight: keeps the hard-constraint capacity (about 14 * lam * SCALE) inside int32.
+MAX_LAM = 1e6
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -105,8 +107,8 @@ def _check_args(iterations, components, lam, connectivity):
     for name, v, lo in (("iterations", iterations, 1), ("components", components, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or not 0 <= lam <= MAX_LAM:
+        raise ValueError(f"lam: expected a finite number in [0, {MAX_LAM:g}], got {lam!r}")
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
 
@@ -190,7 +192,7 @@ def _fit(x: torch.Tensor, cls: torch.Tensor, comp: torch.Tensor, K: int):
     cov = sums[:, 1 + C:].view(G, C, C) / cnt.clamp(min=1).view(G, 1, 1) - mean.unsqueeze(2) * mean.unsqueeze(1)
     eye = torch.eye(C, dtype=torch.float64, device=dev)
     cov = torch.where(cnt.view(G, 1, 1) > 0, cov, eye) + COV_REG * eye
-    L = torch.linalg.cholesky(cov)
+    L = torch.linalg.cholesky_ex(cov).L  # positive definite (COV_REG); _ex skips the error read-back
     Linv = torch.linalg.solve_triangular(L, eye.expand(G, C, C), upper=False)
     lognorm = -torch.log(torch.diagonal(L, dim1=1, dim2=2)).sum(1) - 0.5 * C * math.log(2 * math.pi)
     tot = cnt.view(B, 2, K).sum(2, keepdim=True)
@@ -238,6 +240,21 @@ def _smoothness(x: torch.Tensor, valid: torch.Tensor, offsets, lam: float) -> to
     return edges
 
 
+def _arc_caps(edges: torch.Tensor, offsets) -> torch.Tensor:
+    """GridGraph's internal ``caps`` [B, 2K, H, W] of the symmetric n-links ``edges`` [K, B, H, W].
+
+    Built once per call: the n-links do not change between iterations, only the terminal arcs do.
+    """
+    K, B, H, W = edges.shape
+    caps = torch.zeros((B, 2 * K, H, W), dtype=edges.dtype, device=edges.device)
+    lead = (slice(None),)
+    for k, o in enumerate(offsets):
+        caps[:, k] = edges[k]  # zero where p + o leaves the grid (_smoothness writes only the overlap)
+        here, there = overlap_slices((H, W), tuple(-v for v in o))  # arc (p + o) -> p, stored at p + o
+        caps[:, K + k][lead + here] = edges[k][lead + there]
+    return caps
+
+
 def _terminals(loglik: torch.Tensor, seeds: torch.Tensor, valid: torch.Tensor, hard: int):
     """Source and sink capacities [B, H, W] from the class log-likelihoods and the hard constraints."""
     B, H, W = seeds.shape
@@ -260,6 +277,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     B, C, H, W = x.shape
     offsets = grid_offsets(2, connectivity)
     edges = _smoothness(x, valid, offsets, lam)
+    caps = _arc_caps(edges, offsets)
     hard = 1 + 2 * sum(round(lam * SCALE / math.hypot(*o)) for o in offsets)
     xf = x.reshape(B, C, -1).transpose(1, 2).contiguous()  # [B, N, C]
     lab = seeds.reshape(B, -1)
@@ -285,7 +303,8 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         params = _fit(xa, ca, comp, K)
         loglik = _component_loglik(xa, params)
         src, snk = _terminals(loglik, seeds[active], valid[active], hard)
-        graph = GridGraph(src, snk, edges[:, active], offsets)
+        # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
+        graph = _grid_graph(caps if len(active) == B else caps[active], src, snk, offsets, True)
         new = maxflow(graph, backend=backend, **options).mask & valid[active]
         src_last[active], snk_last[active] = src, snk
         ran[active.cpu()] += 1
