@@ -87,7 +87,7 @@ from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity
 from .grid import GridGraph, _check_offsets, _zero_outside, shift
 from .result import CertificateError, CutResult
 
-__all__ = ["maxflow", "DistributedCutResult"]
+__all__ = ["maxflow", "segment", "DistributedCutResult", "Slab"]
 
 INF = 2**30  # label of nodes that cannot reach the sink
 
