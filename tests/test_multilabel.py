@@ -374,28 +374,6 @@ def test_cuda_matches_cpu(schedule):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("batched", [False, True])
-def test_cuda_graph_replay_equals_op_by_op(monkeypatch, batched):
-    """The batched rounds' greedy application replayed as a CUDA graph gives what the ops give."""
-    import torchcut.multilabel as ml
-
-    U, W = random_problem(21, (3, 48, 40) if batched else (48, 40), 7, 60, 9)
-    V = trunc_linear(7, 3, 4)
-    args = (U.cuda(), V.cuda())
-    kw = dict(weights=W.cuda(), schedule="batched", return_info=True)
-    monkeypatch.setattr(ml, "CUDA_GRAPHS", False)
-    plain, info_plain = expansion(*args, **kw)
-    monkeypatch.setattr(ml, "CUDA_GRAPHS", True)
-    replay, info_replay = expansion(*args, **kw)
-    assert info_plain["cycles"] >= 3  # the replay ran in at least two rounds
-    assert torch.equal(plain, replay)
-    assert len(info_plain["energies"]) == len(info_replay["energies"])
-    assert all(torch.equal(a, b) for a, b in zip(info_plain["energies"], info_replay["energies"]))
-    want = labeling_energy(U, V, replay.cpu(), weights=W).to(torch.float64).reshape(-1)
-    assert torch.equal(info_replay["energy"].cpu().reshape(-1), want)
-
-
-@pytest.mark.cuda
 def test_cuda_refine_and_tsukuba(shared_data):
     from torchcut.stereo import bad_pixel_rates, disparity
 

@@ -390,64 +390,6 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
     return torch.where(keep, cand, f), torch.where(better, e_new, e_cur)
 
 
-# The greedy application of a batched round is ~25 small ops per label, all on the GPU and without a
-# read-back: on CUDA it is captured once per call as a CUDA graph and replayed in later rounds (one
-# launch instead of ~25 L). Set to False to run it op by op (the tests compare the two).
-CUDA_GRAPHS = True
-
-
-class _GreedyGraph:
-    """The L greedy applications of one batched round (``_apply`` for every label) as one CUDA graph.
-
-    Captured from static copies of the round's inputs (labels, energies, the moves' masks); the
-    energy's own tensors stay alive with the ``_Energy`` that owns this graph.
-    """
-
-    def __init__(self, E: _Energy, f, e, take):
-        self.f, self.e, self.take = f.clone(), e.clone(), take.clone()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._run(E)
-
-    def _run(self, E: _Energy):
-        f, e, trace = self.f, self.e, []
-        shape = (-1,) + (1,) * len(E.shape)
-        for alpha in range(E.L):
-            cand = torch.where(self.take[alpha], alpha, f)
-            e_new = E.energy(cand)
-            better = e_new < e
-            f = torch.where(better.view(shape), cand, f)
-            e = torch.where(better, e_new, e)
-            trace.append(e)
-        return f, e, torch.stack(trace)
-
-    def __call__(self, f, e, take):
-        self.f.copy_(f)
-        self.e.copy_(e)
-        self.take.copy_(take)
-        self.graph.replay()
-        f, e, trace = self.out
-        return f.clone(), e.clone(), trace.clone()
-
-
-def _greedy(E: _Energy, f, e, take, items, info):
-    """Apply a batched round's moves greedily: as a replayed CUDA graph when it can be, else op by op."""
-    graph = getattr(E, "_greedy_graph", None)
-    if graph is None and CUDA_GRAPHS and items is None and E.device.type == "cuda" and info["cycles"] > 1:
-        try:  # the first round ran op by op: it warmed up every kernel the capture records
-            graph = _GreedyGraph(E, f, e, take)
-        except RuntimeError:  # capture unsupported here: keep the op-by-op path for this call
-            graph = False
-        E._greedy_graph = graph
-    if graph and items is None:
-        f, e, trace = graph(f, e, take)
-        info["trace"].extend((None, t) for t in trace)
-        return f, e
-    for alpha in range(E.L):
-        f, e = _apply(E, f, e, take[alpha], alpha, items, info)
-    return f, e
-
-
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
               schedule: str = "auto", backend: str = "auto", return_info: bool = False):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
@@ -534,7 +476,8 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info):
         e_start = ei
         if schedule == "batched":
             take = _solve(E, fi, labels, sub, backend, info)
-            fi, ei = _greedy(E, fi, ei, take, sub, info)
+            for alpha in labels:
+                fi, ei = _apply(E, fi, ei, take[alpha], alpha, sub, info)
         else:
             for alpha in labels:
                 take = _solve(E, fi, [alpha], sub, backend, info)[0]
