@@ -240,21 +240,6 @@ def _smoothness(x: torch.Tensor, valid: torch.Tensor, offsets, lam: float) -> to
     return edges
 
 
-def _arc_caps(edges: torch.Tensor, offsets) -> torch.Tensor:
-    """GridGraph's internal ``caps`` [B, 2K, H, W] of the symmetric n-links ``edges`` [K, B, H, W].
-
-    Built once per call: the n-links do not change between iterations, only the terminal arcs do.
-    """
-    K, B, H, W = edges.shape
-    caps = torch.zeros((B, 2 * K, H, W), dtype=edges.dtype, device=edges.device)
-    lead = (slice(None),)
-    for k, o in enumerate(offsets):
-        caps[:, k] = edges[k]  # zero where p + o leaves the grid (_smoothness writes only the overlap)
-        here, there = overlap_slices((H, W), tuple(-v for v in o))  # arc (p + o) -> p, stored at p + o
-        caps[:, K + k][lead + here] = edges[k][lead + there]
-    return caps
-
-
 def _terminals(loglik: torch.Tensor, seeds: torch.Tensor, valid: torch.Tensor, hard: int):
     """Source and sink capacities [B, H, W] from the class log-likelihoods and the hard constraints."""
     B, H, W = seeds.shape
@@ -277,7 +262,10 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     B, C, H, W = x.shape
     offsets = grid_offsets(2, connectivity)
     edges = _smoothness(x, valid, offsets, lam)
-    caps = _arc_caps(edges, offsets)
+    # the n-links do not change between iterations, only the terminal arcs: lay them out (and check
+    # them) once with the constructor, then swap the terminals in per iteration
+    zero = torch.zeros((B, H, W), dtype=torch.int64, device=x.device)
+    caps = GridGraph(zero, zero, edges, offsets).caps
     hard = 1 + 2 * sum(round(lam * SCALE / math.hypot(*o)) for o in offsets)
     xf = x.reshape(B, C, -1).transpose(1, 2).contiguous()  # [B, N, C]
     lab = seeds.reshape(B, -1)
@@ -290,7 +278,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     mask = torch.zeros((B, H, W), dtype=torch.bool, device=x.device)
     src_last = torch.zeros((B, H, W), dtype=torch.int64, device=x.device)
     snk_last = torch.zeros_like(src_last)
-    ran = torch.zeros(B, dtype=torch.int64)
+    ran = torch.zeros(B, dtype=torch.int64, device=x.device)
     active = torch.arange(B, device=x.device)
     loglik = None
     for it in range(iterations):
@@ -307,7 +295,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         graph = _grid_graph(caps if len(active) == B else caps[active], src, snk, offsets, True)
         new = maxflow(graph, backend=backend, **options).mask & valid[active]
         src_last[active], snk_last[active] = src, snk
-        ran[active.cpu()] += 1
+        ran[active] += 1  # on the device: no read-back per iteration
         same = (new == mask[active]).flatten(1).all(1) if it > 0 else torch.zeros(len(active), dtype=torch.bool, device=x.device)
         mask[active] = new
         keep = ~same
