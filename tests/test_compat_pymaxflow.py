@@ -336,6 +336,22 @@ def test_counts_and_structures():
     assert not ids.flags.writeable
 
 
+def test_grid_ids_are_shared_read_only_and_stay_correct():
+    a = tm.Graph[int]().add_grid_nodes((3, 5))
+    g = tm.Graph[int]()
+    _ = g.add_nodes(2)
+    b = g.add_grid_nodes((3, 5))  # another first id: its own array
+    c = tm.Graph[int]().add_grid_nodes((3, 5))  # the same first id and shape: the same memory
+    assert np.shares_memory(a, c) and not np.shares_memory(a, b)
+    assert a.tolist() == c.tolist() == np.arange(15).reshape(3, 5).tolist()
+    assert b.tolist() == np.arange(2, 17).reshape(3, 5).tolist()
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        c.flags.writeable = True
+    for _ in range(6):  # more shapes than the cache holds: evicted arrays stay valid
+        tm.Graph[int]().add_grid_nodes((2, 2 + _))
+    assert a.tolist() == np.arange(15).reshape(3, 5).tolist()
+
+
 # ------------------------------------------------------------------------------ fastmin
 def _swap_local_minimum(unary, binary, labels):
     """Energy and the best improvement one PyMaxflow alpha-beta swap step finds from ``labels``."""
@@ -440,7 +456,10 @@ def test_aexpansion_grid_through_the_pymaxflow_module():
 # ------------------------------------------------------------------------------ CUDA
 @pytest.mark.cuda
 @pytest.mark.parametrize("integer", [True, False])
-def test_cuda_matches_pymaxflow(integer):
+@pytest.mark.parametrize("staged", [False, True])
+def test_cuda_matches_pymaxflow(integer, staged, monkeypatch):
+    if staged:  # every host array goes through pinned memory and a non-blocking copy
+        monkeypatch.setattr(tm, "_STAGE_MIN_BYTES", 0)
     rng = np.random.default_rng(21)
     shape = (24, 40, 32)
     src = rng.integers(0, 50, shape) if integer else rng.random(shape) * 50
@@ -456,12 +475,20 @@ def test_cuda_matches_pymaxflow(integer):
         g.add_grid_tedges(ids, src, snk)
         return ids
 
+    kept = [a.copy() for a in (src, snk, *w)]
     (f0, s0, _), (f1, s1, _) = run_both(build, integer, device="cuda")
     if integer:
         assert f0 == f1
         np.testing.assert_array_equal(s0, s1)
     else:
         assert abs(f0 - f1) <= float_tol(s0.size * 7, 50.0)
+    for a, b in zip(kept, (src, snk, *w)):
+        np.testing.assert_array_equal(a, b)
+    g = tm.Graph[int if integer else float](device="cuda")
+    ids = g.add_grid_nodes(shape)
+    bad = w[0] * 1 - 1  # negative values, checked on the host before the copy
+    with pytest.raises(ValueError, match="weights: expected non-negative capacities, got minimum -1"):
+        g.add_grid_edges(ids, bad, symmetric=True)
 
 
 @pytest.mark.cuda
