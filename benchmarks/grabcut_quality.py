@@ -128,6 +128,9 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--figure", action="store_true", help="also write the overlay figure")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (cv2.grabCut runs on one)")
+    ap.add_argument("--compare-cold", action="store_true",
+                    help="also time single calls whose cuts start from zero flow (grabcut.WARM_START = False), "
+                         "interleaved, and check that their masks are equal")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
@@ -140,6 +143,7 @@ def main(argv=None):
     for proto in protocols:
         inputs = [protocol_seeds(gt, proto) for _, _, gt in data]
         tc_iou, tc_t, cv_iou, cv_t, masks_single = [], [], {"fg": [], "bg": []}, [], []
+        cold_t, cold_equal = [], True
         unknowns = ["fg"] if proto == "box" else (["fg", "bg"] if args.cv2_unknown == "both" else [args.cv2_unknown])
         if args.no_timing:
             for i in range(0, len(data), 16):
@@ -164,6 +168,18 @@ def main(argv=None):
                     tc_t.append(time.perf_counter() - t0)
                     m = m.cpu().numpy()
                     masks_single.append(m)
+                    if args.compare_cold:
+                        module = sys.modules["torchcut.grabcut"]
+                        module.WARM_START = False
+                        try:
+                            sync(device)
+                            t0 = time.perf_counter()
+                            mc = run_torchcut(rgbs[j], st, box, args, device)
+                            sync(device)
+                            cold_t.append(time.perf_counter() - t0)
+                        finally:
+                            module.WARM_START = True
+                        cold_equal = cold_equal and np.array_equal(mc.cpu().numpy(), m)
                     tc_iou.append(iou(m, gt))
                 if not args.no_cv2:
                     for u in unknowns:
@@ -189,6 +205,8 @@ def main(argv=None):
                 row.update(torchcut_mean_test=statistics.mean(tc_iou[1::2]), cv2_mean_test=statistics.mean(cv_iou[best][1::2]))
             per_image[proto] = {data[j][0]: (tc_iou[j], cv_iou[best][j]) for j in range(len(data))}
         if tc_t:
+            if cold_t:
+                row.update(torchcut_cold_s=statistics.median(cold_t), cold_equal_warm=cold_equal)
             row.update(torchcut_s=statistics.median(tc_t), cv2_s=statistics.median(cv_t) if cv_t else None,
                        torchcut_slowest=max(zip(tc_t, (d[0] for d in data))))
             # one batched call on 16 images of different sizes
@@ -240,6 +258,12 @@ def write(args, rows, per_image, overlay, data, device):
         held = f"{r['torchcut_mean_test']:.4f} / {r['cv2_mean_test']:.4f}" if "torchcut_mean_test" in r else "-"
         lines.append(f"| {r['protocol']} | {f('torchcut_mean')} | {cvm} | {held} | {f('torchcut_median')} | {f('cv2_median')} | "
                      f"{wins} | {worst} | {f('torchcut_s', '{:.3f}')} | {f('cv2_s', '{:.3f}')} | {speed} | {batch} | {slow} |")
+    cold = [r for r in rows if "torchcut_cold_s" in r]
+    if cold:
+        lines += ["", "Cuts from zero flow (`grabcut.WARM_START = False`), single calls interleaved with the above:", "",
+                  "| protocol | warm-started s/img | from zero flow s/img | ratio | masks equal |", "|---|---:|---:|---:|---|"]
+        lines += [f"| {r['protocol']} | {r['torchcut_s']:.4f} | {r['torchcut_cold_s']:.4f} | "
+                  f"{r['torchcut_cold_s'] / r['torchcut_s']:.2f}x | {r['cold_equal_warm']} |" for r in cold]
     (out / f"{tag}.md").write_text("\n".join(lines) + "\n")
     (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "per_image": per_image, "args": vars(args)}, indent=1, default=str))
     print("\n".join(lines))

@@ -1,5 +1,7 @@
 """torchcut.grabcut: mixture fits against numpy/scipy, cuts against PyMaxflow, batches, errors."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -105,6 +107,30 @@ def test_final_cut_is_minimal_and_respects_seeds(h, w, seed, conn, k):
     assert pg.maxflow() == res.flow_value
     m = mask.numpy()
     assert m[seeds == 1].all() and not m[seeds == 2].any()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(h=small, w=small, seed=st.integers(0, 10_000), conn=st.sampled_from([4, 8]),
+       backend=st.sampled_from(["cpu", "reference"]))
+def test_warm_started_cuts_equal_cuts_from_zero_flow(h, w, seed, conn, backend):
+    # every iteration's cut starts from the last one's flow; the masks must be those of cold solves
+    g = np.random.default_rng(seed)
+    img = torch.from_numpy(g.integers(0, 256, (3, 3, h, w)).astype(np.float32))
+    img[:, :, h // 3: 2 * h // 3 + 1] += 50
+    seeds = torch.zeros((3, h, w), dtype=torch.uint8)
+    seeds[:, h // 2, w // 2] = 1
+    seeds[:, 0, :] = 2
+    module = sys.modules["torchcut.grabcut"]
+    out = {}
+    for warm in (True, False):
+        module.WARM_START = warm
+        try:
+            out[warm] = grabcut(img, seeds, components=2, connectivity=conn, iterations=6, backend=backend,
+                                return_result=True)
+        finally:
+            module.WARM_START = True
+    assert torch.equal(out[True][0], out[False][0])
+    assert out[True][1].stats["grabcut_iterations"] == out[False][1].stats["grabcut_iterations"]
 
 
 def test_batch_equals_single_calls_and_inputs_untouched():
@@ -214,3 +240,10 @@ def test_cuda_matches_cpu_and_batches():
         assert iou(a, b) > 0.99
     out = grabcut([m.cuda() for m in imgs[:2]], box=boxes[:2])
     assert all(torch.equal(o, g) for o, g in zip(out, gpu[:2]))
+    module = sys.modules["torchcut.grabcut"]
+    module.WARM_START = False  # the warm-started push-relabel gives the cuts of solves from zero flow
+    try:
+        cold = grabcut(torch.stack(imgs).cuda(), box=boxes)
+    finally:
+        module.WARM_START = True
+    assert torch.equal(cold, gpu)
