@@ -486,7 +486,7 @@ def test_cuda_matches_pymaxflow(integer, staged, monkeypatch):
         np.testing.assert_array_equal(a, b)
     g = tm.Graph[int if integer else float](device="cuda")
     ids = g.add_grid_nodes(shape)
-    bad = w[0] * 1 - 1  # negative values, checked on the host before the copy
+    bad = w[0] * 0 - 1  # negative values, checked on the host before the copy
     with pytest.raises(ValueError, match="weights: expected non-negative capacities, got minimum -1"):
         g.add_grid_edges(ids, bad, symmetric=True)
 

@@ -281,6 +281,7 @@ class _WarmCut:
         self.impl = _pick(caps.device, backend)
         self.base = caps  # the n-link capacities, never modified
         self.state = None  # (residual caps, excess, sink residual, source used, sink used) of the active images
+        self.log = []  # the solver's counters of every cut
 
     def keep(self, keep):
         if self.state is not None:
@@ -303,6 +304,7 @@ class _WarmCut:
         e = e.clone()  # the solver works in place; s and k stay as they are
         r = r.to(R.dtype, copy=True)
         mask, stats = self.impl.solve_grid(R, e, r, self.offsets, **self.options)
+        self.log.append(stats)
         self.state = (R, e, r, s, k)
         return mask
 
