@@ -230,10 +230,25 @@ class _Energy:
         if self.exact:
             self.V, self.W = self.V.to(self.cap_dtype), self.W.to(self.cap_dtype)
         self.Vflat = self.V.reshape(-1)
+        # the labels as a device tensor: a move's alphas are a slice of it (no host-to-device copy,
+        # which torch makes synchronous from pageable memory)
+        self.arange = torch.arange(L, device=device)
+        # every offset of grid_offsets reaches at most one node along each axis: neighbours are views of
+        # one zero-padded copy of the labels
+        self._pad1 = all(abs(v) <= 1 for o in self.offsets for v in o)
+        self._sub = None  # (items, U[items], W[items]) of the current round's subset
+
+    def terms(self, items=None):
+        """(U, W) of the items (all when None); a subset's copies are kept while ``items`` is the same."""
+        if items is None:
+            return self.U, self.W
+        if self._sub is None or self._sub[0] is not items:
+            self._sub = (items, self.U[items], self.W[items])
+        return self._sub[1], self._sub[2]
 
     # pair cost of edges with label pairs (a, b): int64, shaped like a
     def pair(self, k: int, a: torch.Tensor, b: torch.Tensor, items=None) -> torch.Tensor:
-        W = self.W[:, k] if items is None else self.W[items, k]
+        W = self.terms(items)[1][:, k]
         v = self.Vflat[a * self.L + b]
         if self.exact:
             return W * v
@@ -242,13 +257,37 @@ class _Energy:
     def neighbour(self, f: torch.Tensor, o) -> torch.Tensor:
         return shift(f, o, 0)
 
+    def neighbours(self, f: torch.Tensor) -> torch.Tensor:
+        """``[..., K, *S]``: the label of p + offsets[k] (0 outside the grid) for labels ``f`` ``[..., *S]``."""
+        nd = len(self.shape)
+        if not self._pad1:
+            return torch.stack([self.neighbour(f, o) for o in self.offsets], -nd - 1)
+        fp = torch.nn.functional.pad(f, (1, 1) * nd)
+        views = [fp[(Ellipsis,) + tuple(slice(1 + v, 1 + v + n) for v, n in zip(o, self.shape))] for o in self.offsets]
+        return torch.stack(views, -nd - 1)
+
     def energy(self, f: torch.Tensor, items=None) -> torch.Tensor:
-        """int64 ``[B]`` energies of labellings ``f`` ``[B, *S]`` (in quantised units)."""
-        U = self.U if items is None else self.U[items]
-        e = U.gather(1, f.unsqueeze(1)).squeeze(1).reshape(f.shape[0], -1).sum(1)
-        for k, o in enumerate(self.offsets):
-            e = e + self.pair(k, f, self.neighbour(f, o), items).reshape(f.shape[0], -1).sum(1)
-        return e
+        """int64 ``[..., B]`` energies of labellings ``f`` ``[..., B, *S]`` (in quantised units).
+
+        Leading dims (several candidate labellings of the same items) broadcast against the energy's
+        terms without copying them. About ten tensor ops whatever K: every pair term of every edge is
+        one gather from ``V`` (edges leaving the grid have weight 0).
+        """
+        U, W = self.terms(items)
+        nd = len(self.shape)
+        lead = f.dim() - nd - 1
+        Ux = U.expand(f.shape[:lead] + U.shape) if lead else U
+        u = Ux.gather(lead + 1, f.unsqueeze(lead + 1)).flatten(lead + 1).sum(-1)
+        v = self.Vflat[(f * self.L).unsqueeze(-nd - 1) + self.neighbours(f)]  # [..., B, K, *S]
+        pq = W * v if self.exact else torch.round(W * v).to(self.cap_dtype)
+        return u + pq.flatten(lead + 1).sum(-1)
+
+    def alphas(self, alphas) -> torch.Tensor:
+        """The labels ``alphas`` (a list) as an int64 device tensor: a view when they are consecutive."""
+        alphas = [int(a) for a in alphas]
+        if alphas and alphas == list(range(alphas[0], alphas[0] + len(alphas))):
+            return self.arange[alphas[0]:alphas[0] + len(alphas)]
+        return torch.as_tensor(alphas, dtype=torch.int64, device=self.device)
 
     def move_graph(self, f: torch.Tensor, alphas, items=None):
         """The batched GridGraph of the moves ``alphas`` (list of labels) from ``f`` ``[B, *S]``.
@@ -258,8 +297,8 @@ class _Energy:
         from .energy import _grid_graph
 
         M, B = len(alphas), f.shape[0]
-        U = self.U if items is None else self.U[items]
-        a = torch.as_tensor(alphas, dtype=torch.int64, device=f.device).view((M, 1) + (1,) * len(self.shape))
+        U = self.terms(items)[0]
+        a = self.alphas(alphas).view((M, 1) + (1,) * len(self.shape))
         src = U.index_select(1, a.view(-1)).movedim(1, 0)  # [M, B, *S]: cost of taking alpha
         snk = U.gather(1, f.unsqueeze(1)).squeeze(1).unsqueeze(0).expand_as(src).clone()  # cost of keeping
         K = self.K
@@ -385,9 +424,88 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
     cand = torch.where(take, alpha, f)
     e_new = E.energy(cand, items)
     better = e_new < e_cur
-    keep = better.view((-1,) + (1,) * len(E.shape))
-    info["trace"].append((items, torch.where(better, e_new, e_cur)))
-    return torch.where(keep, cand, f), torch.where(better, e_new, e_cur)
+    e_next = torch.where(better, e_new, e_cur)
+    info["trace"].append((items, e_next))
+    return torch.where(better.view((-1,) + (1,) * len(E.shape)), cand, f), e_next
+
+
+#: Batched schedule: apply a round's moves in runs of consecutive labels whose switch sets neither
+#: overlap nor touch (one vectorised energy evaluation per run instead of one per label), skipping
+#: moves that switch nothing. Same labels and energies as label by label (``_greedy_chunks``); costs
+#: one read-back per round. Off by default until measured on the GPU (benchmarks/multilabel_profile.py).
+GREEDY_CHUNKS = False
+
+
+def _greedy(E: _Energy, f, e, take, items, info):
+    """The batched round's greedy application of the L moves ``take`` ``[L, B, *S]`` in label order."""
+    if GREEDY_CHUNKS:
+        return _greedy_chunks(E, f, e, take, items, info)
+    for alpha in range(E.L):
+        f, e = _apply(E, f, e, take[alpha], alpha, items, info)
+    return f, e
+
+
+def _interactions(E: _Energy, take):
+    """Host ``[L, L]`` bools: ``M[a, b]`` when the switch sets of moves a and b (any item) overlap or touch."""
+    L, nd = take.shape[0], len(E.shape)
+    near = take.clone()
+    if E._pad1:
+        tp = torch.nn.functional.pad(take.to(torch.uint8), (1, 1) * nd).bool()
+        for o in E.offsets:
+            for sgn in (1, -1):
+                near |= tp[(Ellipsis,) + tuple(slice(1 + sgn * v, 1 + sgn * v + n) for v, n in zip(o, E.shape))]
+    else:
+        for o in E.offsets:
+            near |= shift(take, o, False) | shift(take, tuple(-v for v in o), False)
+    a = take.reshape(L, -1).to(torch.float32)
+    # counts of shared or touching pixels; a sum of non-negative terms is 0 only when all are
+    return ((a @ near.reshape(L, -1).to(torch.float32).T) > 0).cpu()
+
+
+def _greedy_chunks(E: _Energy, f, e, take, items, info):
+    """:func:`_greedy` by runs of non-interacting moves, with the same labels and energies.
+
+    Move a's energy change reads the labels on its switch set and the set's neighbours only, and it
+    switches pixels of its set only. Within a run of consecutive labels whose sets pairwise neither
+    overlap nor touch, the moves before a in the run therefore leave everything a's change reads as it
+    was at the start of the run: each change can be computed from the labels at the run's start, a
+    move is kept exactly when its change is negative (``e_new < e_cur`` label by label), and the kept
+    moves' pixels are disjoint. Energies are sums of integer terms, so the running energies are equal.
+    """
+    M = _interactions(E, take)
+    nonempty = M.diagonal().tolist()
+    runs, cur = [], []
+    for a in range(E.L):
+        if not nonempty[a]:
+            continue
+        if cur and bool(M[cur, a].any()):
+            runs.append(cur)
+            cur = []
+        cur.append(a)
+    if cur:
+        runs.append(cur)
+    shape1 = (1,) * len(E.shape)
+    a = 0
+    for run in runs:
+        for _ in range(a, run[0]):  # moves that switch nothing keep the energy
+            info["trace"].append((items, e))
+        lo, hi = run[0], run[-1] + 1
+        if hi - lo == 1:
+            f, e = _apply(E, f, e, take[lo], lo, items, info)
+        else:
+            t = take[lo:hi]  # [c, B, *S]; empty moves inside the run change nothing
+            labs = E.arange[lo:hi].view((-1, 1) + shape1)
+            cand = torch.where(t, labs, f)
+            delta = E.energy(cand, items) - e  # [c, B]
+            run_e = e + delta.clamp(max=0).cumsum(0)
+            info["trace"].extend((items, r) for r in run_e.unbind(0))
+            kept = t & (delta < 0).view(delta.shape + shape1)
+            f = torch.where(kept.any(0), (kept * labs).sum(0), f)
+            e = run_e[-1]
+        a = hi
+    for _ in range(a, E.L):
+        info["trace"].append((items, e))
+    return f, e
 
 
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
@@ -471,30 +589,34 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info):
     labels = list(range(E.L))
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
-        sub = None if items.numel() == E.B else items
-        fi, ei = f[items], e[items]
+        full = items.numel() == E.B  # known on the host: no indexing while every item is active
+        sub = None if full else items
+        fi, ei = (f, e) if full else (f[items], e[items])
         e_start = ei
         if schedule == "batched":
             take = _solve(E, fi, labels, sub, backend, info)
-            for alpha in labels:
-                fi, ei = _apply(E, fi, ei, take[alpha], alpha, sub, info)
+            fi, ei = _greedy(E, fi, ei, take, sub, info)
         else:
             for alpha in labels:
                 take = _solve(E, fi, [alpha], sub, backend, info)[0]
                 fi, ei = _apply(E, fi, ei, take, alpha, sub, info)
-        f = f.index_copy(0, items, fi)
-        e = e.index_copy(0, items, ei)
-        items = items[ei < e_start]
+        if full:
+            f, e = fi, ei
+        else:
+            f = f.index_copy(0, items, fi)
+            e = e.index_copy(0, items, ei)
+        items = items[ei < e_start]  # the round's one read-back of the loop itself
     return f
 
 
 def _finish_info(E: _Energy, f, info):
     cur = None
-    energies = []
+    rows = []
     for items, e in info.pop("trace"):
-        cur = e.clone() if cur is None else cur.index_copy(0, items, e) if items is not None else e.clone()
-        energies.append(cur.to(torch.float64) / E.scale + E.offset)
-    info["energies"] = energies
+        cur = e if items is None else cur.index_copy(0, items, e)
+        rows.append(cur)
+    energies = (torch.stack(rows).to(torch.float64) / E.scale + E.offset).unbind(0)  # 3 ops, not 4 per move
+    info["energies"] = list(energies)
     info["energy"] = energies[-1]
     return info
 
