@@ -168,10 +168,9 @@ def _kmeans(x: torch.Tensor, cls: torch.Tensor, K: int) -> torch.Tensor:
         cn = centres.square().sum(3).masked_fill(empty, float("inf"))  # [B, 2, K]
         d2 = torch.baddbmm(cn.view(B, 1, 2 * K), x, centres.view(B, 2 * K, C).transpose(1, 2), alpha=-2.0)
         d2 = torch.where(c_idx.unsqueeze(2) == 0, d2[:, :, :K], d2[:, :, K:])
-        new = d2.argmin(2)
-        if torch.equal(new, comp):
-            break
-        comp = new
+        # a fixed number of iterations, no convergence test: a converged assignment stays where it is
+        # (same assignments, same centres), and a test would read back once per iteration
+        comp = d2.argmin(2)
     return comp
 
 
@@ -341,8 +340,10 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     ran = torch.zeros(B, dtype=torch.int64, device=x.device)
     active = torch.arange(B, device=x.device)
     loglik = None
+    every = True  # all images still iterating: no gathers and scatters by index
     for it in range(iterations):
-        xa, ca = xf[active], cls[active]
+        xa, ca = (xf, cls) if every else (xf[active], cls[active])
+        sa, va = (seeds, valid) if every else (seeds[active], valid[active])
         if it == 0:
             comp = _kmeans(xa, ca, K)
         else:  # best component of the pixel's class, under the models of the last cut
@@ -351,18 +352,36 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         params = _fit(xa, ca, comp, K)
         loglik = _component_loglik(xa, params)
         # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
-        src, snk = _terminals(loglik, seeds[active], valid[active], hard)
-        new = cut(src, snk, len(active) == B, active) & valid[active]
-        src_last[active], snk_last[active] = src, snk
-        ran[active] += 1  # on the device: no read-back per iteration
-        same = (new == mask[active]).flatten(1).all(1) if it > 0 else torch.zeros(len(active), dtype=torch.bool, device=x.device)
-        mask[active] = new
-        keep = ~same
-        if not bool(keep.any()):
+        src, snk = _terminals(loglik, sa, va, hard)
+        new = cut(src, snk, every, active) & va
+        if every:
+            src_last, snk_last = src, snk
+            ran += 1  # on the device: no read-back per iteration
+            same = (new == mask).flatten(1).all(1)
+            mask = new
+        else:
+            src_last[active], snk_last[active] = src, snk
+            ran[active] += 1
+            same = (new == mask[active]).flatten(1).all(1)
+            mask[active] = new
+        if it == 0:
+            same = torch.zeros_like(same)
+        left = int((~same).sum())  # the one read-back per iteration
+        if left == 0:
             break
-        cls[active] = torch.where(new.reshape(len(active), -1), 0, 1).masked_fill_(~vflat[active], 2)
-        active, loglik = active[keep], loglik[keep]
-        cut.keep(keep)
+        labels = torch.where(new.reshape(len(new), -1), 0, 1).masked_fill_(~va.reshape(len(new), -1), 2)
+        if every:
+            cls = labels
+        else:
+            cls[active] = labels
+        if left < len(new):
+            keep = ~same
+            if every:  # from here on, write into full-size tensors by index
+                cls, mask = cls.clone(), mask.clone()
+                src_last, snk_last = src_last.clone(), snk_last.clone()
+            every = False
+            active, loglik = active[keep], loglik[keep]
+            cut.keep(keep)
     return mask, src_last, snk_last, edges, offsets, ran
 
 
@@ -497,12 +516,13 @@ def grabcut(
     else:
         x, s, batched = _one(image, seeds, box, channel_axis, connectivity)
         valid = torch.ones(s.shape, dtype=torch.bool, device=s.device)
-    for b in range(s.shape[0]):
+    # per image: any unknown pixel, any background pixel (one read-back for the batch)
+    flags = torch.stack([((s == v) & valid).flatten(1).any(1) for v in (0, 2)], 1).tolist()
+    for b, (has_unknown, has_background) in enumerate(flags):
         where = f" in image {b}" if s.shape[0] > 1 else ""
-        lab = s[b][valid[b]]
-        if not bool((lab == 0).any()):
+        if not has_unknown:
             raise ValueError(f"seeds: expected some unknown pixels (label 0) to segment{where}, got none")
-        if not bool((lab == 2).any()):
+        if not has_background:
             raise ValueError(f"seeds, box: expected some background (seeds labelled 2 or pixels outside the box){where}, got none")
     x = _normalise(x, valid)
     masks, src, snk, edges, offsets, ran = _grabcut(
