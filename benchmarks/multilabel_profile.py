@@ -5,8 +5,7 @@ Cases (energies as ``benchmarks/multilabel.py`` builds them):
 * ``tsukuba``: Tsukuba stereo, 16 labels, contrast-sensitive Potts (the ``tsukuba`` row of the benchmark);
 * ``refine``: :func:`torchcut.refine` on 4 x 1024^2 with 8 classes (``--refine-batch``, ``--refine-size``).
 
-Each is run with the sequential and the batched schedule, and batched with
-``torchcut.multilabel.GREEDY_CHUNKS`` on (``batched+chunks``). For each run, after a warm-up:
+Each is run with the sequential and the batched schedule. For each run, after a warm-up:
 
 1. ``time``: median of ``--repeat`` plain runs (synchronised at the end only);
 2. ``phases``: one run with every phase wrapped (move build ``_Energy.move_graph``, solve
@@ -70,6 +69,8 @@ def tsukuba_case(small: bool):
     """(unary, pairwise, weights) of the benchmark's ``tsukuba`` row (cropped to 64 x 96 with --small)."""
     try:
         U, W, _ = bench.tsukuba_energy()
+        if small:
+            U, W = U[:, 100:164, 150:246].contiguous(), W[:, 100:164, 150:246].contiguous()
     except datasets.DatasetNotFoundError as exc:
         if not small:
             raise
@@ -77,8 +78,6 @@ def tsukuba_case(small: bool):
         g = torch.Generator().manual_seed(0)
         U = torch.randint(0, 40, (16, 64, 96), generator=g)
         W = torch.randint(0, 45, (2, 64, 96), generator=g)
-    if small:
-        U, W = U[:, 100:164, 150:246].contiguous(), W[:, 100:164, 150:246].contiguous()
     W = torch.where(W > 0, W, 0)
     return U, 1 - torch.eye(U.shape[0], dtype=torch.int64), W
 
@@ -293,7 +292,7 @@ def main(argv=None):
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--small", action="store_true", help="a 64 x 96 Tsukuba crop and a 2 x 64^2 refine (CPU check)")
     p.add_argument("--cases", default="tsukuba,refine")
-    p.add_argument("--schedules", default="sequential,batched,batched+chunks")
+    p.add_argument("--schedules", default="sequential,batched")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--refine-batch", type=int, default=4)
     p.add_argument("--refine-size", type=int, default=1024)
@@ -308,17 +307,7 @@ def main(argv=None):
     head = [f"# Multi-label profile ({name_dev}, torch {torch.__version__}, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}{', small' if a.small else ''})", ""]
     summary = []
-    for name, sched, fn0 in make_runs(a, device):
-        chunks = sched.endswith("+chunks")
-
-        def fn(fn0=fn0, chunks=chunks):
-            old = ml.GREEDY_CHUNKS
-            ml.GREEDY_CHUNKS = chunks
-            try:
-                return fn0()
-            finally:
-                ml.GREEDY_CHUNKS = old
-
+    for name, sched, fn in make_runs(a, device):
         _, info = fn()  # warm-up (and the extension's first load)
         sync(device)
         sec = timed(fn, device, a.repeat)

@@ -229,18 +229,7 @@ def test_inputs_are_not_modified():
         assert torch.equal(a, b)
 
 
-def _run_chunks(chunks, *args, **kw):
-    import torchcut.multilabel as ml
-
-    old = ml.GREEDY_CHUNKS
-    ml.GREEDY_CHUNKS = chunks
-    try:
-        return expansion(*args, return_info=True, **kw)
-    finally:
-        ml.GREEDY_CHUNKS = old
-
-
-CHUNK_CASES = [  # (unary shape, connectivity, float)
+ENERGY_CASES = [  # (unary shape, connectivity, float)
     ((3, 4, 9, 11), None, False),  # a batch of three 2D items
     ((5, 12, 10), 8, False),
     ((4, 5, 6, 7), 6, False),  # 3D
@@ -249,28 +238,7 @@ CHUNK_CASES = [  # (unary shape, connectivity, float)
 ]
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**31 - 1), case=st.sampled_from(CHUNK_CASES), linear=st.booleans())
-def test_greedy_chunks_equal_label_by_label(seed, case, linear):
-    """The batched round applied by runs of non-interacting moves: the same labels, energies and trace."""
-    shape, conn, floating = case
-    rng = np.random.default_rng(seed)
-    lead = 1 if len(shape) == 5 or (len(shape) == 4 and conn in (None, 4, 8)) else 0
-    L = shape[lead]
-    K = len(torchcut.grid_offsets(len(shape) - lead - 1, conn or 4))
-    U = torch.tensor(rng.integers(0, 40, shape))
-    W = torch.tensor(rng.integers(0, 6, shape[:lead] + (K,) + shape[lead + 1:]))
-    V = trunc_linear(L, 2, 3) if linear else potts(L, 4)
-    if floating:
-        U, V, W = U.double() / 7, V.double() / 3, W.double() * 1.3
-    a, ia = _run_chunks(False, U, V, weights=W, connectivity=conn, schedule="batched")
-    b, ib = _run_chunks(True, U, V, weights=W, connectivity=conn, schedule="batched")
-    assert torch.equal(a, b)
-    assert ia["solves"] == ib["solves"] and len(ia["energies"]) == len(ib["energies"])
-    assert all(torch.equal(x, y) for x, y in zip(ia["energies"], ib["energies"]))
-
-
-@pytest.mark.parametrize("case", CHUNK_CASES)
+@pytest.mark.parametrize("case", ENERGY_CASES)
 def test_vectorised_energy_equals_labeling_energy(case):
     shape, conn, _ = case
     rng = np.random.default_rng(3)
@@ -453,11 +421,3 @@ def test_cuda_refine_and_tsukuba(shared_data):
     assert bad_pixel_rates(d, t)["nonocc"] <= 1.9
 
 
-@pytest.mark.cuda
-def test_cuda_greedy_chunks_equal_label_by_label():
-    U, W = random_problem(13, (2, 40, 50), 6, 40, 9)
-    V = trunc_linear(6, 2, 5)
-    a, ia = _run_chunks(False, U.cuda(), V.cuda(), weights=W.cuda(), schedule="batched")
-    b, ib = _run_chunks(True, U.cuda(), V.cuda(), weights=W.cuda(), schedule="batched")
-    assert torch.equal(a, b)
-    assert all(torch.equal(x, y) for x, y in zip(ia["energies"], ib["energies"]))

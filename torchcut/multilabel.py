@@ -429,82 +429,10 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
     return torch.where(better.view((-1,) + (1,) * len(E.shape)), cand, f), e_next
 
 
-#: Batched schedule: apply a round's moves in runs of consecutive labels whose switch sets neither
-#: overlap nor touch (one vectorised energy evaluation per run instead of one per label), skipping
-#: moves that switch nothing. Same labels and energies as label by label (``_greedy_chunks``); costs
-#: one read-back per round. Off by default until measured on the GPU (benchmarks/multilabel_profile.py).
-GREEDY_CHUNKS = False
-
-
 def _greedy(E: _Energy, f, e, take, items, info):
     """The batched round's greedy application of the L moves ``take`` ``[L, B, *S]`` in label order."""
-    if GREEDY_CHUNKS:
-        return _greedy_chunks(E, f, e, take, items, info)
     for alpha in range(E.L):
         f, e = _apply(E, f, e, take[alpha], alpha, items, info)
-    return f, e
-
-
-def _interactions(E: _Energy, take):
-    """Host ``[L, L]`` bools: ``M[a, b]`` when the switch sets of moves a and b (any item) overlap or touch."""
-    L, nd = take.shape[0], len(E.shape)
-    near = take.clone()
-    if E._pad1:
-        tp = torch.nn.functional.pad(take.to(torch.uint8), (1, 1) * nd).bool()
-        for o in E.offsets:
-            for sgn in (1, -1):
-                near |= tp[(Ellipsis,) + tuple(slice(1 + sgn * v, 1 + sgn * v + n) for v, n in zip(o, E.shape))]
-    else:
-        for o in E.offsets:
-            near |= shift(take, o, False) | shift(take, tuple(-v for v in o), False)
-    a = take.reshape(L, -1).to(torch.float32)
-    # counts of shared or touching pixels; a sum of non-negative terms is 0 only when all are
-    return ((a @ near.reshape(L, -1).to(torch.float32).T) > 0).cpu()
-
-
-def _greedy_chunks(E: _Energy, f, e, take, items, info):
-    """:func:`_greedy` by runs of non-interacting moves, with the same labels and energies.
-
-    Move a's energy change reads the labels on its switch set and the set's neighbours only, and it
-    switches pixels of its set only. Within a run of consecutive labels whose sets pairwise neither
-    overlap nor touch, the moves before a in the run therefore leave everything a's change reads as it
-    was at the start of the run: each change can be computed from the labels at the run's start, a
-    move is kept exactly when its change is negative (``e_new < e_cur`` label by label), and the kept
-    moves' pixels are disjoint. Energies are sums of integer terms, so the running energies are equal.
-    """
-    M = _interactions(E, take)
-    nonempty = M.diagonal().tolist()
-    runs, cur = [], []
-    for a in range(E.L):
-        if not nonempty[a]:
-            continue
-        if cur and bool(M[cur, a].any()):
-            runs.append(cur)
-            cur = []
-        cur.append(a)
-    if cur:
-        runs.append(cur)
-    shape1 = (1,) * len(E.shape)
-    a = 0
-    for run in runs:
-        for _ in range(a, run[0]):  # moves that switch nothing keep the energy
-            info["trace"].append((items, e))
-        lo, hi = run[0], run[-1] + 1
-        if hi - lo == 1:
-            f, e = _apply(E, f, e, take[lo], lo, items, info)
-        else:
-            t = take[lo:hi]  # [c, B, *S]; empty moves inside the run change nothing
-            labs = E.arange[lo:hi].view((-1, 1) + shape1)
-            cand = torch.where(t, labs, f)
-            delta = E.energy(cand, items) - e  # [c, B]
-            run_e = e + delta.clamp(max=0).cumsum(0)
-            info["trace"].extend((items, r) for r in run_e.unbind(0))
-            kept = t & (delta < 0).view(delta.shape + shape1)
-            f = torch.where(kept.any(0), (kept * labs).sum(0), f)
-            e = run_e[-1]
-        a = hi
-    for _ in range(a, E.L):
-        info["trace"].append((items, e))
     return f, e
 
 
