@@ -114,6 +114,24 @@ def main(argv=None):
                              f"push launches mean {statistics.mean(x[1] for x in v):.1f}, "
                              f"time mean {statistics.mean(x[2] for x in v) * 1e3:.2f} ms")
             print("\n".join(lines[first:]), flush=True)
+    # the same call twice, and once from zero flow: the masks should be equal bit for bit
+    differ_runs = differ_cold = 0
+    for name, img, gt in data:
+        for proto in ("trimap-20", "box"):
+            seeds, box = protocol_seeds(gt, proto)
+            rgb = torch.from_numpy(np.ascontiguousarray(img[:, :, ::-1])).permute(2, 0, 1).to(dev)
+            st = None if seeds is None else torch.from_numpy(seeds).to(dev)
+            a, b = (gc.grabcut(rgb, st, box=box) for _ in range(2))
+            gc.WARM_START = False
+            try:
+                c = gc.grabcut(rgb, st, box=box)
+            finally:
+                gc.WARM_START = True
+            differ_runs += not torch.equal(a, b)
+            differ_cold += not torch.equal(a, c)
+    lines += ["", f"determinism: {differ_runs} of {2 * len(data)} calls differ between two runs; "
+              f"{differ_cold} differ between warm-started cuts and cuts from zero flow"]
+    print(lines[-1], flush=True)
     # one call under the profiler
     name, img, gt = data[0]
     seeds, _ = protocol_seeds(gt, "trimap-20")

@@ -32,7 +32,7 @@ import torch
 
 from ._validate import describe
 from .energy import _as_image_tensor, _prepare
-from .grid import GridGraph, grid_offsets, overlap_slices
+from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices
 from .solvers import maxflow
 
 __all__ = ["grabcut"]
@@ -131,11 +131,15 @@ def _one(image, seeds, box, channel_axis, connectivity, batch_size=None):
 
 
 # ---------------------------------------------------------------------------------------------- models
-def _segment_sum(values: torch.Tensor, index: torch.Tensor, groups: int) -> torch.Tensor:
-    """Sum of the rows of ``values`` [N, F] per group (``index`` [N], ``groups`` = dump slot)."""
-    out = torch.zeros((groups + 1, values.shape[1]), dtype=values.dtype, device=values.device)
-    out.index_add_(0, index, values)
-    return out[:groups]
+def _segment_sum(values: torch.Tensor, group: torch.Tensor, groups: int) -> torch.Tensor:
+    """Sums of ``values`` [B, N, F] per group: ``group`` [B, N] in 0..groups-1 (others dropped) -> [B, groups, F].
+
+    A one-hot matrix product rather than ``index_add_``: on CUDA the atomics of ``index_add_`` add in
+    a different order on every run, so the mixtures (and, through rounding, a capacity now and then)
+    would change from run to run; the product is the same on every run.
+    """
+    onehot = (group.unsqueeze(1) == torch.arange(groups, device=group.device).view(1, groups, 1)).to(values.dtype)
+    return torch.bmm(onehot, values)
 
 
 def _kmeans(x: torch.Tensor, cls: torch.Tensor, K: int) -> torch.Tensor:
@@ -153,21 +157,19 @@ def _kmeans(x: torch.Tensor, cls: torch.Tensor, K: int) -> torch.Tensor:
     within = rank - start.gather(1, c_idx)
     n_cls = counts.gather(1, c_idx).clamp(min=1)
     comp = (within * K // n_cls).clamp_(0, K - 1)
-    G = B * 2 * K
-    base = (torch.arange(B, device=dev) * 2).unsqueeze(1)
-    valid = (cls < 2).reshape(-1)
-    flat_x = torch.cat([x.reshape(-1, C), torch.ones_like(x.reshape(-1, C)[:, :1])], 1)
+    # per pixel: the first group of its class (2K for pixels of no class), and whether it is an object pixel
+    first = torch.where(cls < 2, c_idx * K, 2 * K)
+    obj = (c_idx == 0).unsqueeze(2)
+    xo = torch.cat([x, torch.ones_like(x[:, :, :1])], 2).to(torch.float64)  # sums in float64 (no TF32)
     for _ in range(KMEANS_ITERS):
-        gid = ((base + c_idx) * K + comp).reshape(-1)
-        gid = torch.where(valid, gid, torch.full_like(gid, G))
-        sums = _segment_sum(flat_x, gid, G)
-        cnt = sums[:, C:]
-        centres = (sums[:, :C] / cnt.clamp(min=1)).to(x.dtype).view(B, 2, K, C)
+        sums = _segment_sum(xo, first + comp, 2 * K)  # [B, 2K, C + 1]; groups past 2K are dropped
+        cnt = sums[:, :, C:]
+        centres = (sums[:, :, :C] / cnt.clamp(min=1)).to(x.dtype).view(B, 2, K, C)
         empty = (cnt == 0).view(B, 2, K)
         # ||x - c||^2 - ||x||^2 for the centres of the pixel's class: [B, N, K]
         cn = centres.square().sum(3).masked_fill(empty, float("inf"))  # [B, 2, K]
         d2 = torch.baddbmm(cn.view(B, 1, 2 * K), x, centres.view(B, 2 * K, C).transpose(1, 2), alpha=-2.0)
-        d2 = torch.where(c_idx.unsqueeze(2) == 0, d2[:, :, :K], d2[:, :, K:])
+        d2 = torch.where(obj, d2[:, :, :K], d2[:, :, K:])
         # a fixed number of iterations, no convergence test: a converged assignment stays where it is
         # (same assignments, same centres), and a test would read back once per iteration
         comp = d2.argmin(2)
@@ -180,12 +182,10 @@ def _fit(x: torch.Tensor, cls: torch.Tensor, comp: torch.Tensor, K: int):
     B, N, C = x.shape
     dev = x.device
     G = B * 2 * K
-    base = (torch.arange(B, device=dev) * 2).unsqueeze(1)
-    gid = ((base + cls.clamp(max=1)) * K + comp).reshape(-1)
-    gid = torch.where((cls < 2).reshape(-1), gid, torch.full_like(gid, G))
-    xd = x.reshape(-1, C).to(torch.float64)
-    outer = (xd.unsqueeze(2) * xd.unsqueeze(1)).reshape(-1, C * C)
-    sums = _segment_sum(torch.cat([torch.ones_like(xd[:, :1]), xd, outer], 1), gid, G)
+    group = torch.where(cls < 2, cls.clamp(max=1) * K + comp, 2 * K)  # [B, N]; 2K: no class
+    xd = x.to(torch.float64)
+    outer = (xd.unsqueeze(3) * xd.unsqueeze(2)).reshape(B, N, C * C)
+    sums = _segment_sum(torch.cat([torch.ones_like(xd[:, :, :1]), xd, outer], 2), group, 2 * K).view(G, -1)
     cnt = sums[:, 0]
     mean = sums[:, 1:1 + C] / cnt.clamp(min=1).unsqueeze(1)
     cov = sums[:, 1 + C:].view(G, C, C) / cnt.clamp(min=1).view(G, 1, 1) - mean.unsqueeze(2) * mean.unsqueeze(1)
@@ -244,11 +244,10 @@ def _terminals(loglik: torch.Tensor, seeds: torch.Tensor, valid: torch.Tensor, h
     B, H, W = seeds.shape
     mix = torch.logsumexp(loglik, dim=3)  # [B, N, 2]
     diff = (mix[:, :, 0] - mix[:, :, 1]).nan_to_num(nan=0.0).clamp_(-DATA_CAP, DATA_CAP).view(B, H, W)
-    src = (diff.clamp(min=0) * SCALE).round_().to(torch.int64)
-    snk = (diff.neg().clamp_(min=0) * SCALE).round_().to(torch.int64)
-    src = torch.where(seeds == 1, hard, torch.where(seeds == 2, 0, src))
-    snk = torch.where(seeds == 2, hard, torch.where(seeds == 1, 0, snk))
-    return src * valid, snk * valid
+    # one signed capacity: > 0 to the source, < 0 to the sink (rounding is symmetric about zero)
+    q = diff.mul_(SCALE).round_().to(torch.int64)
+    q = torch.where(seeds == 1, hard, torch.where(seeds == 2, -hard, q)).mul_(valid)
+    return q.clamp(min=0), q.neg_().clamp_(min=0)
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -321,10 +320,9 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     B, C, H, W = x.shape
     offsets = grid_offsets(2, connectivity)
     edges = _smoothness(x, valid, offsets, lam)
-    # the n-links do not change between iterations, only the terminal arcs: lay them out (and check
-    # them) once with the constructor; every cut then continues from the last one's flow
-    zero = torch.zeros((B, H, W), dtype=torch.int64, device=x.device)
-    cut = _WarmCut(GridGraph(zero, zero, edges, offsets).caps, offsets, backend, options)
+    # the n-links do not change between iterations, only the terminal arcs: lay them out once (known
+    # non-negative int32 below ``hard``: no checks needed); every cut continues from the last one's flow
+    cut = _WarmCut(_arc_layout(edges, edges, offsets, torch.int32), offsets, backend, options)
     hard = 1 + 2 * sum(round(lam * SCALE / math.hypot(*o)) for o in offsets)
     xf = x.reshape(B, C, -1).transpose(1, 2).contiguous()  # [B, N, C]
     lab = seeds.reshape(B, -1)

@@ -173,6 +173,28 @@ def _check_offsets(offsets) -> tuple[tuple[int, ...], ...]:
     return offs
 
 
+def _arc_layout(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> torch.Tensor:
+    """The solvers' ``caps`` ``[B, 2K, *shape]`` from ``edges`` / ``reverse`` ``[K, B, *shape]`` (checked).
+
+    Direction k holds the arc p -> p + offsets[k] (``edges[k][p]``), direction K + k the arc
+    q -> q - offsets[k] (``reverse[k][q - offsets[k]]``); arcs that leave the grid are zero.
+    """
+    K, B, shape = len(offsets), edges.shape[1], tuple(edges.shape[2:])
+    caps = torch.empty((B, 2 * K) + shape, dtype=dtype, device=edges.device)
+    lead = (slice(None),)
+    for k, o in enumerate(offsets):
+        for d, off in ((k, o), (K + k, tuple(-v for v in o))):
+            _zero_outside(caps[:, d], off)
+        if any(abs(v) >= n for v, n in zip(o, shape)):
+            continue  # every arc of this offset leaves the grid
+        here, _ = overlap_slices(shape, o)
+        caps[:, k][lead + here] = edges[k][lead + here]
+        # arc (p + o) -> p lives at node q = p + o in direction K + k: caps[K + k][q] = reverse[k][q - o]
+        here, there = overlap_slices(shape, tuple(-v for v in o))
+        caps[:, K + k][lead + here] = reverse[k][lead + there]
+    return caps
+
+
 class GridGraph:
     """A flow network on a 2D or 3D lattice, optionally batched, stored as tensors.
 
@@ -276,19 +298,7 @@ class GridGraph:
         peak = max(peak_arc, int(sink.max()))
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
 
-        caps = torch.empty((B, 2 * K) + self.shape, dtype=cap_dtype, device=device)
-        lead = (slice(None),)
-        for k, o in enumerate(self.offsets):
-            for d, off in ((k, o), (K + k, tuple(-v for v in o))):
-                _zero_outside(caps[:, d], off)
-            if any(abs(v) >= n for v, n in zip(o, self.shape)):
-                continue  # every arc of this offset leaves the grid
-            here, _ = overlap_slices(self.shape, o)
-            caps[:, k][lead + here] = edges[k][lead + here]
-            # arc (p + o) -> p lives at node q = p + o in direction K + k: caps[K + k][q] = reverse[k][q - o]
-            here, there = overlap_slices(self.shape, tuple(-v for v in o))
-            caps[:, K + k][lead + here] = reverse[k][lead + there]
-        self.caps = caps
+        self.caps = _arc_layout(edges, reverse, self.offsets, cap_dtype)
         self.source = source.contiguous()
         self.sink = sink.to(cap_dtype).contiguous()
 
