@@ -247,3 +247,29 @@ def test_cuda_matches_cpu_and_batches():
     finally:
         module.WARM_START = True
     assert torch.equal(cold, gpu)
+
+
+@pytest.mark.cuda
+def test_cuda_graph_replays_equal_eager_steps():
+    module = sys.modules["torchcut.grabcut"]
+    g = torch.Generator().manual_seed(5)
+    imgs = []
+    for _ in range(3):
+        im = torch.rand(3, 40, 56, generator=g) * 60
+        im[:, 10:30, 12:40] += 120 + 40 * torch.rand(3, 1, 1, generator=g)
+        imgs.append(im.cuda())
+    box = (8, 6, 44, 34)
+    module._GRAPHS.clear()
+    module._SEEN.clear()
+    graphed = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
+    keys = list(module._GRAPHS)
+    assert any(k[-1] for k in keys) and any(not k[-1] for k in keys)  # the k-means step and a later step
+    module.CUDA_GRAPHS = False
+    try:
+        eager = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
+    finally:
+        module.CUDA_GRAPHS = True
+    assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
+    # a batch of another shape and the list path still run eagerly or graphed, with equal masks
+    both = grabcut(torch.stack(imgs), box=[box] * 3, iterations=6)
+    assert all(torch.equal(b, e) for b, e in zip(both, eager[:3]))

@@ -24,7 +24,9 @@ clipped to ``DATA_CAP`` nats per pixel.
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -311,6 +313,91 @@ class _WarmCut:
 WARM_START = True
 
 
+def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
+    """One iteration's colour models: (log-likelihoods [B, N, 2, K], source, sink capacities).
+
+    Components from k-means when ``loglik`` is None (the first iteration), otherwise each pixel's
+    best component of its class under the last models; then the fit, the log-likelihoods and the
+    terminal capacities. No read-back: it can be captured into a CUDA graph.
+    """
+    if loglik is None:
+        comp = _kmeans(x, cls, K)
+    else:
+        c_idx = cls.clamp(max=1)
+        comp = torch.where(c_idx.unsqueeze(2) == 0, loglik[:, :, 0], loglik[:, :, 1]).argmax(2)
+    loglik = _component_loglik(x, _fit(x, cls, comp, K))
+    return (loglik,) + _terminals(loglik, seeds, valid, hard)
+
+
+#: On CUDA, replay :func:`_models` as a CUDA graph once a problem of the same shape comes back (the
+#: step is ~100 small kernels for ~2 ms of GPU work; launching them from Python costs more than
+#: that). Graphs are kept per (device, shape, components, hard-constraint capacity), at most
+#: ``_GRAPH_ENTRIES`` of them, each with its own inputs and memory pool (roughly 0.5 KB per pixel).
+CUDA_GRAPHS = True
+_GRAPH_ENTRIES = 4
+_GRAPH_MAX_PIXELS = 1 << 20
+_GRAPHS: "collections.OrderedDict" = collections.OrderedDict()
+_SEEN: dict = {}
+_GRAPH_LOCK = threading.Lock()
+
+
+class _GraphedModels:
+    """:func:`_models` for one shape as a CUDA graph: copy the inputs in, replay, copy the outputs out."""
+
+    def __init__(self, x, cls, loglik, seeds, valid, K, hard):
+        self.first, self.K, self.hard = loglik is None, K, hard
+        self.inputs = [t.clone() for t in (x, cls, seeds, valid)] + ([] if loglik is None else [loglik.clone()])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up (library handles, workspaces); its result is this call's
+            self.warm = self._run()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = self._run()
+
+    def _run(self):
+        x, cls, seeds, valid = self.inputs[:4]
+        return _models(x, cls, None if self.first else self.inputs[4], seeds, valid, self.K, self.hard)
+
+    def __call__(self, x, cls, loglik, seeds, valid):
+        if self.warm is not None:  # made on the side stream: hand out copies made on this one
+            out, self.warm = tuple(t.clone() for t in self.warm), None
+            return out
+        for dst, src in zip(self.inputs, (x, cls, seeds, valid, loglik)):
+            dst.copy_(src)
+        self.graph.replay()
+        return tuple(t.clone() for t in self.outputs)  # the next replay overwrites the graph's outputs
+
+
+def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int):
+    """:func:`_models`, through a cached CUDA graph where that applies (see ``CUDA_GRAPHS``)."""
+    if (not CUDA_GRAPHS or x.device.type != "cuda" or x.shape[0] * x.shape[1] > _GRAPH_MAX_PIXELS
+            or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()):
+        return _models(x, cls, loglik, seeds, valid, K, hard)
+    key = (x.device, tuple(x.shape), tuple(seeds.shape), K, hard, loglik is None)
+    with _GRAPH_LOCK:  # one thread at a time per process: the graphs' inputs and outputs are shared
+        g = _GRAPHS.get(key)
+        if g is None:
+            seen = _SEEN.get(key, 0)
+            if len(_SEEN) > 1000:
+                _SEEN.clear()
+            _SEEN[key] = seen + 1
+            if seen < 1:  # capture once a shape comes back: a shape seen once costs no capture
+                return _models(x, cls, loglik, seeds, valid, K, hard)
+            try:
+                g = _GraphedModels(x, cls, loglik, seeds, valid, K, hard)
+            except RuntimeError:  # not capturable here (a library that reads back): stay eager
+                _SEEN[key] = -(1 << 30)
+                return _models(x, cls, loglik, seeds, valid, K, hard)
+            _GRAPHS[key] = g
+            while len(_GRAPHS) > _GRAPH_ENTRIES:
+                _GRAPHS.popitem(last=False)
+        else:
+            _GRAPHS.move_to_end(key)
+        return g(x, cls, loglik, seeds, valid)
+
+
 def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options):
     """x float32 [B, C, H, W] (0..255 per image), seeds uint8 [B, H, W] (padding: 2), valid bool.
 
@@ -342,15 +429,8 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     for it in range(iterations):
         xa, ca = (xf, cls) if every else (xf[active], cls[active])
         sa, va = (seeds, valid) if every else (seeds[active], valid[active])
-        if it == 0:
-            comp = _kmeans(xa, ca, K)
-        else:  # best component of the pixel's class, under the models of the last cut
-            c_idx = ca.clamp(max=1)
-            comp = torch.where(c_idx.unsqueeze(2) == 0, loglik[:, :, 0], loglik[:, :, 1]).argmax(2)
-        params = _fit(xa, ca, comp, K)
-        loglik = _component_loglik(xa, params)
         # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
-        src, snk = _terminals(loglik, sa, va, hard)
+        loglik, src, snk = _model_step(xa, ca, loglik, sa, va, K, hard)
         new = cut(src, snk, every, active) & va
         if every:
             src_last, snk_last = src, snk
@@ -458,6 +538,14 @@ def grabcut(
         :func:`torchcut.segment` for shapes and labels.
     TypeError
         Inputs of the wrong type (see :func:`torchcut.segment`).
+
+    Notes
+    -----
+    Each iteration's cut starts from the previous iteration's flow; the masks are those of cuts from
+    zero flow. On CUDA, once images of the same size come back (the second call, or the second
+    iteration), the colour-model step of an iteration runs as a replayed CUDA graph: the process then
+    keeps up to four such graphs (images of up to 2**20 pixels per batch), each holding about 0.5 KB
+    of GPU memory per pixel; ``torchcut.grabcut`` module's ``CUDA_GRAPHS = False`` turns this off.
 
     Examples
     --------
