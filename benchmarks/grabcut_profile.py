@@ -65,9 +65,12 @@ def main(argv=None):
         return m
 
     lines = []
+    variants = (("cuts from the last flow, CUDA graphs", True, True),
+                ("cuts from the last flow, no CUDA graphs", True, False),
+                ("cuts from zero flow, CUDA graphs", False, True))
     for proto in ("trimap-20", "box"):
-        for warm in (True, False):
-            gc.WARM_START = warm
+        for label, warm, graphs in variants:
+            gc.WARM_START, gc.CUDA_GRAPHS = warm, graphs
             totals, plain = [], []
             spent.clear()
             cuts.clear()
@@ -85,6 +88,7 @@ def main(argv=None):
                 for n in PHASES:
                     setattr(gc, n, timed(n, originals[n]))
                 gc._WarmCut.__call__ = cut
+                gc.CUDA_GRAPHS = False  # the phases are timed eagerly (a sync cannot be captured)
                 try:
                     sync()
                     t0 = time.perf_counter()
@@ -95,11 +99,12 @@ def main(argv=None):
                     for n in PHASES:
                         setattr(gc, n, originals[n])
                     gc._WarmCut.__call__ = call
-            gc.WARM_START = True
+                    gc.CUDA_GRAPHS = graphs
+            gc.WARM_START, gc.CUDA_GRAPHS = True, True
             n = len(data)
             first = len(lines)
-            lines.append(f"## {proto}, cuts {'from the last flow' if warm else 'from zero flow'} ({n} images, {dev})")
-            lines.append(f"plain call median {statistics.median(plain) * 1e3:.2f} ms; instrumented call mean "
+            lines.append(f"## {proto}, {label} ({n} images, {dev})")
+            lines.append(f"plain call median {statistics.median(plain) * 1e3:.2f} ms; instrumented call (eager) mean "
                          f"{sum(totals) / n * 1e3:.2f} ms, of which per image:")
             for k, v in sorted(spent.items(), key=lambda kv: -kv[1]):
                 lines.append(f"  {k:20s} {v / n * 1e3:7.2f} ms")
@@ -115,7 +120,7 @@ def main(argv=None):
                              f"time mean {statistics.mean(x[2] for x in v) * 1e3:.2f} ms")
             print("\n".join(lines[first:]), flush=True)
     # the same call twice, and once from zero flow: the masks should be equal bit for bit
-    differ_runs = differ_cold = 0
+    differ_runs = differ_cold = differ_eager = 0
     for name, img, gt in data:
         for proto in ("trimap-20", "box"):
             seeds, box = protocol_seeds(gt, proto)
@@ -127,10 +132,17 @@ def main(argv=None):
                 c = gc.grabcut(rgb, st, box=box)
             finally:
                 gc.WARM_START = True
+            gc.CUDA_GRAPHS = False
+            try:
+                d = gc.grabcut(rgb, st, box=box)
+            finally:
+                gc.CUDA_GRAPHS = True
             differ_runs += not torch.equal(a, b)
             differ_cold += not torch.equal(a, c)
+            differ_eager += not torch.equal(a, d)
     lines += ["", f"determinism: {differ_runs} of {2 * len(data)} calls differ between two runs; "
-              f"{differ_cold} differ between warm-started cuts and cuts from zero flow"]
+              f"{differ_cold} differ between warm-started cuts and cuts from zero flow; "
+              f"{differ_eager} differ between CUDA-graph replays and eager steps"]
     print(lines[-1], flush=True)
     # one call under the profiler
     name, img, gt = data[0]
