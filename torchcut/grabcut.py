@@ -347,14 +347,20 @@ class _GraphedModels:
     def __init__(self, x, cls, loglik, seeds, valid, K, hard):
         self.first, self.K, self.hard = loglik is None, K, hard
         self.inputs = [t.clone() for t in (x, cls, seeds, valid)] + ([] if loglik is None else [loglik.clone()])
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up (library handles, workspaces); its result is this call's
-            self.warm = self._run()
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.outputs = self._run()
+        # cuSOLVER for the small Cholesky factorisations: MAGMA's batched routines may wait on the host
+        library = torch.backends.cuda.preferred_linalg_library()
+        torch.backends.cuda.preferred_linalg_library("cusolver")
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up (library handles, workspaces); its result is this call's
+                self.warm = self._run()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.outputs = self._run()
+        finally:
+            torch.backends.cuda.preferred_linalg_library(library)
 
     def _run(self):
         x, cls, seeds, valid = self.inputs[:4]
@@ -387,7 +393,7 @@ def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int):
                 return _models(x, cls, loglik, seeds, valid, K, hard)
             try:
                 g = _GraphedModels(x, cls, loglik, seeds, valid, K, hard)
-            except RuntimeError:  # not capturable here (a library that reads back): stay eager
+            except Exception:  # not capturable here (a library that reads back): stay eager
                 _SEEN[key] = -(1 << 30)
                 return _models(x, cls, loglik, seeds, valid, K, hard)
             _GRAPHS[key] = g
