@@ -70,7 +70,7 @@ def main(argv=None):
                 ("cuts from zero flow, CUDA graphs", False, True))
     for proto in ("trimap-20", "box"):
         for label, warm, graphs in variants:
-            gc.WARM_START, gc.CUDA_GRAPHS = warm, graphs
+            gc.WARM_START = warm
             totals, plain = [], []
             spent.clear()
             cuts.clear()
@@ -78,29 +78,27 @@ def main(argv=None):
                 seeds, box = protocol_seeds(gt, proto)
                 rgb = torch.from_numpy(np.ascontiguousarray(img[:, :, ::-1])).permute(2, 0, 1).to(dev)
                 st = None if seeds is None else torch.from_numpy(seeds).to(dev)
-                gc.grabcut(rgb, st, box=box)  # warm-up
+                gc.grabcut(rgb, st, box=box, cuda_graphs=graphs)  # warm-up
                 for _ in range(args.repeat):  # plain calls, no instrumentation
                     sync()
                     t0 = time.perf_counter()
-                    gc.grabcut(rgb, st, box=box)
+                    gc.grabcut(rgb, st, box=box, cuda_graphs=graphs)
                     sync()
                     plain.append(time.perf_counter() - t0)
                 for n in PHASES:
                     setattr(gc, n, timed(n, originals[n]))
                 gc._WarmCut.__call__ = cut
-                gc.CUDA_GRAPHS = False  # the phases are timed eagerly (a sync cannot be captured)
                 try:
                     sync()
                     t0 = time.perf_counter()
-                    gc.grabcut(rgb, st, box=box)
+                    gc.grabcut(rgb, st, box=box, cuda_graphs=False)  # phases timed eagerly
                     sync()
                     totals.append(time.perf_counter() - t0)
                 finally:
                     for n in PHASES:
                         setattr(gc, n, originals[n])
                     gc._WarmCut.__call__ = call
-                    gc.CUDA_GRAPHS = graphs
-            gc.WARM_START, gc.CUDA_GRAPHS = True, True
+            gc.WARM_START = True
             n = len(data)
             first = len(lines)
             lines.append(f"## {proto}, {label} ({n} images, {dev})")
@@ -132,11 +130,7 @@ def main(argv=None):
                 c = gc.grabcut(rgb, st, box=box)
             finally:
                 gc.WARM_START = True
-            gc.CUDA_GRAPHS = False
-            try:
-                d = gc.grabcut(rgb, st, box=box)
-            finally:
-                gc.CUDA_GRAPHS = True
+            d = gc.grabcut(rgb, st, box=box, cuda_graphs=False)
             differ_runs += not torch.equal(a, b)
             differ_cold += not torch.equal(a, c)
             differ_eager += not torch.equal(a, d)

@@ -264,11 +264,7 @@ def test_cuda_graph_replays_equal_eager_steps():
     graphed = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
     keys = list(module._GRAPHS)
     assert any(k[-1] for k in keys) and any(not k[-1] for k in keys)  # the k-means step and a later step
-    module.CUDA_GRAPHS = False
-    try:
-        eager = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
-    finally:
-        module.CUDA_GRAPHS = True
+    eager = [grabcut(im, box=box, iterations=6, cuda_graphs=False) for im in imgs + imgs[:1]]
     assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
     # a batch of another shape and the list path still run eagerly or graphed, with equal masks
     both = grabcut(torch.stack(imgs), box=[box] * 3, iterations=6)

@@ -329,11 +329,10 @@ def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
     return (loglik,) + _terminals(loglik, seeds, valid, hard)
 
 
-#: On CUDA, replay :func:`_models` as a CUDA graph once a problem of the same shape comes back (the
-#: step is ~100 small kernels for ~2 ms of GPU work; launching them from Python costs more than
-#: that). Graphs are kept per (device, shape, components, hard-constraint capacity), at most
-#: ``_GRAPH_ENTRIES`` of them, each with its own inputs and memory pool (roughly 0.5 KB per pixel).
-CUDA_GRAPHS = True
+# On CUDA, grabcut(cuda_graphs=True) replays _models as a CUDA graph once a problem of the same shape
+# comes back (the step is ~100 small kernels for ~2 ms of GPU work; launching them from Python costs
+# more than that). Graphs are kept per (device, shape, components, hard-constraint capacity), at most
+# _GRAPH_ENTRIES of them, each with its own inputs and memory pool (roughly 0.5 KB per pixel).
 _GRAPH_ENTRIES = 4
 _GRAPH_MAX_PIXELS = 1 << 20
 _GRAPHS: "collections.OrderedDict" = collections.OrderedDict()
@@ -376,9 +375,9 @@ class _GraphedModels:
         return tuple(t.clone() for t in self.outputs)  # the next replay overwrites the graph's outputs
 
 
-def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int):
-    """:func:`_models`, through a cached CUDA graph where that applies (see ``CUDA_GRAPHS``)."""
-    if (not CUDA_GRAPHS or x.device.type != "cuda" or x.shape[0] * x.shape[1] > _GRAPH_MAX_PIXELS
+def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int, graphs: bool):
+    """:func:`_models`, through a cached CUDA graph where that applies (``graphs``, on CUDA)."""
+    if (not graphs or x.device.type != "cuda" or x.shape[0] * x.shape[1] > _GRAPH_MAX_PIXELS
             or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()):
         return _models(x, cls, loglik, seeds, valid, K, hard)
     key = (x.device, tuple(x.shape), tuple(seeds.shape), K, hard, loglik is None)
@@ -404,7 +403,7 @@ def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int):
         return g(x, cls, loglik, seeds, valid)
 
 
-def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options):
+def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options, graphs=True):
     """x float32 [B, C, H, W] (0..255 per image), seeds uint8 [B, H, W] (padding: 2), valid bool.
 
     Returns masks [B, H, W], the terminal capacities of each image's last cut, the n-links, the
@@ -436,7 +435,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         xa, ca = (xf, cls) if every else (xf[active], cls[active])
         sa, va = (seeds, valid) if every else (seeds[active], valid[active])
         # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
-        loglik, src, snk = _model_step(xa, ca, loglik, sa, va, K, hard)
+        loglik, src, snk = _model_step(xa, ca, loglik, sa, va, K, hard, graphs)
         new = cut(src, snk, every, active) & va
         if every:
             src_last, snk_last = src, snk
@@ -491,6 +490,7 @@ def grabcut(
     channel_axis: int | None = None,
     backend: str = "auto",
     return_result: bool = False,
+    cuda_graphs: bool = True,
     **solver_options,
 ):
     """Segment objects with GrabCut: per-class Gaussian mixtures re-fitted around a graph cut.
@@ -527,6 +527,9 @@ def grabcut(
     return_result : bool
         Also return the :class:`~torchcut.CutResult` of the last cut of every image (solved once more
         as a batch; its mask equals the returned one).
+    cuda_graphs : bool
+        On CUDA, replay each iteration's colour-model step as a CUDA graph once images of the same
+        size come back (see Notes); False: launch it op by op and keep nothing between calls.
     **solver_options
         Passed to the backend.
 
@@ -551,7 +554,7 @@ def grabcut(
     zero flow. On CUDA, once images of the same size come back (the second call, or the second
     iteration), the colour-model step of an iteration runs as a replayed CUDA graph: the process then
     keeps up to four such graphs (images of up to 2**20 pixels per batch), each holding about 0.5 KB
-    of GPU memory per pixel; ``torchcut.grabcut`` module's ``CUDA_GRAPHS = False`` turns this off.
+    of GPU memory per pixel; ``cuda_graphs=False`` turns this off. The masks are the same either way.
 
     Examples
     --------
@@ -618,7 +621,8 @@ def grabcut(
             raise ValueError(f"seeds, box: expected some background (seeds labelled 2 or pixels outside the box){where}, got none")
     x = _normalise(x, valid)
     masks, src, snk, edges, offsets, ran = _grabcut(
-        x, s, valid, int(iterations), int(components), float(lam), connectivity, backend, solver_options
+        x, s, valid, int(iterations), int(components), float(lam), connectivity, backend, solver_options,
+        bool(cuda_graphs),
     )
     result = None
     if return_result:
