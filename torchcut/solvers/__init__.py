@@ -24,16 +24,33 @@ _pick = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA extens
                                   "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
 
 
-def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
+def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict):
+    """Run the grid backend on ``graph``: ``(mask, residual caps, residual sink capacities, stats)``.
+
+    Backends that write their results into new tensors (``solve_grid_graph``) read the graph as it
+    is. The others work in place: on the graph's own tensors when ``consume`` (after netting the
+    terminals in place, a few rows at a time), otherwise on copies, netted as
+    ``excess = max(source - sink, 0)`` and ``sink = max(sink - source, 0)`` from one int64
+    difference (no widened copy of the sink, no separate minimum).
+    """
     impl = _pick(graph.device, backend)
-    if hasattr(impl, "solve_grid_graph"):  # writes its results into new tensors: no reduction, no copy
+    if hasattr(impl, "solve_grid_graph"):
         mask, caps, _, sink, stats = impl.solve_grid_graph(graph, **options)
+        return mask, caps, sink, stats
+    if consume:
+        _reduce_terminals_in_place(graph)
+        caps, excess, sink = graph.caps, graph.source, graph.sink
     else:
-        low = torch.minimum(graph.source, graph.sink.to(torch.int64))
-        excess = graph.source - low
-        sink = graph.sink - low.to(graph.sink.dtype)
+        excess = graph.source - graph.sink  # int64
+        sink = excess.clamp(max=0).neg_().to(graph.sink.dtype)
+        excess.clamp_(min=0)
         caps = graph.caps.clone()
-        mask, stats = impl.solve_grid(caps, excess, sink, graph.offsets, **options)
+    mask, stats = impl.solve_grid(caps, excess, sink, graph.offsets, **options)
+    return mask, caps, sink, stats
+
+
+def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
+    mask, caps, sink, stats = _phase_one(graph, backend, False, options)
     sink_flow = graph.sink.to(torch.int64) - sink.to(torch.int64)
     flows = sink_flow.reshape(graph.batch_size, -1).sum(1)
     return CutResult(
@@ -80,12 +97,7 @@ def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch
         from .cuda import check_not_capturing
 
         check_not_capturing("torchcut.segment")
-    impl = _pick(graph.device, backend)
-    if hasattr(impl, "solve_grid_graph"):
-        mask = impl.solve_grid_graph(graph, **options)[0]
-    else:
-        _reduce_terminals_in_place(graph)
-        mask, _ = impl.solve_grid(graph.caps, graph.source, graph.sink, graph.offsets, **options)
+    mask = _phase_one(graph, backend, True, options)[0]
     return mask if graph.batched else mask[0]
 
 
