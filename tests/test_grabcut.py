@@ -269,3 +269,66 @@ def test_cuda_graph_replays_equal_eager_steps():
     # a batch of another shape and the list path still run eagerly or graphed, with equal masks
     both = grabcut(torch.stack(imgs), box=[box] * 3, iterations=6)
     assert all(torch.equal(b, e) for b, e in zip(both, eager[:3]))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), C=st.sampled_from([1, 3, 4]), K=st.integers(1, 5), B=st.integers(1, 2))
+def test_compiled_cpu_models_match_the_tensor_version(seed, C, K, B):
+    """cpu_grabcut.cpp's Lloyd iterations and model step against the tensor ops they replace on the CPU."""
+    module = sys.modules["torchcut.grabcut"]
+    g = torch.Generator().manual_seed(seed)
+    H, W = 30, 37
+    x = torch.rand(B, H * W, C, generator=g) * 255
+    x[:, : H * W // 3] *= 0.3  # two populations
+    cls = torch.randint(0, 3, (B, H * W), generator=g)
+    seeds = torch.randint(0, 3, (B, H, W), generator=g).to(torch.uint8) * (torch.rand(B, H, W, generator=g) < 0.1)
+    valid = torch.rand(B, H, W, generator=g) < 0.95
+    out = {}
+    for ops in (False, True):
+        module.CPU_OPS = ops
+        try:
+            comp = module._kmeans(x, cls, K)
+            first = module._models(x, cls, None, seeds, valid, K, 5000)
+            out[ops] = (comp, first, module._models(x, cls, first[0], seeds, valid, K, 5000))
+        finally:
+            module.CPU_OPS = True
+    (c0, f0, n0), (c1, f1, n1) = out[False], out[True]
+    assert (c0 == c1).float().mean() >= 0.999  # near-ties may go either way (float sums in another order)
+    for a, b in ((f0, f1), (n0, n1)):
+        assert a[0].shape == b[0].shape and a[1].shape == b[1].shape == (B, H, W)
+        finite = torch.isfinite(a[0])
+        assert torch.equal(finite, torch.isfinite(b[0]))
+        torch.testing.assert_close(a[0][finite], b[0][finite], rtol=1e-4, atol=1e-3)
+        for s, t in ((a[1], b[1]), (a[2], b[2])):
+            assert (s - t).abs().max() <= 1 and (s != t).float().mean() <= 0.01  # rounding at .5
+
+
+def test_compiled_cpu_models_give_the_tensor_versions_masks():
+    module = sys.modules["torchcut.grabcut"]
+    g = torch.Generator().manual_seed(3)
+    img = torch.rand(3, 48, 64, generator=g) * 80
+    img[:, 12:36, 16:48] += 120
+    img[0, 12:36:2, 16:48] += 40  # a striped object: two colours
+    masks = {}
+    for ops in (True, False):
+        module.CPU_OPS = ops
+        try:
+            masks[ops] = grabcut(img, box=(10, 8, 54, 40))
+        finally:
+            module.CPU_OPS = True
+    assert torch.equal(masks[True], masks[False])
+    assert masks[True][14:34, 18:46].float().mean() > 0.95 and masks[True][:4].sum() == 0
+
+
+def test_compiled_cpu_ops_check_their_inputs():
+    import torchcut._ext as ext
+
+    ext.load_named("torchcut_cpu")
+    x = torch.zeros(1, 4, 3, dtype=torch.float64)
+    cls = torch.zeros(1, 4, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="x: expected a contiguous float32 CPU tensor"):
+        torch.ops.torchcut_cpu.grabcut_lloyd(x, cls, cls, 2, 3)
+    with pytest.raises(RuntimeError, match="x: expected 1 to 8 channels, got 9"):
+        torch.ops.torchcut_cpu.grabcut_lloyd(torch.zeros(1, 4, 9), cls, cls, 2, 3)
+    with pytest.raises(RuntimeError, match="cls, comp: expected contiguous int64 tensors"):
+        torch.ops.torchcut_cpu.grabcut_lloyd(torch.zeros(1, 4, 3), cls[:, :3], cls, 2, 3)

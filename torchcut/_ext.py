@@ -114,7 +114,7 @@ def _ninja_on_path() -> None:
 EXTENSIONS: dict[str, list[str]] = {
     "torchcut_grid": ["grid_ops.cpp", "grid_solve.cpp", "grid_push_i32.cu", "grid_push_i64.cu", "grid_bfs.cu"],
     "torchcut_csr": ["csr_ops.cpp", "csr_kernels.cu"],
-    "torchcut_cpu": ["cpu_ops.cpp"],
+    "torchcut_cpu": ["cpu_ops.cpp", "cpu_grabcut.cpp"],
 }
 
 
