@@ -295,7 +295,7 @@ class _WarmCut:
         s, k = src - low, snk - low  # int64
         if self.state is None or not WARM_START:
             R = (self.base if active_all else self.base[active]).clone()
-            e, r = s, k
+            e, r = s.clone(), k  # the solver works in place on e; s stays as it is
         else:
             R, e, r, s0, k0 = self.state
             avail = s + e + (k0 - r.to(torch.int64)) - s0  # s' + g
@@ -304,8 +304,7 @@ class _WarmCut:
             e = avail + d - f
             s, k = s + d, k + d
             r = k - f
-        e = e.clone()  # the solver works in place; s and k stay as they are
-        r = r.to(R.dtype, copy=True)
+        r = r.to(R.dtype, copy=True)  # k stays as it is
         mask, stats = self.impl.solve_grid(R, e, r, self.offsets, **self.options)
         self.log.append(stats)
         self.state = (R, e, r, s, k)
