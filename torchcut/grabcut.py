@@ -576,8 +576,8 @@ def grabcut(
     Notes
     -----
     Each iteration's cut starts from the previous iteration's flow; the masks are those of cuts from
-    zero flow. On CUDA, once images of the same size come back (the second call, or the second
-    iteration), the colour-model step of an iteration runs as a replayed CUDA graph: the process then
+    zero flow. On CUDA, once images of the same size come back (a later call, or the third iteration
+    of this one), the colour-model step of an iteration runs as a replayed CUDA graph: the process then
     keeps up to four such graphs (images of up to 2**20 pixels per batch), each holding about 0.5 KB
     of GPU memory per pixel; ``cuda_graphs=False`` turns this off. The masks are the same either way.
 
