@@ -174,3 +174,21 @@ def test_reference_on_cuda_tensors():
     assert r.mask.device.type == "cuda"
     assert r.verify()
     assert r.flow_value == torchcut.maxflow(g_cpu).flow_value
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_graph_never_shares_the_callers_tensors(dtype):
+    # the solvers may work in a graph's own tensors (consume_mask): they must not be the caller's
+    src = torch.tensor([[5, 0, 2]], dtype=dtype)
+    snk = torch.tensor([[0, 4, 1]], dtype=dtype)
+    edges = torch.tensor([[[3, 1, 0]], [[0, 0, 0]]], dtype=dtype)
+    kept = (src.clone(), snk.clone(), edges.clone())
+    g = GridGraph(src, snk, edges, grid_offsets(2, 4))
+    for t in (g.source, g.sink, g.caps):
+        assert all(t.data_ptr() != u.data_ptr() for u in (src, snk, edges))
+    from torchcut.solvers import consume_mask
+
+    expected = torchcut.maxflow(GridGraph(src, snk, edges, grid_offsets(2, 4))).mask
+    assert torch.equal(consume_mask(g, backend="reference"), expected)
+    assert all(torch.equal(a, b) for a, b in zip(kept, (src, snk, edges)))
+    assert g.sink.dtype == torch.int32  # small capacities: int32 whatever the input dtype

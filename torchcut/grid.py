@@ -286,9 +286,13 @@ class GridGraph:
             if scale is not None:
                 raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
             self.scale = None
-        source, sink = source.to(torch.int64), sink.to(torch.int64)
-        # Integer capacities are never copied whole to int64: sums and maxima are taken in int64 from
-        # the input (arcs that leave the grid counted too, which only makes the checks stricter).
+        # the layout's dtype, as a copy (solvers may work in the graph's tensors); the sink keeps its
+        # own dtype until the end
+        source = source.to(torch.int64, copy=source.dtype == torch.int64)
+        # Integer capacities are never copied whole to int64 (int32 ones stay int32, which keeps the
+        # constructor's peak at the graph's own 36 bytes per node for a 6-connected int32 grid): sums
+        # and maxima are taken in int64 from the input (arcs that leave the grid counted too, which
+        # only makes the checks stricter).
         parts = (source, sink, edges) + (() if reverse is edges else (reverse,))
         bound = sum(int(t.max()) * t.numel() for t in parts)  # max * count: cheap, and usually enough
         check_sum(bound if bound < SUM_LIMIT else _exact_total(parts), "GridGraph")
@@ -300,7 +304,8 @@ class GridGraph:
 
         self.caps = _arc_layout(edges, reverse, self.offsets, cap_dtype)
         self.source = source.contiguous()
-        self.sink = sink.to(cap_dtype).contiguous()
+        # a copy (never the caller's tensor: solvers may work in the graph's tensors)
+        self.sink = sink.to(cap_dtype, copy=sink.dtype == cap_dtype).contiguous()
 
     @classmethod
     def _from_tensors(cls, caps, source, sink, offsets) -> "GridGraph":
