@@ -290,9 +290,8 @@ class _WarmCut:
         if self.state is not None:
             self.state = tuple(t[keep] for t in self.state)
 
-    def __call__(self, src, snk, active_all: bool, active):
-        low = torch.minimum(src, snk)
-        s, k = src - low, snk - low  # int64
+    def __call__(self, s, k, active_all: bool, active):
+        # s, k: int64 terminal capacities, already netted (``_models`` gives each node one side only)
         if self.state is None or not WARM_START:
             R = (self.base if active_all else self.base[active]).clone()
             e, r = s.clone(), k  # the solver works in place on e; s stays as it is
