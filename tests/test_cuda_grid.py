@@ -241,6 +241,7 @@ HOST_LOOP_OPTS = [
     {"push_tail": 40, "tile_x": 8, "tile_y": 4},
     {"tile_x": 8, "tile_y": 8, "tile_z": 8},
     {"tile_x": 16, "tile_y": 8, "tile_z": 4},
+    {"item_skip": -1},
 ]
 
 
@@ -258,6 +259,40 @@ def test_host_loop_options(opts, ndim, conn, shape):
     if opts.get("profile"):  # the per-visit counters of the push tiles and the queue BFS
         assert res.stats["push_visits"] > 0 and res.stats["push_rounds"] >= res.stats["push_visits"]
         assert res.stats["bfs_passes"] > 0 and res.stats["bfs_relax_us"] > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("conn", [4, 8])
+def test_batch_items_that_finish_early_leave_the_bfs(conn):
+    """A batch of one hard item (the long-path energy) and seven easy ones that finish at the first global
+    relabel (no source capacity, or no path to the sink). Every item's flow and mask must equal its own
+    solve and PyMaxflow's, with finished items left out of later BFS (default) or not (item_skip=-1); the
+    skipping does fewer BFS tile visits."""
+    offs = grid_offsets(2, conn)
+    H, W, B = 96, 256, 8
+    rng = np.random.default_rng(4)
+    K = len(offs)
+    edges = rng.integers(5, 20, size=(K, B, H, W)).astype(np.int64)
+    source = np.zeros((B, H, W), np.int64)
+    sink = np.zeros((B, H, W), np.int64)
+    source[0, :, :3] = 1000  # item 0: the flow crosses the whole grid, many relabel cycles
+    sink[0, :, -3:] = 1000
+    sink[1:] = rng.integers(0, 50, size=(B - 1, H, W))  # items 1-7: sink arcs everywhere,
+    source[1:4] = 0                                     # no source capacity on 1-3,
+    source[4:, :5, :5] = 7                              # a little on 4-7, drained at once
+    edges[:, 6:] = 0                                    # item 6: no n-links (terminals only)
+    res_skip = _check(source, sink, edges, offs, edges, batch=True, reference=False, repeats=2)
+    res_all = _check(source, sink, edges, offs, edges, batch=True, reference=False, repeats=2, item_skip=-1)
+    assert torch.equal(res_skip.node_mask, res_all.node_mask)
+    for b in range(B):  # each item alone gives the same mask
+        g1 = GridGraph(*(torch.as_tensor(a[b], device="cuda") for a in (source, sink)),
+                       torch.as_tensor(edges[:, b], device="cuda"), offs)
+        assert torch.equal(torchcut.maxflow(g1, backend="cuda").node_mask, res_skip.node_mask[b])
+    if ENV_OPTS:
+        return
+    assert res_skip.stats["global_relabels"] >= 4  # the hard item keeps the batch going
+    # items 1-7 hold 7 of 8 BFS tiles of every later BFS when they are not skipped
+    assert res_skip.stats["bfs_visits"] < res_all.stats["bfs_visits"]
 
 
 # BFS tiles: the defaults, and small, flat and deep tiles (lines of 1, 2, 4 ... 32 nodes along each axis),

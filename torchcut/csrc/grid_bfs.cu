@@ -17,18 +17,24 @@ namespace torchcut_grid {
 
 // Residual bit masks and the BFS start (height 1 next to the sink, else kInf); seeds (G = BFS geometry):
 // flag the tiles holding a node next to the sink or a node with a residual arc to such a node in another
-// tile (their heights never change, so no tile would be told of them).
+// tile (their heights never change, so no tile would be told of them). Items that the last count left
+// with no active node (ic.prev) are skipped whole: no pushes touched them since, so their masks and
+// heights are still exact, and with no seed tile the BFS never visits them.
 template <typename CapT, typename MaskT>
 __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
                                 int* __restrict__ height, const __grid_constant__ Geom G, long long total,
-                                int* __restrict__ seeds, long long* __restrict__ scal) {
+                                int* __restrict__ seeds, long long* __restrict__ scal, const ItemCounts ic) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // the BFS counters start at 0 (no memset node)
     scal[kHead] = scal[kTail] = scal[kPending] = scal[kMaxGen] = 0;
     scal[kActive] = scal[kActiveTiles] = 0;
   }
+  if (ic.cur != nullptr)
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < ic.items; i += (long long)gridDim.x * blockDim.x)
+      ic.cur[i] = 0;
   for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
        q += (long long)gridDim.x * blockDim.x) {
     const long long b = q / G.N, g = q - b * G.N;
+    if (ic.prev != nullptr && ic.prev[b] == 0) continue;
     const CapT* cb = caps + b * G.D * G.N + g;
     MaskT m = 0;
     for (int d = 0; d < G.D; ++d)
@@ -366,10 +372,12 @@ __global__ void seed_kernel(const Work W, long long tiles) {
   }
 }
 
-// Active nodes (excess > 0, finite distance) per tile and in total, right after a BFS.
+// Active nodes (excess > 0, finite distance) per tile, per item (ic.cur) and in total, right after a BFS.
+// Finished items (ic.prev) are skipped: their tiles' flags are already 0 and stay so (no push visits them).
 __global__ void count_kernel(const long long* __restrict__ excess, const int* __restrict__ height,
                              int* __restrict__ tile_active, unsigned long long* __restrict__ count,
-                             const __grid_constant__ Geom G) {
+                             const __grid_constant__ Geom G, const ItemCounts ic) {
+  if (ic.prev != nullptr && ic.prev[blockIdx.y] == 0) return;  // uniform over the block
   const Local L = locate_at(G, blockIdx.x, threadIdx.x);
   const long long q = (long long)blockIdx.y * G.N + L.g;
   const bool a = L.valid && excess[q] > 0 && height[q] < kInf;
@@ -379,6 +387,7 @@ __global__ void count_kernel(const long long* __restrict__ excess, const int* __
     if (n) {
       atomicAdd(count, (unsigned long long)n);
       atomicAdd(count + 1, 1ULL);  // active tiles
+      if (ic.cur != nullptr) atomicAdd(ic.cur + blockIdx.y, (unsigned long long)n);
     }
   }
 }
@@ -411,18 +420,18 @@ __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long l
 // ---------------------------------------------------------------------------------------- launchers
 template <typename CapT, typename MaskT>
 void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
-                     const Geom& G, long long total, int* seeds, long long* scal) {
-  bfs_init_kernel<CapT, MaskT><<<blocks, 256, 0, st>>>(caps, sink, mask, height, G, total, seeds, scal);
+                     const Geom& G, long long total, int* seeds, long long* scal, const ItemCounts& ic) {
+  bfs_init_kernel<CapT, MaskT><<<blocks, 256, 0, st>>>(caps, sink, mask, height, G, total, seeds, scal, ic);
 }
 template void launch_bfs_init<int, uint32_t>(cudaStream_t, int, const int*, const int*, uint32_t*, int*, const Geom&,
-                                             long long, int*, long long*);
+                                             long long, int*, long long*, const ItemCounts&);
 template void launch_bfs_init<int, unsigned long long>(cudaStream_t, int, const int*, const int*, unsigned long long*,
-                                                       int*, const Geom&, long long, int*, long long*);
+                                                       int*, const Geom&, long long, int*, long long*, const ItemCounts&);
 template void launch_bfs_init<long long, uint32_t>(cudaStream_t, int, const long long*, const long long*, uint32_t*,
-                                                   int*, const Geom&, long long, int*, long long*);
+                                                   int*, const Geom&, long long, int*, long long*, const ItemCounts&);
 template void launch_bfs_init<long long, unsigned long long>(cudaStream_t, int, const long long*, const long long*,
                                                              unsigned long long*, int*, const Geom&, long long, int*,
-                                                             long long*);
+                                                             long long*, const ItemCounts&);
 
 // Compiled variants: the default BFS tile of 4-, 8-, 6- and 26-connected grids with its directions and
 // extents known at compile time, 18 directions, and one generic kernel for every other grid, tile
@@ -450,8 +459,8 @@ void launch_seed(cudaStream_t st, const Work& W, long long tiles) {
 }
 
 void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
-                  unsigned long long* count, const Geom& G) {
-  count_kernel<<<dim3(G.T, (unsigned)items), G.TX * G.TY * G.TZ, 0, st>>>(excess, height, tile_active, count, G);
+                  unsigned long long* count, const Geom& G, const ItemCounts& ic) {
+  count_kernel<<<dim3(G.T, (unsigned)items), G.TX * G.TY * G.TZ, 0, st>>>(excess, height, tile_active, count, G, ic);
 }
 
 void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,

@@ -46,12 +46,15 @@ struct Options {
                                                            // 1024 nodes; default 2D 32x16, 3D 8x8x8)
   int64_t push_tail = 0;      // push launches per relabel once at most a quarter as many tiles are active as
                               // there are push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
-  static constexpr int kCount = 12;
+  int64_t item_skip = 0;      // batches: an item left with no active node is left out of every later BFS
+                              // (its heights are final); -1: every BFS relabels every item
+  static constexpr int kCount = 13;
   // From the op's list (missing entries: 0 = default).
   static Options from(const std::vector<int64_t>& v) {
     Options o;
     int64_t* f[kCount] = {&o.tile_x,   &o.tile_y,     &o.tile_z,     &o.rounds,     &o.push_launches, &o.max_cycles,
-                          &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail};
+                          &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail,
+                          &o.item_skip};
     for (int k = 0; k < kCount && k < (int)v.size(); ++k) *f[k] = v[k];
     return o;
   }
@@ -111,6 +114,15 @@ struct Work {
   unsigned long long* prof;   // option profile: [3] pop cycles, [4] visit cycles, [5] passes (nullptr: off)
 };
 
+// Active nodes per item of a batch, from the last BFS (prev; 0 = the item is finished: later BFS leave
+// it out) and from the current one (cur, zeroed by bfs_init_kernel, filled by count_kernel); two buffers
+// that swap every cycle. Both nullptr: every item is relabelled every cycle (one item, or item_skip -1).
+struct ItemCounts {
+  const unsigned long long* prev = nullptr;
+  unsigned long long* cur = nullptr;
+  int items = 0;
+};
+
 // Kernel launchers (grid_push_i32.cu / grid_push_i64.cu, grid_bfs.cu). CapT: int or long long;
 // MaskT: uint32_t (at most 32 directions) or unsigned long long.
 template <typename CapT>
@@ -121,13 +133,13 @@ void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq
                  unsigned long long* other);
 template <typename CapT, typename MaskT>
 void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
-                     const Geom& G, long long total, int* seeds, long long* scal);
+                     const Geom& G, long long total, int* seeds, long long* scal, const ItemCounts& ic);
 template <typename MaskT>
 void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
                       const Work& W);
 void launch_seed(cudaStream_t st, const Work& W, long long tiles);
 void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
-                  unsigned long long* count, const Geom& G);
+                  unsigned long long* count, const Geom& G, const ItemCounts& ic);
 void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total);
 
 // Memory the host loop asks the bindings for (torch's caching allocators).

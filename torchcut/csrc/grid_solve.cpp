@@ -128,6 +128,13 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   TC_CUDA_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
   TC_CUDA_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
   for (int k = 0; k < kSlots; ++k) hostp[k] = 0;
+  // batches: active nodes per item, two buffers (ItemCounts); 0xff.. = not yet counted (every item live)
+  ItemCounts ic_pair[2];
+  if (B > 1 && opts.item_skip >= 0) {
+    auto* cnt = static_cast<unsigned long long*>(alloc.device(2 * B * sizeof(unsigned long long)));
+    TC_CUDA_CHECK(cudaMemsetAsync(cnt, 0xff, 2 * B * sizeof(unsigned long long), st));
+    for (int k = 0; k < 2; ++k) ic_pair[k] = ItemCounts{cnt + (1 - k) * B, cnt + k * B, (int)B};
+  }
   W.mask = capq - 1;
   W.head = reinterpret_cast<unsigned long long*>(scp + kHead);
   W.tail = reinterpret_cast<unsigned long long*>(scp + kTail);
@@ -196,10 +203,11 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   while (true) {
     // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
-    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, total, W.state, scp);
+    const ItemCounts& ic = ic_pair[syncs & 1];  // this BFS counts into the buffer the last one read
+    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, total, W.state, scp, ic);
     launch_seed(st, W, qtiles);
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
-    launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G);
+    launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
     TC_CUDA_CHECK(cudaGetLastError());
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     TC_CUDA_CHECK(cudaStreamSynchronize(st));

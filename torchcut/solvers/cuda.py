@@ -52,6 +52,8 @@ OPTIONS = {
     "bfs_tile_z": "BFS tile extent along z (3D only; default 8)",
     "push_tail": "push launches between global relabels once at most a quarter as many tiles are active as "
                  "there are push blocks (default: the last BFS's depth in tiles, 6 to 24; -1: no such rule)",
+    "item_skip": "batches: an item left with no active node after a global relabel is left out of every later "
+                 "one (its heights are final; default on); -1: every global relabel covers every item",
 }
 _OPTS = tuple(OPTIONS)
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
@@ -126,7 +128,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
     **options
         Tuning knobs, all optional, listed with what they do in :data:`OPTIONS` (``tile_x``/``tile_y``/
         ``tile_z``, ``rounds``, ``push_launches``, ``max_cycles``, ``profile``, ``persist``,
-        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``). None or 0 means the default.
+        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``, ``item_skip``). None or 0 means the default.
 
     Returns
     -------
