@@ -61,7 +61,7 @@ def main(argv=None):
         sync()
         spent["cut"] += time.perf_counter() - t0
         s = self.log[-1]
-        cuts.append((len(self.log), gc.WARM_START, s.get("global_relabels", 0), s.get("push_launches", 0), time.perf_counter() - t0))
+        cuts.append((len(self.log), self.warm, s.get("global_relabels", 0), s.get("push_launches", 0), time.perf_counter() - t0))
         return m
 
     lines = []
@@ -70,7 +70,6 @@ def main(argv=None):
                 ("cuts from zero flow, CUDA graphs", False, True))
     for proto in ("trimap-20", "box"):
         for label, warm, graphs in variants:
-            gc.WARM_START = warm
             totals, plain = [], []
             spent.clear()
             cuts.clear()
@@ -78,11 +77,11 @@ def main(argv=None):
                 seeds, box = protocol_seeds(gt, proto)
                 rgb = torch.from_numpy(np.ascontiguousarray(img[:, :, ::-1])).permute(2, 0, 1).to(dev)
                 st = None if seeds is None else torch.from_numpy(seeds).to(dev)
-                gc.grabcut(rgb, st, box=box, cuda_graphs=graphs)  # warm-up
+                gc.grabcut(rgb, st, box=box, cuda_graphs=graphs, warm_start=warm)  # warm-up
                 for _ in range(args.repeat):  # plain calls, no instrumentation
                     sync()
                     t0 = time.perf_counter()
-                    gc.grabcut(rgb, st, box=box, cuda_graphs=graphs)
+                    gc.grabcut(rgb, st, box=box, cuda_graphs=graphs, warm_start=warm)
                     sync()
                     plain.append(time.perf_counter() - t0)
                 for n in PHASES:
@@ -91,14 +90,13 @@ def main(argv=None):
                 try:
                     sync()
                     t0 = time.perf_counter()
-                    gc.grabcut(rgb, st, box=box, cuda_graphs=False)  # phases timed eagerly
+                    gc.grabcut(rgb, st, box=box, cuda_graphs=False, warm_start=warm)  # phases timed eagerly
                     sync()
                     totals.append(time.perf_counter() - t0)
                 finally:
                     for n in PHASES:
                         setattr(gc, n, originals[n])
                     gc._WarmCut.__call__ = call
-            gc.WARM_START = True
             n = len(data)
             first = len(lines)
             lines.append(f"## {proto}, {label} ({n} images, {dev})")
@@ -125,11 +123,7 @@ def main(argv=None):
             rgb = torch.from_numpy(np.ascontiguousarray(img[:, :, ::-1])).permute(2, 0, 1).to(dev)
             st = None if seeds is None else torch.from_numpy(seeds).to(dev)
             a, b = (gc.grabcut(rgb, st, box=box) for _ in range(2))
-            gc.WARM_START = False
-            try:
-                c = gc.grabcut(rgb, st, box=box)
-            finally:
-                gc.WARM_START = True
+            c = gc.grabcut(rgb, st, box=box, warm_start=False)
             d = gc.grabcut(rgb, st, box=box, cuda_graphs=False)
             differ_runs += not torch.equal(a, b)
             differ_cold += not torch.equal(a, c)

@@ -105,9 +105,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def run_torchcut(rgb, seeds, box, args, device):
+def run_torchcut(rgb, seeds, box, args, device, warm_start=True):
     return grabcut(rgb, seeds, box=box, iterations=args.iterations, components=args.components,
-                            lam=args.lam, connectivity=args.connectivity)
+                   lam=args.lam, connectivity=args.connectivity, warm_start=warm_start)
 
 
 def main(argv=None):
@@ -129,7 +129,7 @@ def main(argv=None):
     ap.add_argument("--figure", action="store_true", help="also write the overlay figure")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (cv2.grabCut runs on one)")
     ap.add_argument("--compare-cold", action="store_true",
-                    help="also time single calls whose cuts start from zero flow (grabcut.WARM_START = False), "
+                    help="also time single calls whose cuts start from zero flow (grabcut(warm_start=False)), "
                          "interleaved, and check that their masks are equal")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
@@ -163,16 +163,11 @@ def main(argv=None):
                         run_torchcut(rgbs[j], st, box, args, device)  # warm-up
 
                     def timed_call(warm):
-                        module = sys.modules["torchcut.grabcut"]
-                        module.WARM_START = warm
-                        try:
-                            sync(device)
-                            t0 = time.perf_counter()
-                            out = run_torchcut(rgbs[j], st, box, args, device)
-                            sync(device)
-                            return out, time.perf_counter() - t0
-                        finally:
-                            module.WARM_START = True
+                        sync(device)
+                        t0 = time.perf_counter()
+                        out = run_torchcut(rgbs[j], st, box, args, device, warm_start=warm)
+                        sync(device)
+                        return out, time.perf_counter() - t0
 
                     # with --compare-cold, odd images run the cold call first (first calls of a shape pay
                     # the CUDA-graph capture)
@@ -268,7 +263,7 @@ def write(args, rows, per_image, overlay, data, device):
                      f"{wins} | {worst} | {f('torchcut_s', '{:.3f}')} | {f('cv2_s', '{:.3f}')} | {speed} | {batch} | {slow} |")
     cold = [r for r in rows if "torchcut_cold_s" in r]
     if cold:
-        lines += ["", "Cuts from zero flow (`grabcut.WARM_START = False`), single calls interleaved with the above:", "",
+        lines += ["", "Cuts from zero flow (`grabcut(..., warm_start=False)`), single calls interleaved with the above:", "",
                   "| protocol | warm-started s/img | from zero flow s/img | ratio | masks equal |", "|---|---:|---:|---:|---|"]
         lines += [f"| {r['protocol']} | {r['torchcut_s']:.4f} | {r['torchcut_cold_s']:.4f} | "
                   f"{r['torchcut_cold_s'] / r['torchcut_s']:.2f}x | {r['cold_equal_warm']} |" for r in cold]

@@ -120,15 +120,10 @@ def test_warm_started_cuts_equal_cuts_from_zero_flow(h, w, seed, conn, backend):
     seeds = torch.zeros((3, h, w), dtype=torch.uint8)
     seeds[:, h // 2, w // 2] = 1
     seeds[:, 0, :] = 2
-    module = sys.modules["torchcut.grabcut"]
     out = {}
     for warm in (True, False):
-        module.WARM_START = warm
-        try:
-            out[warm] = grabcut(img, seeds, components=2, connectivity=conn, iterations=6, backend=backend,
-                                return_result=True)
-        finally:
-            module.WARM_START = True
+        out[warm] = grabcut(img, seeds, components=2, connectivity=conn, iterations=6, backend=backend,
+                            return_result=True, warm_start=warm)
     assert torch.equal(out[True][0], out[False][0])
     assert out[True][1].stats["grabcut_iterations"] == out[False][1].stats["grabcut_iterations"]
 
@@ -240,12 +235,8 @@ def test_cuda_matches_cpu_and_batches():
         assert iou(a, b) > 0.99
     out = grabcut([m.cuda() for m in imgs[:2]], box=boxes[:2])
     assert all(torch.equal(o, g) for o, g in zip(out, gpu[:2]))
-    module = sys.modules["torchcut.grabcut"]
-    module.WARM_START = False  # the warm-started push-relabel gives the cuts of solves from zero flow
-    try:
-        cold = grabcut(torch.stack(imgs).cuda(), box=boxes)
-    finally:
-        module.WARM_START = True
+    # the warm-started push-relabel gives the cuts of solves from zero flow
+    cold = grabcut(torch.stack(imgs).cuda(), box=boxes, warm_start=False)
     assert torch.equal(cold, gpu)
 
 

@@ -274,13 +274,14 @@ class _WarmCut:
     solver, which takes the excess as a source supply) finishes it. The returned side is the set of
     nodes that cannot reach the sink in the final residual network, the same set a solve from zero
     flow gives (it is the same for every maximum preflow), so the masks do not depend on the warm
-    start. A solve from zero flow is kept for ``WARM_START = False`` (the benchmark's baseline).
+    start. ``warm=False`` solves each cut from zero flow (``grabcut(warm_start=False)``, the
+    benchmark's baseline).
     """
 
-    def __init__(self, caps, offsets, backend, options):
+    def __init__(self, caps, offsets, backend, options, warm=True):
         from .solvers import _pick
 
-        self.offsets, self.options = offsets, options
+        self.offsets, self.options, self.warm = offsets, options, warm
         self.impl = _pick(caps.device, backend)
         self.base = caps  # the n-link capacities, never modified
         self.state = None  # (residual caps, excess, sink residual, source used, sink used) of the active images
@@ -292,7 +293,7 @@ class _WarmCut:
 
     def __call__(self, s, k, active_all: bool, active):
         # s, k: int64 terminal capacities, already netted (``_models`` gives each node one side only)
-        if self.state is None or not WARM_START:
+        if self.state is None or not self.warm:
             R = (self.base if active_all else self.base[active]).clone()
             e, r = s.clone(), k  # the solver works in place on e; s stays as it is
         else:
@@ -309,9 +310,6 @@ class _WarmCut:
         self.state = (R, e, r, s, k)
         return mask
 
-
-#: Start each GrabCut iteration's cut from the previous iteration's flow (see _WarmCut).
-WARM_START = True
 
 
 def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
@@ -427,7 +425,7 @@ def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int, graphs: bool):
         return g(x, cls, loglik, seeds, valid)
 
 
-def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options, graphs=True):
+def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options, graphs=True, warm=True):
     """x float32 [B, C, H, W] (0..255 per image), seeds uint8 [B, H, W] (padding: 2), valid bool.
 
     Returns masks [B, H, W], the terminal capacities of each image's last cut, the n-links, the
@@ -438,7 +436,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     edges = _smoothness(x, valid, offsets, lam)
     # the n-links do not change between iterations, only the terminal arcs: lay them out once (known
     # non-negative int32 below ``hard``: no checks needed); every cut continues from the last one's flow
-    cut = _WarmCut(_arc_layout(edges, edges, offsets, torch.int32), offsets, backend, options)
+    cut = _WarmCut(_arc_layout(edges, edges, offsets, torch.int32), offsets, backend, options, warm)
     hard = 1 + 2 * sum(round(lam * SCALE / math.hypot(*o)) for o in offsets)
     xf = x.reshape(B, C, -1).transpose(1, 2).contiguous()  # [B, N, C]
     lab = seeds.reshape(B, -1)
@@ -515,6 +513,7 @@ def grabcut(
     backend: str = "auto",
     return_result: bool = False,
     cuda_graphs: bool = True,
+    warm_start: bool = True,
     **solver_options,
 ):
     """Segment objects with GrabCut: per-class Gaussian mixtures re-fitted around a graph cut.
@@ -554,6 +553,9 @@ def grabcut(
     cuda_graphs : bool
         On CUDA, replay each iteration's colour-model step as a CUDA graph once images of the same
         size come back (see Notes); False: launch it op by op and keep nothing between calls.
+    warm_start : bool
+        Start each iteration's cut from the previous iteration's flow (default); False: from zero flow.
+        The masks are the same either way (see Notes); False is the baseline the benchmarks time.
     **solver_options
         Passed to the backend.
 
@@ -646,7 +648,7 @@ def grabcut(
     x = _normalise(x, valid)
     masks, src, snk, edges, offsets, ran = _grabcut(
         x, s, valid, int(iterations), int(components), float(lam), connectivity, backend, solver_options,
-        bool(cuda_graphs),
+        bool(cuda_graphs), bool(warm_start),
     )
     result = None
     if return_result:

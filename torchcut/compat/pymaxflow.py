@@ -371,14 +371,14 @@ class GraphInt:
             t = torch.from_numpy(np.ascontiguousarray(a) if a.flags.writeable else np.array(a))
         if t.is_floating_point() or t.dtype == torch.bool or t.is_complex():
             raise TypeError(f"{name}: expected integer node ids, got a tensor of dtype {t.dtype}")
-        t = t.to(self._device, torch.int64)
+        t = t.to(torch.int64)  # checked where it is (one aminmax pass), then sent (pinned when large)
         if t.numel():
-            lo, hi = int(t.min()), int(t.max())
+            lo, hi = (int(v) for v in torch.aminmax(t))
             if lo < 0 or hi >= self._n:
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"{name}: expected node ids in [0, {self._n}) (the graph has {self._n} nodes), "
                                  f"got {bad}")
-        return t
+        return _to_device(t, self._device)
 
     # ------------------------------------------------------------------ nodes
     def add_nodes(self, num_nodes: int = 1) -> np.ndarray:
