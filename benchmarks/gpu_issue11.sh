@@ -17,7 +17,7 @@ timeout 85 python3 benchmarks/multilabel.py --out "$DEST" --devices cuda --repea
 echo "bench: $(( $(date +%s) - t0 )) s"
 # Timeline of the rounds (benchmarks/multilabel_profile.py): per-round host/device phase times, profiler
 # tables, chrome traces, sync/launch counts, sync-debug source lines; Tsukuba and refine 4 x 1024^2.
-timeout 150 python3 benchmarks/multilabel_profile.py --out "$DEST/profile" --repeat 3 2>&1 | tee "$DEST/profile.log" | tail -60
+[ -n "$NO_PROFILE" ] || timeout 150 python3 benchmarks/multilabel_profile.py --out "$DEST/profile" --repeat 3 2>&1 | tee "$DEST/profile.log" | tail -60
 echo "profile: $(( $(date +%s) - t0 )) s"
 timeout 20 python3 examples/stereo_tsukuba.py --out "$DEST" 2>&1 | tee "$DEST/example.log"
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -250,11 +250,14 @@ def test_cuda_graph_replays_equal_eager_steps():
         im[:, 10:30, 12:40] += 120 + 40 * torch.rand(3, 1, 1, generator=g)
         imgs.append(im.cuda())
     box = (8, 6, 44, 34)
-    module._GRAPHS.clear()
-    module._SEEN.clear()
+    cache = module._GRAPHS
+    cache.graphs.clear()
+    cache.seen.clear()
+    replays = cache.replays
     graphed = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
-    keys = list(module._GRAPHS)
+    keys = list(cache.graphs)
     assert any(k[-1] for k in keys) and any(not k[-1] for k in keys)  # the k-means step and a later step
+    assert cache.replays > replays  # the graphs were replayed, not only captured
     eager = [grabcut(im, box=box, iterations=6, cuda_graphs=False) for im in imgs + imgs[:1]]
     assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
     # a batch of another shape and the list path still run eagerly or graphed, with equal masks

@@ -24,14 +24,14 @@ clipped to ``DATA_CAP`` nats per pixel.
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import math
-import threading
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from ._cudagraph import GraphCache
 from ._validate import describe
 from .energy import _as_image_tensor, _prepare
 from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices
@@ -357,72 +357,34 @@ def _use_cpu_ops(x: torch.Tensor) -> bool:
 # _GRAPH_ENTRIES of them, each with its own inputs and memory pool (roughly 0.5 KB per pixel).
 _GRAPH_ENTRIES = 4
 _GRAPH_MAX_PIXELS = 1 << 20
-_GRAPHS: "collections.OrderedDict" = collections.OrderedDict()
-_SEEN: dict = {}
-_GRAPH_LOCK = threading.Lock()
 
 
-class _GraphedModels:
-    """:func:`_models` for one shape as a CUDA graph: copy the inputs in, replay, copy the outputs out."""
+@contextlib.contextmanager
+def _cusolver():
+    """cuSOLVER for the small Cholesky factorisations while capturing: MAGMA's batched routines may
+    wait on the host."""
+    library = torch.backends.cuda.preferred_linalg_library()
+    torch.backends.cuda.preferred_linalg_library("cusolver")
+    try:
+        yield
+    finally:
+        torch.backends.cuda.preferred_linalg_library(library)
 
-    def __init__(self, x, cls, loglik, seeds, valid, K, hard):
-        self.first, self.K, self.hard = loglik is None, K, hard
-        self.inputs = [t.clone() for t in (x, cls, seeds, valid)] + ([] if loglik is None else [loglik.clone()])
-        # cuSOLVER for the small Cholesky factorisations: MAGMA's batched routines may wait on the host
-        library = torch.backends.cuda.preferred_linalg_library()
-        torch.backends.cuda.preferred_linalg_library("cusolver")
-        try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up (library handles, workspaces); its result is this call's
-                self.warm = self._run()
-            torch.cuda.current_stream().wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.outputs = self._run()
-        finally:
-            torch.backends.cuda.preferred_linalg_library(library)
 
-    def _run(self):
-        x, cls, seeds, valid = self.inputs[:4]
-        return _models(x, cls, None if self.first else self.inputs[4], seeds, valid, self.K, self.hard)
-
-    def __call__(self, x, cls, loglik, seeds, valid):
-        if self.warm is not None:  # made on the side stream: hand out copies made on this one
-            out, self.warm = tuple(t.clone() for t in self.warm), None
-            return out
-        for dst, src in zip(self.inputs, (x, cls, seeds, valid, loglik)):
-            dst.copy_(src)
-        self.graph.replay()
-        return tuple(t.clone() for t in self.outputs)  # the next replay overwrites the graph's outputs
+_GRAPHS = GraphCache(_GRAPH_ENTRIES, _cusolver)
 
 
 def _model_step(x, cls, loglik, seeds, valid, K: int, hard: int, graphs: bool):
     """:func:`_models`, through a cached CUDA graph where that applies (``graphs``, on CUDA)."""
-    if (not graphs or x.device.type != "cuda" or x.shape[0] * x.shape[1] > _GRAPH_MAX_PIXELS
-            or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()):
+    if not graphs or x.shape[0] * x.shape[1] > _GRAPH_MAX_PIXELS:
         return _models(x, cls, loglik, seeds, valid, K, hard)
-    key = (x.device, tuple(x.shape), tuple(seeds.shape), K, hard, loglik is None)
-    with _GRAPH_LOCK:  # one thread at a time per process: the graphs' inputs and outputs are shared
-        g = _GRAPHS.get(key)
-        if g is None:
-            seen = _SEEN.get(key, 0)
-            if len(_SEEN) > 1000:
-                _SEEN.clear()
-            _SEEN[key] = seen + 1
-            if seen < 1:  # capture once a shape comes back: a shape seen once costs no capture
-                return _models(x, cls, loglik, seeds, valid, K, hard)
-            try:
-                g = _GraphedModels(x, cls, loglik, seeds, valid, K, hard)
-            except Exception:  # not capturable here (a library that reads back): stay eager
-                _SEEN[key] = -(1 << 30)
-                return _models(x, cls, loglik, seeds, valid, K, hard)
-            _GRAPHS[key] = g
-            while len(_GRAPHS) > _GRAPH_ENTRIES:
-                _GRAPHS.popitem(last=False)
-        else:
-            _GRAPHS.move_to_end(key)
-        return g(x, cls, loglik, seeds, valid)
+    first = loglik is None
+
+    def step(x, cls, seeds, valid, loglik=None):
+        return _models(x, cls, loglik, seeds, valid, K, hard)
+
+    key = ("grabcut", tuple(x.shape), tuple(seeds.shape), K, hard, first)
+    return _GRAPHS.run(key, step, (x, cls, seeds, valid) + (() if first else (loglik,)))
 
 
 def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options, graphs=True, warm=True):

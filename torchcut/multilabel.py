@@ -41,11 +41,13 @@ CPU (where the solver's work grows with the batch; ``benchmarks/results/multilab
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 import torch
 
+from ._cudagraph import GraphCache
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import grid_offsets, overlap_slices, shift
 
@@ -410,34 +412,64 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
 
 
 # ---------------------------------------------------------------------------------------------- solver
-def _solve(E: _Energy, f, alphas, items, backend, info):
+def _solve(E: _Energy, f, alphas, items, backend, info, warm=None):
+    """Take-alpha masks ``[len(alphas), B, *S]``; ``warm``: a WarmGrid holding these moves' last flows."""
     from .solvers import maxflow
 
     g = E.move_graph(f, alphas, items)
-    r = maxflow(g, backend=backend)
+    source = maxflow(g, backend=backend).node_mask if warm is None else warm.solve(g.caps, g.source, g.sink)
     info["solves"] += 1
     info["moves"] += len(alphas)
-    return (~r.node_mask).view((len(alphas), f.shape[0]) + E.shape)  # True: take alpha
+    return (~source).view((len(alphas), f.shape[0]) + E.shape)  # True: take alpha
 
 
-def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
+def _move(E: _Energy, f, e_cur, take, alpha, items=None):
+    """Labels and energies after the move ``take`` (to ``alpha``) where it lowers the energy."""
     cand = torch.where(take, alpha, f)
     e_new = E.energy(cand, items)
     better = e_new < e_cur
-    e_next = torch.where(better, e_new, e_cur)
+    return torch.where(better.view((-1,) + (1,) * len(E.shape)), cand, f), torch.where(better, e_new, e_cur)
+
+
+def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
+    f, e_next = _move(E, f, e_cur, take, alpha, items)
     info["trace"].append((items, e_next))
-    return torch.where(better.view((-1,) + (1,) * len(E.shape)), cand, f), e_next
+    return f, e_next
 
 
-def _greedy(E: _Energy, f, e, take, items, info):
+# The greedy application of a batched round is ~25 small ops per label for well under a millisecond
+# of GPU work; on CUDA it is replayed as a CUDA graph once a round of the same shapes comes back
+# (the second round of a call, or any round of a later call with the same shapes).
+_GREEDY_GRAPHS = GraphCache(entries=4)
+
+
+def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True):
     """The batched round's greedy application of the L moves ``take`` ``[L, B, *S]`` in label order."""
-    for alpha in range(E.L):
-        f, e = _apply(E, f, e, take[alpha], alpha, items, info)
+    if not (graphs and E.device.type == "cuda"):
+        for alpha in range(E.L):
+            f, e = _apply(E, f, e, take[alpha], alpha, items, info)
+        return f, e
+    U, W = E.terms(items)
+
+    def step(U, W, Vflat, f, e, take):
+        view = copy.copy(E)  # the same constants; the tensors are the graph's inputs
+        view.U, view.W, view.Vflat, view._sub = U, W, Vflat, None
+        trace = []
+        for alpha in range(view.L):
+            f, e = _move(view, f, e, take[alpha], alpha)
+            trace.append(e)
+        return f, e, torch.stack(trace)
+
+    key = ("greedy", tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact, E.offsets,
+           tuple(f.shape))
+    f, e, trace = _GREEDY_GRAPHS.run(key, step, (U, W, E.Vflat, f, e, take))
+    info["trace"].extend((items, t) for t in trace.unbind(0))
     return f, e
 
 
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
-              schedule: str = "auto", backend: str = "auto", return_info: bool = False):
+              schedule: str = "auto", backend: str = "auto", return_info: bool = False, warm_start: bool = True,
+              cuda_graphs: bool = True):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
     Parameters
@@ -468,6 +500,14 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         Also return a dict: ``energy`` (float64 ``[B]``, final energies in the input's units, of the
         quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
         rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``.
+    warm_start : bool
+        Solve each move from the flow of the same move in the last cycle, re-fitted to the new
+        labelling (:class:`torchcut.solvers.warm.WarmGrid`; default). The labels are the same either
+        way; False solves every move from zero flow and keeps no flows between cycles (less memory:
+        the warm start holds about two copies of each move's graph).
+    cuda_graphs : bool
+        On CUDA, replay the greedy application of a batched round as a CUDA graph once a round of the
+        same shapes comes back (the process keeps up to four); False: op by op. Same labels either way.
 
     Returns
     -------
@@ -492,7 +532,7 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     f = E.U.argmin(1) if init is None else _labels_in(init, E)
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
             "schedule": schedule}
-    f = _minimise(E, f, max_cycles, schedule, backend, info)
+    f = _minimise(E, f, max_cycles, schedule, backend, info, bool(warm_start), bool(cuda_graphs))
     labels = f if E.batched else f[0]
     if not return_info:
         return labels
@@ -510,11 +550,19 @@ def _auto_schedule(E: "_Energy") -> str:
     return "batched" if E.device.type == "cuda" and E.U.numel() <= AUTO_BATCHED_NODES else "sequential"
 
 
-def _minimise(E: _Energy, f, max_cycles, schedule, backend, info):
+def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=True, graphs=True):
+    from .solvers.warm import WarmGrid
+
     e = E.energy(f)
     info["trace"].append((None, e))
     items = torch.arange(E.B, device=E.device)  # the items not yet at a local minimum
     labels = list(range(E.L))
+    # each move is solved from the flow of the same move in the last round (batched: one WarmGrid for
+    # the batched graph of all moves; sequential: one per label)
+    warms = None
+    if warm_start:
+        warms = (WarmGrid(E.offsets, backend) if schedule == "batched"
+                 else {a: WarmGrid(E.offsets, backend) for a in labels})
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         full = items.numel() == E.B  # known on the host: no indexing while every item is active
@@ -522,18 +570,26 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info):
         fi, ei = (f, e) if full else (f[items], e[items])
         e_start = ei
         if schedule == "batched":
-            take = _solve(E, fi, labels, sub, backend, info)
-            fi, ei = _greedy(E, fi, ei, take, sub, info)
+            take = _solve(E, fi, labels, sub, backend, info, warms)
+            fi, ei = _greedy(E, fi, ei, take, sub, info, graphs)
         else:
             for alpha in labels:
-                take = _solve(E, fi, [alpha], sub, backend, info)[0]
+                take = _solve(E, fi, [alpha], sub, backend, info, warms and warms[alpha])[0]
                 fi, ei = _apply(E, fi, ei, take, alpha, sub, info)
         if full:
             f, e = fi, ei
         else:
             f = f.index_copy(0, items, fi)
             e = e.index_copy(0, items, ei)
-        items = items[ei < e_start]  # the round's one read-back of the loop itself
+        kept = (ei < e_start).nonzero().squeeze(1)  # the round's one read-back of the loop itself
+        if warms is not None and kept.numel() < items.numel():  # the moves' flows of the kept items
+            if schedule == "batched":
+                n = items.numel()
+                warms.keep((torch.arange(E.L, device=E.device).unsqueeze(1) * n + kept).flatten())
+            else:
+                for w in warms.values():
+                    w.keep(kept)
+        items = items[kept]
     return f
 
 
@@ -551,7 +607,7 @@ def _finish_info(E: _Energy, f, info):
 
 # ---------------------------------------------------------------------------------------------- refine
 def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=None, connectivity: int = 4,
-           schedule: str = "auto", backend: str = "auto"):
+           schedule: str = "auto", backend: str = "auto", warm_start: bool = True, cuda_graphs: bool = True):
     """Refine class probabilities (a softmax) into labels with a contrast-sensitive Potts graph cut.
 
     Energy: ``sum_p -log(max(probs[c_p, p], 1e-6)) + lam * sum_pq w_pq [c_p != c_q]`` with
@@ -573,7 +629,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     seeds : integer tensor, optional
         Shaped like the labels: -1 leaves a pixel free, ``c >= 0`` fixes it to class c.
     connectivity : {4, 8}
-    schedule, backend
+    schedule, backend, warm_start, cuda_graphs
         As for :func:`expansion`.
 
     Returns
@@ -657,5 +713,5 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
             schedule = _auto_schedule(E)
         if schedule not in ("sequential", "batched"):
             raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
-        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info)
+        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, bool(warm_start), bool(cuda_graphs))
     return f if batched else f[0]
