@@ -11,6 +11,7 @@ import torchcut
 from torchcut import GridGraph, grid_offsets
 from torchcut import multilabel
 from torchcut.grid import _arc_layout
+from torchcut.solvers import warm as warm_module
 from torchcut.solvers.warm import WarmGrid
 
 CPU_BACKENDS = ("reference", "cpu")
@@ -35,8 +36,8 @@ def _cold_mask(caps, src, snk, offsets):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), conn=st.sampled_from([4, 8, 6]), directed=st.booleans(),
-       backend=st.sampled_from(CPU_BACKENDS))
-def test_warm_solves_give_the_masks_of_cold_solves(seed, conn, directed, backend):
+       backend=st.sampled_from(CPU_BACKENDS), dtype=st.sampled_from([torch.int32, torch.int64]))
+def test_warm_solves_give_the_masks_of_cold_solves(seed, conn, directed, backend, dtype):
     """A sequence of networks on one grid (capacities raised, lowered below the last flow, zeroed):
     every warm-started mask equals the mask of a solve from zero flow, and the inputs stay as given."""
     rng = np.random.default_rng(seed)
@@ -47,7 +48,7 @@ def test_warm_solves_give_the_masks_of_cold_solves(seed, conn, directed, backend
     warm = WarmGrid(offs, backend=backend)
     edges, reverse, src, snk = _network(rng, B, shape, len(offs), 20, directed)
     for step in range(4):
-        caps = _arc_layout(edges, reverse, offs, torch.int32)
+        caps = _arc_layout(edges, reverse, offs, dtype)
         keep = [t.clone() for t in (caps, src, snk)]
         mask = warm.solve(caps, src, snk)
         assert all(torch.equal(a, b) for a, b in zip(keep, (caps, src, snk)))
@@ -62,7 +63,7 @@ def test_warm_solves_give_the_masks_of_cold_solves(seed, conn, directed, backend
     if B > 1:  # the state of a subset of the items carries on
         idx = torch.tensor([B - 1, 0])
         warm.keep(idx)
-        caps = _arc_layout(edges[:, idx], reverse[:, idx], offs, torch.int32)
+        caps = _arc_layout(edges[:, idx], reverse[:, idx], offs, dtype)
         assert torch.equal(warm.solve(caps, src[idx], snk[idx]), _cold_mask(caps, src[idx], snk[idx], offs))
 
 
@@ -118,13 +119,14 @@ def test_cuda_warm_and_graphed_expansion_equal_the_plain_path(schedule):
     op-by-op runs (and of the CPU), and the graph is replayed, not only captured."""
     U, V, Wt = _problem(5, 2, 6, 40, 52)
     Uc, Vc, Wc = U.cuda(), V.cuda(), Wt.cuda()
-    cache = multilabel._GREEDY_GRAPHS
-    replays = cache.replays
+    caches = (multilabel._GREEDY_GRAPHS, multilabel._MOVE_GRAPHS, warm_module._REFITS)
+    replays = [c.replays for c in caches]
     runs = [torchcut.expansion(Uc, Vc, weights=Wc, schedule=schedule, warm_start=w, cuda_graphs=c)
             for w, c in ((True, True), (True, True), (False, False), (True, False), (False, True))]
     cpu = torchcut.expansion(U, V, weights=Wt, schedule=schedule, warm_start=False)
     for r in runs:
         assert torch.equal(r.cpu(), runs[0].cpu())
     assert torch.equal(runs[0].cpu(), cpu)
-    if schedule == "batched":
-        assert cache.replays > replays
+    # the move builds and the re-fits are replayed on both schedules, the greedy application when batched
+    grew = [c.replays > r for c, r in zip(caches, replays)]
+    assert grew == [schedule == "batched", True, True]

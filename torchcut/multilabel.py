@@ -240,6 +240,15 @@ class _Energy:
         self._pad1 = all(abs(v) <= 1 for o in self.offsets for v in o)
         self._sub = None  # (items, U[items], W[items]) of the current round's subset
 
+    def _static(self, U, W, Vflat):
+        """This energy with the terms ``U``, ``W``, ``Vflat`` (a CUDA graph's inputs) and nothing else
+        of this call's tensors: what a captured step may read."""
+        view = copy.copy(self)
+        view.U, view.W, view.Vflat, view._sub = U, W, Vflat, None
+        view.arange = torch.arange(self.L, device=U.device)  # made inside the capture
+        view.V = view.offset = None
+        return view
+
     def terms(self, items=None):
         """(U, W) of the items (all when None); a subset's copies are kept while ``items`` is the same."""
         if items is None:
@@ -292,7 +301,8 @@ class _Energy:
         return torch.as_tensor(alphas, dtype=torch.int64, device=self.device)
 
     def move_graph(self, f: torch.Tensor, alphas, items=None):
-        """The batched GridGraph of the moves ``alphas`` (list of labels) from ``f`` ``[B, *S]``.
+        """The batched GridGraph of the moves ``alphas`` (list of labels, or an int64 device tensor of
+        them) from ``f`` ``[B, *S]``.
 
         Graph item ``i * B + b`` is move ``alphas[i]`` of labelling item ``b``.
         """
@@ -300,7 +310,8 @@ class _Energy:
 
         M, B = len(alphas), f.shape[0]
         U = self.terms(items)[0]
-        a = self.alphas(alphas).view((M, 1) + (1,) * len(self.shape))
+        a = alphas if isinstance(alphas, torch.Tensor) else self.alphas(alphas)
+        a = a.view((M, 1) + (1,) * len(self.shape))
         src = U.index_select(1, a.view(-1)).movedim(1, 0)  # [M, B, *S]: cost of taking alpha
         snk = U.gather(1, f.unsqueeze(1)).squeeze(1).unsqueeze(0).expand_as(src).clone()  # cost of keeping
         K = self.K
@@ -412,12 +423,33 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
 
 
 # ---------------------------------------------------------------------------------------------- solver
+# Building the moves of a round is ~6 small ops per offset and label group; on CUDA with a warm start
+# (where the solver takes the tensors, not a GridGraph) it is replayed as a CUDA graph once the same
+# shapes come back.
+_MOVE_GRAPHS = GraphCache(entries=4)
+
+
 def _solve(E: _Energy, f, alphas, items, backend, info, warm=None):
     """Take-alpha masks ``[len(alphas), B, *S]``; ``warm``: a WarmGrid holding these moves' last flows."""
     from .solvers import maxflow
 
-    g = E.move_graph(f, alphas, items)
-    source = maxflow(g, backend=backend).node_mask if warm is None else warm.solve(g.caps, g.source, g.sink)
+    if warm is None:
+        source = maxflow(E.move_graph(f, alphas, items), backend=backend).node_mask
+    else:
+        U, W = E.terms(items)
+
+        def step(U, W, Vflat, f, a):
+            g = E._static(U, W, Vflat).move_graph(f, a)
+            return g.caps, g.source, g.sink
+
+        inputs = (U, W, E.Vflat, f, E.alphas(alphas))  # the labels are an input: one graph for every label
+        if warm.graphs:
+            key = ("move", len(alphas), tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact,
+                   E.offsets, tuple(f.shape))
+            caps, src, snk = _MOVE_GRAPHS.run(key, step, inputs)
+        else:
+            caps, src, snk = step(*inputs)
+        source = warm.solve(caps, src, snk)
     info["solves"] += 1
     info["moves"] += len(alphas)
     return (~source).view((len(alphas), f.shape[0]) + E.shape)  # True: take alpha
@@ -452,8 +484,7 @@ def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True):
     U, W = E.terms(items)
 
     def step(U, W, Vflat, f, e, take):
-        view = copy.copy(E)  # the same constants; the tensors are the graph's inputs
-        view.U, view.W, view.Vflat, view._sub = U, W, Vflat, None
+        view = E._static(U, W, Vflat)
         trace = []
         for alpha in range(view.L):
             f, e = _move(view, f, e, take[alpha], alpha)
@@ -561,8 +592,8 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
     # the batched graph of all moves; sequential: one per label)
     warms = None
     if warm_start:
-        warms = (WarmGrid(E.offsets, backend) if schedule == "batched"
-                 else {a: WarmGrid(E.offsets, backend) for a in labels})
+        warms = (WarmGrid(E.offsets, backend, graphs=graphs) if schedule == "batched"
+                 else {a: WarmGrid(E.offsets, backend, graphs=graphs) for a in labels})
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         full = items.numel() == E.B  # known on the host: no indexing while every item is active

@@ -22,8 +22,11 @@ maximum preflow: the masks equal those of solves from zero flow.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
+from .._cudagraph import GraphCache
 from ..grid import overlap_slices
 
 __all__ = ["WarmGrid"]
@@ -40,6 +43,9 @@ class WarmGrid:
         Grid backend, as for :func:`torchcut.maxflow` ("auto", "cuda", "cpu", "reference").
     warm : bool
         False: every solve starts from zero flow (the baseline; same masks).
+    graphs : bool
+        On CUDA, replay the re-fit (about a dozen small ops per offset) as a CUDA graph once the same
+        shapes come back (:class:`torchcut._cudagraph.GraphCache`).
     **options
         Passed to the backend's ``solve_grid``.
 
@@ -57,9 +63,9 @@ class WarmGrid:
     [[[True, True, False]]]
     """
 
-    def __init__(self, offsets, backend: str = "auto", warm: bool = True, **options):
+    def __init__(self, offsets, backend: str = "auto", warm: bool = True, graphs: bool = True, **options):
         self.offsets = tuple(tuple(int(v) for v in o) for o in offsets)
-        self.backend, self.warm, self.options = backend, bool(warm), options
+        self.backend, self.warm, self.graphs, self.options = backend, bool(warm), bool(graphs), options
         self.state = None  # (caps C, residuals R, excess e, sink residual r, source s, sink k) of the last solve
         self.log = []  # the solver's counters of every solve
 
@@ -77,52 +83,72 @@ class WarmGrid:
         """
         from . import _pick
 
-        s = source.to(torch.int64)
-        k = sink.to(torch.int64)
-        low = torch.minimum(s, k)
-        s, k = s - low, k - low
         if self.state is None or not self.warm or self.state[0].shape != caps.shape:
-            R = caps.clone()
-            e = s.clone()  # the solver works in place on e; s stays as it is
-            f = torch.zeros_like(k)
+            R, e, r, s, k = _cold(caps, source, sink)
         else:
-            C0, R, e, r0, s0, k0 = self.state
-            R, moved = self._refit_links(C0, R, caps)
-            # node balance: s0 + g_net - (k0 - r0) = e (+ moved: the flow the clipped links handed back)
-            avail = s + e + moved + (k0 - r0.to(torch.int64)) - s0  # s' + g_net
-            f = torch.minimum(avail.clamp(min=0), k)
-            d = avail.neg().clamp_(min=0)
-            e = avail + d - f
-            s, k = s + d, k + d
-        r = (k - f).to(caps.dtype)
+            step = functools.partial(_refit, offsets=self.offsets)
+            inputs = self.state + (caps, source, sink)
+            if self.graphs:  # ~12 ops per offset: replayed as a CUDA graph once the shapes come back
+                key = ("refit", self.offsets) + tuple((tuple(t.shape), t.dtype) for t in inputs)
+                R, e, r, s, k = _REFITS.run(key, step, inputs)
+            else:
+                R, e, r, s, k = step(*inputs)
         impl = _pick(caps.device, self.backend)
         mask, stats = impl.solve_grid(R, e, r, self.offsets, **self.options)
         self.log.append(stats)
         self.state = (caps.clone() if self.warm else caps, R, e, r, s, k)  # the caller may reuse caps
         return mask
 
-    def _refit_links(self, C0, R, C):
-        """Residuals of the new capacities ``C`` around the last flow, and the excess each node gains."""
-        K = len(self.offsets)
-        shape = C.shape[2:]
-        Rn = torch.empty_like(C)
-        moved = torch.zeros((C.shape[0],) + tuple(shape), dtype=torch.int64, device=C.device)
-        lead = (slice(None),)
-        for k, o in enumerate(self.offsets):
-            neg = tuple(-v for v in o)
-            # arcs leaving the grid: residual = capacity (zero in the layout) and no flow
-            Rn[:, k] = C[:, k]
-            Rn[:, K + k] = C[:, K + k]
-            if any(abs(v) >= n for v, n in zip(o, shape)):
-                continue
-            p, q = overlap_slices(shape, o)  # p + o = q
-            g = C0[(slice(None), k) + p].to(torch.int64) - R[(slice(None), k) + p].to(torch.int64)
-            fwd = C[(slice(None), k) + p].to(torch.int64)
-            rev = C[(slice(None), K + k) + q].to(torch.int64)
-            g2 = torch.minimum(torch.maximum(g, -rev), fwd)
-            Rn[(slice(None), k) + p] = (fwd - g2).to(C.dtype)
-            Rn[(slice(None), K + k) + q] = (rev + g2).to(C.dtype)
-            back = g - g2  # flow p no longer sends to q: p keeps it, q no longer gets it
-            moved[lead + p] += back
-            moved[lead + q] -= back
-        return Rn, moved
+
+_REFITS = GraphCache(entries=4)
+
+
+def _net(source, sink):
+    s, k = source.to(torch.int64), sink.to(torch.int64)
+    low = torch.minimum(s, k)
+    return s - low, k - low
+
+
+def _cold(caps, source, sink):
+    """The solver's start from zero flow: (residuals, excess, sink residuals, source, sink)."""
+    s, k = _net(source, sink)
+    return caps.clone(), s.clone(), k.to(caps.dtype, copy=True), s, k  # the solver works in place on the first three
+
+
+def _refit(C0, R, e, r0, s0, k0, C, source, sink, *, offsets):
+    """The last solve's state (capacities C0, residuals R, excess e, sink residuals r0, terminals s0, k0)
+    re-fitted to the capacities C and terminals (source, sink): the start of the next solve."""
+    s, k = _net(source, sink)
+    R, moved = _refit_links(C0, R, C, offsets)
+    # node balance: s0 + g_net - (k0 - r0) = e (+ moved: the flow the clipped links handed back)
+    avail = s + e + moved + (k0 - r0.to(torch.int64)) - s0  # s' + g_net
+    f = torch.minimum(avail.clamp(min=0), k)
+    d = avail.neg().clamp_(min=0)
+    s, k = s + d, k + d
+    return R, avail + d - f, (k - f).to(C.dtype), s, k
+
+
+def _refit_links(C0, R, C, offsets):
+    """Residuals of the new capacities ``C`` around the last flow, and the excess each node gains."""
+    K = len(offsets)
+    shape = C.shape[2:]
+    Rn = torch.empty_like(C)
+    moved = torch.zeros((C.shape[0],) + tuple(shape), dtype=torch.int64, device=C.device)
+    lead = (slice(None),)
+    for k, o in enumerate(offsets):
+        # arcs leaving the grid: residual = capacity (zero in the layout) and no flow
+        Rn[:, k] = C[:, k]
+        Rn[:, K + k] = C[:, K + k]
+        if any(abs(v) >= n for v, n in zip(o, shape)):
+            continue
+        p, q = overlap_slices(shape, o)  # p + o = q
+        g = C0[(slice(None), k) + p].to(torch.int64) - R[(slice(None), k) + p].to(torch.int64)
+        fwd = C[(slice(None), k) + p].to(torch.int64)
+        rev = C[(slice(None), K + k) + q].to(torch.int64)
+        g2 = torch.minimum(torch.maximum(g, -rev), fwd)
+        Rn[(slice(None), k) + p] = (fwd - g2).to(C.dtype)
+        Rn[(slice(None), K + k) + q] = (rev + g2).to(C.dtype)
+        back = g - g2  # flow p no longer sends to q: p keeps it, q no longer gets it
+        moved[lead + p] += back
+        moved[lead + q] -= back
+    return Rn, moved
