@@ -130,3 +130,21 @@ def test_cuda_warm_and_graphed_expansion_equal_the_plain_path(schedule):
     # the move builds and the re-fits are replayed on both schedules, the greedy application when batched
     grew = [c.replays > r for c, r in zip(caches, replays)]
     assert grew == [schedule == "batched", True, True]
+
+
+def test_sequential_skips_moves_whose_graph_did_not_change():
+    """A label's move is not solved again when it and the L - 1 moves since changed nothing; the labels
+    equal those of the textbook loop (one cycle per call, which never skips)."""
+    U, V, Wt = _problem(7, 2, 5, 12, 15)
+    lab, info = torchcut.expansion(U, V, weights=Wt, schedule="sequential", return_info=True)
+    assert info["skipped"] > 0
+    assert len(info["energies"]) == 1 + info["cycles"] * 5
+    f = U.argmin(1)
+    for _ in range(50):  # cycle by cycle from the last labels until a cycle changes nothing
+        nxt, one = torchcut.expansion(U, V, weights=Wt, init=f, max_cycles=1, schedule="sequential",
+                                      return_info=True)
+        assert one["skipped"] == 0
+        if torch.equal(nxt, f):
+            break
+        f = nxt
+    assert torch.equal(lab, f)

@@ -530,7 +530,9 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     return_info : bool
         Also return a dict: ``energy`` (float64 ``[B]``, final energies in the input's units, of the
         quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
-        rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``.
+        rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``,
+        ``skipped`` (sequential moves not solved because nothing changed since the same label's last
+        move, which changed nothing either: the graph would be the same).
     warm_start : bool
         Solve each move from the flow of the same move in the last cycle, re-fitted to the new
         labelling (:class:`torchcut.solvers.warm.WarmGrid`; default). The labels are the same either
@@ -588,6 +590,8 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
     info["trace"].append((None, e))
     items = torch.arange(E.B, device=E.device)  # the items not yet at a local minimum
     labels = list(range(E.L))
+    quiet = 0  # sequential: moves in a row (skipped ones included) that changed no labelling
+    info["skipped"] = 0
     # each move is solved from the flow of the same move in the last round (batched: one WarmGrid for
     # the batched graph of all moves; sequential: one per label)
     warms = None
@@ -605,8 +609,14 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
             fi, ei = _greedy(E, fi, ei, take, sub, info, graphs)
         else:
             for alpha in labels:
+                if quiet >= E.L:  # this label's last move and the L - 1 since changed nothing: the same
+                    info["trace"].append((sub, ei))  # graph as last time, so the same empty move
+                    info["skipped"] += 1
+                    continue
                 take = _solve(E, fi, [alpha], sub, backend, info, warms and warms[alpha])[0]
+                e_before = ei
                 fi, ei = _apply(E, fi, ei, take, alpha, sub, info)
+                quiet = 0 if bool((ei < e_before).any()) else quiet + 1
         if full:
             f, e = fi, ei
         else:
