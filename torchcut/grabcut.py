@@ -36,6 +36,7 @@ from ._validate import describe
 from .energy import _as_image_tensor, _prepare
 from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices
 from .solvers import maxflow
+from .solvers.warm import WarmGrid
 
 __all__ = ["grabcut"]
 
@@ -256,60 +257,26 @@ def _terminals(loglik: torch.Tensor, seeds: torch.Tensor, valid: torch.Tensor, h
 
 
 # ---------------------------------------------------------------------------------------------- driver
-class _WarmCut:
+class _WarmCut(WarmGrid):
     """The cuts of the iterations as one flow problem: each solve starts from the last one's flow.
 
     Between GrabCut iterations only the terminal arcs change; the n-links, and so every n-link flow
-    of the last solve, stay valid. Each node's terminals are re-fitted around that flow:
-
-    * ``g`` = e + f - s, the net n-link inflow of the node (excess e, sink flow f, source capacity s
-      of the state, all after netting the terminals);
-    * with the new netted terminals (s', k'), the node has ``s' + g`` to place: up to k' of it goes
-      to the sink, the rest stays as excess;
-    * where ``s' + g < 0`` (the n-links carry more out than the new source capacity brings in),
-      ``d = -(s' + g)`` is added to both s' and k'. That adds d to the capacity of every cut, so the
-      minimum cuts stay the same (Kohli and Torr's dynamic graph cuts, 2005).
-
-    The result is a valid preflow of the re-fitted network; push-relabel phase one (or the CPU
-    solver, which takes the excess as a source supply) finishes it. The returned side is the set of
-    nodes that cannot reach the sink in the final residual network, the same set a solve from zero
-    flow gives (it is the same for every maximum preflow), so the masks do not depend on the warm
-    start. ``warm=False`` solves each cut from zero flow (``grabcut(warm_start=False)``, the
-    benchmark's baseline).
+    of the last solve, stay valid, and :class:`~torchcut.solvers.warm.WarmGrid` re-fits each node's
+    terminals around that flow (``links_changed=False``; Kohli and Torr's constants where the
+    n-links carry more out of a node than its new source capacity brings in). The masks are those
+    of cuts from zero flow (``warm=False``, ``grabcut(warm_start=False)``, the benchmark's baseline).
     """
 
-    def __init__(self, caps, offsets, backend, options, warm=True):
-        from .solvers import _pick
-
-        self.offsets, self.options, self.warm = offsets, options, warm
-        self.impl = _pick(caps.device, backend)
-        self.base = caps  # the n-link capacities, never modified
-        self.state = None  # (residual caps, excess, sink residual, source used, sink used) of the active images
-        self.log = []  # the solver's counters of every cut
+    def __init__(self, caps, offsets, backend, options, warm=True, graphs=True):
+        super().__init__(offsets, backend, warm, graphs, **options)
+        self.base = caps  # the n-link capacities of every image, never modified
 
     def keep(self, keep):
-        if self.state is not None:
-            self.state = tuple(t[keep] for t in self.state)
+        super().keep(keep.nonzero().squeeze(1))
 
     def __call__(self, s, k, active_all: bool, active):
         # s, k: int64 terminal capacities, already netted (``_models`` gives each node one side only)
-        if self.state is None or not self.warm:
-            R = (self.base if active_all else self.base[active]).clone()
-            e, r = s.clone(), k  # the solver works in place on e; s stays as it is
-        else:
-            R, e, r, s0, k0 = self.state
-            avail = s + e + (k0 - r.to(torch.int64)) - s0  # s' + g
-            f = torch.minimum(avail.clamp(min=0), k)
-            d = avail.neg().clamp_(min=0)
-            e = avail + d - f
-            s, k = s + d, k + d
-            r = k - f
-        r = r.to(R.dtype, copy=True)  # k stays as it is
-        mask, stats = self.impl.solve_grid(R, e, r, self.offsets, **self.options)
-        self.log.append(stats)
-        self.state = (R, e, r, s, k)
-        return mask
-
+        return self.solve(self.base if active_all else self.base[active], s, k, links_changed=False)
 
 
 def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
@@ -398,7 +365,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
     edges = _smoothness(x, valid, offsets, lam)
     # the n-links do not change between iterations, only the terminal arcs: lay them out once (known
     # non-negative int32 below ``hard``: no checks needed); every cut continues from the last one's flow
-    cut = _WarmCut(_arc_layout(edges, edges, offsets, torch.int32), offsets, backend, options, warm)
+    cut = _WarmCut(_arc_layout(edges, edges, offsets, torch.int32), offsets, backend, options, warm, graphs)
     hard = 1 + 2 * sum(round(lam * SCALE / math.hypot(*o)) for o in offsets)
     xf = x.reshape(B, C, -1).transpose(1, 2).contiguous()  # [B, N, C]
     lab = seeds.reshape(B, -1)

@@ -74,29 +74,35 @@ class WarmGrid:
         if self.state is not None:
             self.state = tuple(t.index_select(0, index) for t in self.state)
 
-    def solve(self, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    def solve(self, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor,
+              links_changed: bool = True) -> torch.Tensor:
         """Source side ``[B, *shape]`` of the minimum cut of the network (arguments are not modified).
 
         ``caps``: ``[B, 2K, *shape]`` in the solvers' layout (``torchcut.grid._arc_layout``);
         ``source``, ``sink``: ``[B, *shape]`` terminal capacities, netted (at most one of them
-        non-zero per node) or not.
+        non-zero per node) or not. ``links_changed=False`` promises that ``caps`` holds the values of
+        the last solve's capacities (only the terminals changed): the n-link re-fit is skipped.
         """
         from . import _pick
 
+        keep_caps = None  # the last capacities when they stay (a private copy already)
         if self.state is None or not self.warm or self.state[0].shape != caps.shape:
             R, e, r, s, k = _cold(caps, source, sink)
         else:
-            step = functools.partial(_refit, offsets=self.offsets)
+            keep_caps = None if links_changed else self.state[0]
+            step = functools.partial(_refit, offsets=self.offsets, links=links_changed)
             inputs = self.state + (caps, source, sink)
             if self.graphs:  # ~12 ops per offset: replayed as a CUDA graph once the shapes come back
-                key = ("refit", self.offsets) + tuple((tuple(t.shape), t.dtype) for t in inputs)
+                key = ("refit", self.offsets, links_changed) + tuple((tuple(t.shape), t.dtype) for t in inputs)
                 R, e, r, s, k = _REFITS.run(key, step, inputs)
             else:
                 R, e, r, s, k = step(*inputs)
         impl = _pick(caps.device, self.backend)
         mask, stats = impl.solve_grid(R, e, r, self.offsets, **self.options)
         self.log.append(stats)
-        self.state = (caps.clone() if self.warm else caps, R, e, r, s, k)  # the caller may reuse caps
+        if keep_caps is None:
+            keep_caps = caps.clone() if self.warm else caps  # the caller may reuse caps
+        self.state = (keep_caps, R, e, r, s, k)
         return mask
 
 
@@ -115,11 +121,14 @@ def _cold(caps, source, sink):
     return caps.clone(), s.clone(), k.to(caps.dtype, copy=True), s, k  # the solver works in place on the first three
 
 
-def _refit(C0, R, e, r0, s0, k0, C, source, sink, *, offsets):
+def _refit(C0, R, e, r0, s0, k0, C, source, sink, *, offsets, links=True):
     """The last solve's state (capacities C0, residuals R, excess e, sink residuals r0, terminals s0, k0)
-    re-fitted to the capacities C and terminals (source, sink): the start of the next solve."""
+    re-fitted to the capacities C and terminals (source, sink): the start of the next solve.
+    ``links=False``: C equals C0, only the terminals are re-fitted."""
     s, k = _net(source, sink)
-    R, moved = _refit_links(C0, R, C, offsets)
+    moved = 0
+    if links:
+        R, moved = _refit_links(C0, R, C, offsets)
     # node balance: s0 + g_net - (k0 - r0) = e (+ moved: the flow the clipped links handed back)
     avail = s + e + moved + (k0 - r0.to(torch.int64)) - s0  # s' + g_net
     f = torch.minimum(avail.clamp(min=0), k)
