@@ -88,7 +88,8 @@ class BK {
     for (int64_t v = 0; v < n_; ++v) {
       if (!g_.is_free(v)) continue;
       for (auto k = g_.begin(v), e = g_.end(v); k != e; ++k) {
-        if (reach[g_.head(v, k)] && g_.rc[g_.arc(v, k)] > 0) {
+        // the residual first: a grid's border nodes (free, no open arcs) have neighbours outside the array
+        if (g_.rc[g_.arc(v, k)] > 0 && reach[g_.head(v, k)]) {
           reach[v] = 1;
           nxt_[qt++] = static_cast<int32_t>(v);
           break;

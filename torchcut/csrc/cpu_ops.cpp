@@ -185,6 +185,22 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
       for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
     }
   });
+  // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
+  // onto a border node, whose own neighbours may lie outside the padded array.
+  auto close_into = [&](int64_t v) {
+    for (int d = 0; d < D; ++d) {
+      const int64_t j = v + delta[d];
+      if (j >= 0 && j < lay.n_pad) rc[j * D + sis[d]] = Cap(0);
+    }
+  };
+  lay.for_each_row([&](int64_t v0, int64_t q0) {
+    if (q0 < 0) {
+      for (int64_t v = v0; v < v0 + L; ++v) close_into(v);
+      return;
+    }
+    for (int64_t v = v0; v < v0 + px; ++v) close_into(v);
+    for (int64_t v = v0 + px + W; v < v0 + L; ++v) close_into(v);
+  });
   const auto T0 = std::chrono::steady_clock::now();
   GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
   BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
