@@ -499,8 +499,8 @@ def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True):
 
 
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
-              schedule: str = "auto", backend: str = "auto", return_info: bool = False, warm_start: bool = True,
-              cuda_graphs: bool = True):
+              schedule: str = "auto", backend: str = "auto", return_info: bool = False,
+              warm_start: bool | None = None, cuda_graphs: bool = True):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
     Parameters
@@ -533,11 +533,13 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``,
         ``skipped`` (sequential moves not solved because nothing changed since the same label's last
         move, which changed nothing either: the graph would be the same).
-    warm_start : bool
+    warm_start : bool, optional
         Solve each move from the flow of the same move in the last cycle, re-fitted to the new
-        labelling (:class:`torchcut.solvers.warm.WarmGrid`; default). The labels are the same either
-        way; False solves every move from zero flow and keeps no flows between cycles (less memory:
-        the warm start holds about two copies of each move's graph).
+        labelling (:class:`torchcut.solvers.warm.WarmGrid`). The labels are the same either way; the
+        warm start holds about two copies of each move's graph. Default: on CUDA (Tsukuba batched
+        1.2x faster alone, 2.2x with ``cuda_graphs``), off on the CPU (one thread: Tsukuba sequential
+        5% faster, refine 11% and the batched schedule 15-40% slower, because the re-fit's tensor ops
+        cost about what the Boykov-Kolmogorov solver saves).
     cuda_graphs : bool
         On CUDA, replay the greedy application of a batched round as a CUDA graph once a round of the
         same shapes comes back (the process keeps up to four); False: op by op. Same labels either way.
@@ -565,7 +567,8 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     f = E.U.argmin(1) if init is None else _labels_in(init, E)
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
             "schedule": schedule}
-    f = _minimise(E, f, max_cycles, schedule, backend, info, bool(warm_start), bool(cuda_graphs))
+    warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
+    f = _minimise(E, f, max_cycles, schedule, backend, info, warm, bool(cuda_graphs))
     labels = f if E.batched else f[0]
     if not return_info:
         return labels
@@ -648,7 +651,8 @@ def _finish_info(E: _Energy, f, info):
 
 # ---------------------------------------------------------------------------------------------- refine
 def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=None, connectivity: int = 4,
-           schedule: str = "auto", backend: str = "auto", warm_start: bool = True, cuda_graphs: bool = True):
+           schedule: str = "auto", backend: str = "auto", warm_start: bool | None = None,
+           cuda_graphs: bool = True):
     """Refine class probabilities (a softmax) into labels with a contrast-sensitive Potts graph cut.
 
     Energy: ``sum_p -log(max(probs[c_p, p], 1e-6)) + lam * sum_pq w_pq [c_p != c_q]`` with
@@ -754,5 +758,6 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
             schedule = _auto_schedule(E)
         if schedule not in ("sequential", "batched"):
             raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
-        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, bool(warm_start), bool(cuda_graphs))
+        warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
+        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, warm, bool(cuda_graphs))
     return f if batched else f[0]
