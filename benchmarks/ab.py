@@ -8,6 +8,8 @@ are reported, and the outputs of all variants must be equal. Studies:
   every item of a batch every cycle): Tsukuba's batched and sequential alpha-expansion, plain Potts,
   the 4 x 1024^2 8-class refine, a GrabCut batch of 16 skimage pictures, the 32 x 512^2 batch of
   ``benchmarks/grid.py``.
+* ``multilabel_opts``: the grid solver's options (``push_launches``, ``rounds``, ``push_tail``) under
+  the default warm-started, graphed expansion on Tsukuba.
 * ``multilabel``: alpha-expansion with and without warm-started moves (``warm_start``) and the greedy
   application replayed as a CUDA graph (``cuda_graphs``): Tsukuba batched and sequential, plain Potts
   batched, the 4 x 1024^2 refine.
@@ -165,7 +167,21 @@ def study_multilabel():
     return cases
 
 
-STUDIES = {"item_skip": study_item_skip, "multilabel": study_multilabel}
+def study_multilabel_opts():
+    """Grid solver options under the warm-started, graphed expansion (defaults of the library)."""
+    t = _tsukuba()
+    if t is None:
+        return []
+    U, W, V = t
+    opts = ({}, {"push_launches": 8}, {"push_launches": 2}, {"rounds": 32}, {"rounds": 8}, {"push_tail": -1})
+    cases = []
+    for name, call in (("tsukuba batched, per-edge Potts", lambda: torchcut.expansion(U, V, weights=W)),
+                       ("tsukuba batched, plain Potts 30", lambda: torchcut.expansion(U, 30 * V))):
+        cases.append((name, {json.dumps(o) or "{}": (o, call) for o in opts}))
+    return cases
+
+
+STUDIES = {"item_skip": study_item_skip, "multilabel": study_multilabel, "multilabel_opts": study_multilabel_opts}
 
 
 def main(argv=None):
