@@ -79,6 +79,22 @@ def test_warm_grid_cold_option_and_shape_change():
         assert torch.equal(a[:1], b) and len(w.log) == 2
 
 
+def test_warm_grid_rejects_bad_input():
+    offs = grid_offsets(2, 4)
+    w = WarmGrid(offs, backend="reference")
+    caps = torch.zeros(1, 4, 3, 5, dtype=torch.int32)
+    src, snk = torch.zeros(1, 3, 5, dtype=torch.int64), torch.zeros(1, 3, 5, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"caps: expected shape \[B, 4, \*shape\]"):
+        w.solve(caps[:, :3], src, snk)
+    with pytest.raises(ValueError, match=r"sink: expected shape \(1, 3, 5\)"):
+        w.solve(caps, src, snk[:, :2])
+    with pytest.raises(TypeError, match="source: expected an integer tensor, got dtype torch.float32"):
+        w.solve(caps, src.float(), snk)
+    with pytest.raises(TypeError, match="caps: expected int32 or int64"):
+        w.solve(caps.to(torch.int16), src, snk)
+    assert w.state is None and w.log == []  # nothing was solved
+
+
 def _problem(seed, B, L, H, W, float_energy=False):
     g = torch.Generator().manual_seed(seed)
     U = torch.randint(0, 30, (B, L, H, W), generator=g)

@@ -541,8 +541,10 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         5% faster, refine 11% and the batched schedule 15-40% slower, because the re-fit's tensor ops
         cost about what the Boykov-Kolmogorov solver saves).
     cuda_graphs : bool
-        On CUDA, replay the greedy application of a batched round as a CUDA graph once a round of the
-        same shapes comes back (the process keeps up to four); False: op by op. Same labels either way.
+        On CUDA, replay the fixed op sequences of a round as CUDA graphs once the same shapes come back:
+        the greedy application of a batched round and, with warm starts, the move builds and the
+        re-fits (the process keeps up to four graphs of each; the first call of a shape captures
+        them). False: op by op. Same labels either way.
 
     Returns
     -------

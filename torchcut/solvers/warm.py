@@ -85,6 +85,7 @@ class WarmGrid:
         """
         from . import _pick
 
+        self._check(caps, source, sink)
         keep_caps = None  # the last capacities when they stay (a private copy already)
         if self.state is None or not self.warm or self.state[0].shape != caps.shape:
             R, e, r, s, k = _cold(caps, source, sink)
@@ -100,10 +101,25 @@ class WarmGrid:
         impl = _pick(caps.device, self.backend)
         mask, stats = impl.solve_grid(R, e, r, self.offsets, **self.options)
         self.log.append(stats)
-        if keep_caps is None:
-            keep_caps = caps.clone() if self.warm else caps  # the caller may reuse caps
-        self.state = (keep_caps, R, e, r, s, k)
+        if self.warm:  # the caller may reuse caps: keep a copy
+            self.state = (caps.clone() if keep_caps is None else keep_caps, R, e, r, s, k)
         return mask
+
+    def _check(self, caps, source, sink):
+        nd, K = len(self.offsets[0]), len(self.offsets)
+        if caps.dim() != nd + 2 or caps.shape[1] != 2 * K:
+            raise ValueError(f"caps: expected shape [B, {2 * K}, *shape] with {nd} grid dims for {K} offsets, "
+                             f"got {tuple(caps.shape)}")
+        want = (caps.shape[0],) + tuple(caps.shape[2:])
+        for name, t in (("caps", caps), ("source", source), ("sink", sink)):
+            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+                raise TypeError(f"{name}: expected an integer tensor, got dtype {t.dtype}")
+            if t.device != caps.device:
+                raise ValueError(f"{name}: expected a tensor on {caps.device} (that of caps), got {t.device}")
+            if name != "caps" and tuple(t.shape) != want:
+                raise ValueError(f"{name}: expected shape {want} (caps' batch and grid), got {tuple(t.shape)}")
+        if caps.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"caps: expected int32 or int64 capacities, got {caps.dtype}")
 
 
 _REFITS = GraphCache(entries=4)
