@@ -2,7 +2,8 @@
 
 Builds ``torchcut_cpu`` with ``-fsanitize=address`` into a scratch folder, makes torchcut use that
 build, and runs grid solves (every connectivity, int32/int64, batches), alpha-expansion with and
-without warm starts, GrabCut (compiled colour models, warm-started cuts) and refine. Any out-of-bounds
+without warm starts, GrabCut (compiled colour models, warm-started cuts), refine, general (CSR)
+networks and a PyMaxflow-style graph that leaves the grid. Any out-of-bounds
 access aborts with a report. From the repository root::
 
     ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=$(gcc -print-file-name=libasan.so) python tests/asan_cpu.py
@@ -44,6 +45,25 @@ def main():
     im[:, 10:30, 12:40] += 120
     torchcut.grabcut([im, im[:, :31, :37]], box=[(8, 6, 44, 34), (5, 5, 30, 25)])
     torchcut.refine(torch.rand(3, 30, 30, generator=g) * 255, torch.softmax(torch.randn(4, 30, 30, generator=g), 0))
+    for seed in range(6):  # general networks (CSR): random arcs, parallel/antiparallel, isolated nodes
+        rng = torch.Generator().manual_seed(100 + seed)
+        n, m = 30 + 17 * seed, 120 + 40 * seed
+        u, v = torch.randint(0, n, (m,), generator=rng), torch.randint(0, n, (m,), generator=rng)
+        fg = torchcut.FlowGraph.from_edges(u, v, torch.randint(0, 20, (m,), generator=rng),
+                                           torch.randint(0, 5, (m,), generator=rng),
+                                           source=torch.randint(0, 30, (n,), generator=rng) * (seed % 2),
+                                           sink=torch.randint(0, 30, (n,), generator=rng), num_nodes=n)
+        assert torchcut.maxflow(fg, backend="cpu").verify()
+    import numpy as np
+    import torchcut.compat.pymaxflow as pm
+
+    gi = pm.Graph[int]()
+    ids = gi.add_grid_nodes((6, 7))
+    gi.add_grid_edges(ids, weights=np.arange(42).reshape(6, 7) % 5, symmetric=False)
+    gi.add_grid_tedges(ids, np.arange(42).reshape(6, 7) % 7, 3)
+    gi.add_edge(int(ids[0, 0]), int(ids[5, 6]), 4, 1)  # not a grid any more: the CSR path
+    gi.maxflow()
+    gi.get_grid_segments(ids)
     print("asan_cpu: every path ran clean")
 
 
