@@ -3,17 +3,9 @@
 # benchmarks/gpu_issue*.sh (or those named in $SCRIPTS) with a time limit each ($EACH seconds).
 # Logs land in /tmp/gpu-all and come back as $OUT/results.tgz (the device tool returns at most 8 files),
 # (untar it to read the logs and tables).
-set -o pipefail
 FINAL=${OUT:-/tmp/out}
 export OUT=/tmp/gpu-all
-mkdir -p "$OUT" "$FINAL"
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 TORCHCUT_DATA=$PWD/.data
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-t0=$(date +%s)
-pack() { tar czf "$FINAL/results.tgz" -C "$OUT" . ; }
-python3 -m torchcut.build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; pack; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+. benchmarks/gpu_setup.sh
 if [ -z "$NO_PYTEST" ]; then
   timeout ${PYTEST_TIMEOUT:-240} python3 -m pytest -m cuda -q -p no:cacheprovider -rfs ${PYTEST_ARGS:-} 2>&1 \
     | tee "$OUT/pytest-cuda.log" | grep -v "^SKIPPED" | tail -25

@@ -269,14 +269,16 @@ class _WarmCut(WarmGrid):
 
     def __init__(self, caps, offsets, backend, options, warm=True, graphs=True):
         super().__init__(offsets, backend, warm, graphs, **options)
-        self.base = caps  # the n-link capacities of every image, never modified
+        self.base = caps  # the n-link capacities of the images still iterating, never modified
 
     def keep(self, keep):
-        super().keep(keep.nonzero().squeeze(1))
+        index = keep.nonzero().squeeze(1)
+        super().keep(index)
+        self.base = self.base.index_select(0, index)  # once here, not a gather per iteration
 
-    def __call__(self, s, k, active_all: bool, active):
+    def __call__(self, s, k):
         # s, k: int64 terminal capacities, already netted (``_models`` gives each node one side only)
-        return self.solve(self.base if active_all else self.base[active], s, k, links_changed=False)
+        return self.solve(self.base, s, k, links_changed=False)
 
 
 def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
@@ -387,7 +389,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         sa, va = (seeds, valid) if every else (seeds[active], valid[active])
         # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
         loglik, src, snk = _model_step(xa, ca, loglik, sa, va, K, hard, graphs)
-        new = cut(src, snk, every, active) & va
+        new = cut(src, snk) & va
         if every:
             src_last, snk_last = src, snk
             ran += 1  # on the device: no read-back per iteration

@@ -174,7 +174,7 @@ def _check_offsets(offsets) -> tuple[tuple[int, ...], ...]:
 
 
 def _arc_layout(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> torch.Tensor:
-    """The solvers' ``caps`` ``[B, 2K, *shape]`` from ``edges`` / ``reverse`` ``[K, B, *shape]`` (checked).
+    """The solvers' ``caps`` ``[B, 2K, *shape]`` from ``edges`` / ``reverse`` ``[K, B, *shape]`` (no checks).
 
     Direction k holds the arc p -> p + offsets[k] (``edges[k][p]``), direction K + k the arc
     q -> q - offsets[k] (``reverse[k][q - offsets[k]]``); arcs that leave the grid are zero.

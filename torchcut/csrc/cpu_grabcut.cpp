@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace torchcut_cpu {
@@ -39,6 +40,15 @@ void check_inputs(const at::Tensor& x, const at::Tensor& cls, const at::Tensor& 
     TORCH_CHECK(t->dim() == 2 && t->scalar_type() == at::kLong && t->is_contiguous() && t->size(0) == x.size(0) &&
                     t->size(1) == x.size(1),
                 "cls, comp: expected contiguous int64 tensors [B, N] matching x");
+}
+
+// Calls f with the channel count as a compile-time constant for 3 and 1 channels (the loops unroll),
+// else with 0 (the count read at run time).
+template <class F>
+void by_channels(int C, F&& f) {
+  if (C == 3) f(std::integral_constant<int, 3>{});
+  else if (C == 1) f(std::integral_constant<int, 1>{});
+  else f(std::integral_constant<int, 0>{});
 }
 
 // Sums per group of one image over its pixels: count, the colour (C) and, with `second`, the products
@@ -126,9 +136,7 @@ at::Tensor grabcut_lloyd(at::Tensor x, at::Tensor cls, at::Tensor comp, int64_t 
     const float* xb = x.data_ptr<float>() + b * N * C;
     const int64_t* cb = cls.data_ptr<int64_t>() + b * N;
     int64_t* kb = out.data_ptr<int64_t>() + b * N;
-    if (C == 3) lloyd_image<3>(xb, cb, kb, N, C, (int)K, iters);
-    else if (C == 1) lloyd_image<1>(xb, cb, kb, N, C, (int)K, iters);
-    else lloyd_image<0>(xb, cb, kb, N, C, (int)K, iters);
+    by_channels(C, [&](auto ct) { lloyd_image<decltype(ct)::value>(xb, cb, kb, N, C, (int)K, iters); });
   }
   return out;
 }
@@ -273,9 +281,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> grabcut_models(at::Tensor x, at::
     float* lb = loglik.data_ptr<float>() + b * N * 2 * K;
     int64_t* ob = src.data_ptr<int64_t>() + b * N;
     int64_t* tb = snk.data_ptr<int64_t>() + b * N;
-    if (C == 3) models_image<3>(xb, cb, kb, sb, vb, lb, ob, tb, N, C, (int)K, hard, cov_reg, scale, data_cap);
-    else if (C == 1) models_image<1>(xb, cb, kb, sb, vb, lb, ob, tb, N, C, (int)K, hard, cov_reg, scale, data_cap);
-    else models_image<0>(xb, cb, kb, sb, vb, lb, ob, tb, N, C, (int)K, hard, cov_reg, scale, data_cap);
+    by_channels(C, [&](auto ct) {
+      models_image<decltype(ct)::value>(xb, cb, kb, sb, vb, lb, ob, tb, N, C, (int)K, hard, cov_reg, scale, data_cap);
+    });
   }
   return {loglik, src, snk};
 }
