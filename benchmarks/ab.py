@@ -8,8 +8,9 @@ are reported, and the outputs of all variants must be equal. Studies:
   every item of a batch every cycle): Tsukuba's batched and sequential alpha-expansion, plain Potts,
   the 4 x 1024^2 8-class refine, a GrabCut batch of 16 skimage pictures, the 32 x 512^2 batch of
   ``benchmarks/grid.py``.
-* ``multilabel_opts``: the grid solver's options (``push_launches``, ``rounds``, ``push_tail``) under
-  the default warm-started, graphed expansion on Tsukuba.
+* ``multilabel_opts``: the grid solver's options (push launches, rounds, tail rule, tiles, persistence) under
+  the default warm-started, graphed expansion: Tsukuba (per-edge and plain Potts) and the 4 x 1024^2 refine.
+  The ``{"profile": 1}`` row also sums the solver's BFS and push times (events; slower itself).
 * ``multilabel``: alpha-expansion with and without warm-started moves (``warm_start``) and the greedy
   application replayed as a CUDA graph (``cuda_graphs``): Tsukuba batched and sequential, plain Potts
   batched, the 4 x 1024^2 refine.
@@ -79,16 +80,22 @@ def ab(name, variants, repeat):
             torch.cuda.synchronize()
             times[v].append(time.perf_counter() - t0)
             relabels[v] = (sum(int(s.get("global_relabels", 0)) for s in STATS),
-                           sum(int(s.get("bfs_visits", 0)) for s in STATS), len(STATS))
+                           sum(int(s.get("bfs_visits", 0)) for s in STATS), len(STATS),
+                           sum(int(s.get("push_launches", 0)) for s in STATS),
+                           sum(float(s.get("bfs_us", 0)) for s in STATS) / 1e3,
+                           sum(float(s.get("push_us", 0)) for s in STATS) / 1e3)
     cuda_backend.solve_grid = _SOLVE
     base = statistics.median(times[order[0]])
     rows = []
     for v in order:
         med = statistics.median(times[v])
         rows.append(dict(case=name, variant=v, ms=med * 1e3, min_ms=min(times[v]) * 1e3, speedup=base / med,
-                         relabels=relabels[v][0], bfs_visits=relabels[v][1], solves=relabels[v][2], equal=equal))
+                         relabels=relabels[v][0], bfs_visits=relabels[v][1], solves=relabels[v][2],
+                         push_launches=relabels[v][3], bfs_ms=relabels[v][4], push_ms=relabels[v][5], equal=equal))
+        prof = f"; BFS {relabels[v][4]:.1f} ms, pushes {relabels[v][5]:.1f} ms" if relabels[v][4] else ""
         print(f"{name} | {v}: {med * 1e3:.1f} ms (min {min(times[v]) * 1e3:.1f}), {base / med:.2f}x; "
-              f"relabels {relabels[v][0]} in {relabels[v][2]} solves; equal={equal}", flush=True)
+              f"relabels {relabels[v][0]}, push launches {relabels[v][3]} in {relabels[v][2]} solves{prof}; "
+              f"equal={equal}", flush=True)
     return rows
 
 
@@ -173,11 +180,15 @@ def study_multilabel_opts():
     if t is None:
         return []
     U, W, V = t
-    opts = ({}, {"push_launches": 8}, {"push_launches": 2}, {"rounds": 32}, {"rounds": 8}, {"push_tail": -1})
+    opts = ({}, {"profile": 1}, {"push_launches": 1}, {"push_launches": 2}, {"push_launches": 8}, {"rounds": 8},
+            {"rounds": 32}, {"push_tail": -1}, {"push_tail": 4}, {"push_tail": 48}, {"tile_x": 16, "tile_y": 16},
+            {"bfs_tile_x": 16, "bfs_tile_y": 16}, {"persist": -1})
+    x, p = _refine_inputs()
     cases = []
     for name, call in (("tsukuba batched, per-edge Potts", lambda: torchcut.expansion(U, V, weights=W)),
-                       ("tsukuba batched, plain Potts 30", lambda: torchcut.expansion(U, 30 * V))):
-        cases.append((name, {json.dumps(o) or "{}": (o, call) for o in opts}))
+                       ("tsukuba batched, plain Potts 30", lambda: torchcut.expansion(U, 30 * V)),
+                       ("refine 4 x 1024^2, 8 classes (sequential)", lambda: torchcut.refine(x, p, lam=2.0, sigma=20.0))):
+        cases.append((name, {json.dumps(o): (o, call) for o in opts}))
     return cases
 
 
@@ -196,8 +207,9 @@ def main(argv=None):
     rows = []
     lines = [f"# A/B study `{args.study}` ({torch.cuda.get_device_name()}, torch {torch.__version__}), medians of "
              f"{args.repeat}, variants alternated in one process", "",
-             "| case | variant | ms (min) | speed-up vs first | relabels / BFS visits / solves (one call) | outputs equal |",
-             "|---|---|---:|---:|---|---|"]
+             "| case | variant | ms (min) | speed-up vs first | relabels / BFS visits / solves / push launches (one call) "
+             "| BFS / push ms (profile rows) | outputs equal |",
+             "|---|---|---:|---:|---|---|---|"]
     for name, variants in STUDIES[args.study]():
         try:
             new = ab(name, variants, args.repeat)
@@ -207,7 +219,8 @@ def main(argv=None):
         rows += new
         for r in new:
             lines.append(f"| {r['case']} | {r['variant']} | {r['ms']:.1f} ({r['min_ms']:.1f}) | {r['speedup']:.2f}x | "
-                         f"{r['relabels']} / {r['bfs_visits']} / {r['solves']} | {r['equal']} |")
+                         f"{r['relabels']} / {r['bfs_visits']} / {r['solves']} / {r['push_launches']} | "
+                         f"{r['bfs_ms']:.1f} / {r['push_ms']:.1f} | {r['equal']} |")
         (args.out / f"ab_{args.study}.json").write_text(json.dumps(rows, indent=1))
         (args.out / f"ab_{args.study}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
