@@ -88,6 +88,11 @@ def refine_case(B: int, size: int, C: int = 8):
 
 
 # ------------------------------------------------------------------------------------------ phase timer
+def _info(args):
+    """The ``info`` dict among a multilabel helper's positional arguments."""
+    return next(a for a in args if isinstance(a, dict))
+
+
 class Phases:
     """Wraps the phases of ``torchcut.multilabel`` while active; records host and device spans per round."""
 
@@ -101,7 +106,7 @@ class Phases:
     def _wrap(self, phase, fn, sets_round=False):
         def wrapped(*args, **kwargs):
             if sets_round:
-                self.round = args[-1]["cycles"]
+                self.round = _info(args)["cycles"]
             if self.depth:  # an _apply inside _greedy: counted in the outer call
                 return fn(*args, **kwargs)
             self.depth += 1
@@ -133,7 +138,7 @@ class Phases:
         solve = ml._solve
 
         def solve_round(*args, **kwargs):  # sets the round; its parts are timed separately
-            self.round = args[-1]["cycles"]
+            self.round = _info(args)["cycles"]
             return solve(*args, **kwargs)
 
         ml._solve = solve_round

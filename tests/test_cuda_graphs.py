@@ -64,3 +64,24 @@ def test_check_outside_capture_passes():
     from torchcut.solvers.cuda import check_not_capturing
 
     check_not_capturing("test")  # no capture: no error
+
+
+def test_graph_cache_copies_inputs_only_when_changed():
+    from torchcut._cudagraph import GraphCache
+
+    cache = GraphCache(entries=2)
+    step = lambda a, b: (a * 2 + b,)  # noqa: E731
+    a = torch.arange(6, device="cuda")
+    key = ("axpb", (6,))
+    for b in (torch.ones(6, device="cuda", dtype=torch.int64), torch.full((6,), 3, device="cuda")):
+        assert cache.run(key, step, (a, b))[0].tolist() == (a * 2 + b).tolist()  # eager, then captured
+    b = torch.full((6,), 5, device="cuda")
+    assert cache.run(key, step, (a, b))[0].tolist() == [5, 7, 9, 11, 13, 15]  # replay; a not copied again
+    a.add_(10)  # the same tensor, modified in place: copied again
+    assert cache.run(key, step, (a, b))[0].tolist() == [25, 27, 29, 31, 33, 35]
+    a2 = torch.arange(6, device="cuda")  # another tensor: copied
+    assert cache.run(key, step, (a2, b))[0].tolist() == [5, 7, 9, 11, 13, 15]
+    a2[0] = 100  # through an index assignment (a view's write bumps the shared version counter)
+    b.view(2, 3)[1].fill_(0)
+    assert cache.run(key, step, (a2, b))[0].tolist() == [205, 7, 9, 6, 8, 10]
+    assert cache.captures == 1 and cache.replays == 4

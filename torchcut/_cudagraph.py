@@ -3,8 +3,10 @@
 Steps such as GrabCut's colour-model update or the greedy application of a batched expansion round are
 hundreds of small kernels whose GPU work is well under the time Python takes to launch them one by
 one. :class:`GraphCache` captures such a step as a CUDA graph the second time a key (its shapes and
-constants) comes up, then replays it: the inputs are copied into the graph's own tensors, the graph is
-replayed, and copies of its outputs are handed back (the next replay overwrites them).
+constants) comes up, then replays it: the inputs are copied into the graph's own tensors (except an
+input that is the same tensor as at the last replay and not modified since, by its version counter:
+an energy's constant terms are copied once), the graph is replayed, and copies of its outputs are
+handed back (the next replay overwrites them). The step must not modify its inputs.
 
 The step must be a function of its tensor arguments and of constants that the key pins down; any
 tensor it reaches otherwise would be baked into the graph. Steps that cannot be captured (a library
@@ -16,6 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import weakref
 
 import torch
 
@@ -28,6 +31,7 @@ class _Graphed:
     def __init__(self, fn, inputs, context):
         self.fn = fn
         self.inputs = [t.clone() for t in inputs]
+        self.last = [(weakref.ref(t), t._version) for t in inputs]  # what each static input holds
         with context():
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -42,8 +46,12 @@ class _Graphed:
         if self.warm is not None:  # made on the side stream: hand out copies made on this one
             out, self.warm = tuple(t.clone() for t in self.warm), None
             return out
-        for dst, src in zip(self.inputs, inputs):
+        for i, (dst, src) in enumerate(zip(self.inputs, inputs)):
+            ref, version = self.last[i]
+            if ref() is src and src._version == version:  # the same tensor, unmodified: already there
+                continue
             dst.copy_(src)
+            self.last[i] = (weakref.ref(src), src._version)
         self.graph.replay()
         return tuple(t.clone() for t in self.outputs)
 

@@ -166,6 +166,8 @@ class _Energy:
 
     ``exact``: integer energy (``U``, ``V``, ``W`` integers of ``cap_dtype``); else ``U`` is the quantised
     unary and ``W`` the float64 weights times ``scale`` (pair costs are ``round(W * V)``).
+    ``potts``: ``V`` is ``c`` off the diagonal and 0 on it; ``W`` then holds the pair costs ``c * w``
+    themselves (exact, or rounded), in ``cap_dtype``.
     """
 
     def __init__(self, unary, pairwise, weights, connectivity):
@@ -231,6 +233,14 @@ class _Energy:
         self.U = U.to(self.cap_dtype)
         if self.exact:
             self.V, self.W = self.V.to(self.cap_dtype), self.W.to(self.cap_dtype)
+        # Potts (one cost c for every pair of different labels, 0 on the diagonal): W holds each edge's
+        # pair cost c * w (rounded as the general path rounds it), and a pair term is one select on
+        # a != b instead of a gather from V, a product and (float energies) a rounding in float64.
+        off = self.V[~torch.eye(L, dtype=torch.bool, device=device)]
+        self.potts = bool((self.V.diagonal() == 0).all()) and bool((off == off[0]).all())
+        if self.potts:
+            c = off[0]
+            self.W = (self.W * c if self.exact else torch.round(self.W * c)).to(self.cap_dtype)
         self.Vflat = self.V.reshape(-1)
         # the labels as a device tensor: a move's alphas are a slice of it (no host-to-device copy,
         # which torch makes synchronous from pageable memory)
@@ -260,6 +270,8 @@ class _Energy:
     # pair cost of edges with label pairs (a, b): int64, shaped like a
     def pair(self, k: int, a: torch.Tensor, b: torch.Tensor, items=None) -> torch.Tensor:
         W = self.terms(items)[1][:, k]
+        if self.potts:
+            return torch.where(a != b, W, 0)
         v = self.Vflat[a * self.L + b]
         if self.exact:
             return W * v
@@ -289,8 +301,11 @@ class _Energy:
         lead = f.dim() - nd - 1
         Ux = U.expand(f.shape[:lead] + U.shape) if lead else U
         u = Ux.gather(lead + 1, f.unsqueeze(lead + 1)).flatten(lead + 1).sum(-1)
-        v = self.Vflat[(f * self.L).unsqueeze(-nd - 1) + self.neighbours(f)]  # [..., B, K, *S]
-        pq = W * v if self.exact else torch.round(W * v).to(self.cap_dtype)
+        if self.potts:
+            pq = torch.where(f.unsqueeze(-nd - 1) != self.neighbours(f), W, 0)  # [..., B, K, *S]
+        else:
+            v = self.Vflat[(f * self.L).unsqueeze(-nd - 1) + self.neighbours(f)]
+            pq = W * v if self.exact else torch.round(W * v).to(self.cap_dtype)
         return u + pq.flatten(lead + 1).sum(-1)
 
     def alphas(self, alphas) -> torch.Tensor:
@@ -445,7 +460,7 @@ def _solve(E: _Energy, f, alphas, items, backend, info, warm=None):
         inputs = (U, W, E.Vflat, f, E.alphas(alphas))  # the labels are an input: one graph for every label
         if warm.graphs:
             key = ("move", len(alphas), tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact,
-                   E.offsets, tuple(f.shape))
+                   E.potts, E.offsets, tuple(f.shape))
             caps, src, snk = _MOVE_GRAPHS.run(key, step, inputs)
         else:
             caps, src, snk = step(*inputs)
@@ -491,7 +506,7 @@ def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True):
             trace.append(e)
         return f, e, torch.stack(trace)
 
-    key = ("greedy", tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact, E.offsets,
+    key = ("greedy", tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact, E.potts, E.offsets,
            tuple(f.shape))
     f, e, trace = _GREEDY_GRAPHS.run(key, step, (U, W, E.Vflat, f, e, take))
     info["trace"].extend((items, t) for t in trace.unbind(0))
