@@ -11,6 +11,8 @@ are reported, and the outputs of all variants must be equal. Studies:
 * ``multilabel_opts``: the grid solver's options (push launches, rounds, tail rule, tiles, persistence) under
   the default warm-started, graphed expansion: Tsukuba (per-edge and plain Potts) and the 4 x 1024^2 refine.
   The ``{"profile": 1}`` row also sums the solver's BFS and push times (events; slower itself).
+* ``moves``: alpha-expansion with the move kernels against the tensor-op path (Tsukuba batched and
+  sequential, plain Potts, truncated linear, the 4 x 1024^2 refine).
 * ``multilabel``: alpha-expansion with and without warm-started moves (``warm_start``) and the greedy
   application replayed as a CUDA graph (``cuda_graphs``): Tsukuba batched and sequential, plain Potts
   batched, the 4 x 1024^2 refine.
@@ -192,7 +194,39 @@ def study_multilabel_opts():
     return cases
 
 
-STUDIES = {"item_skip": study_item_skip, "multilabel": study_multilabel, "multilabel_opts": study_multilabel_opts}
+def study_moves():
+    """The move kernels (torchcut/csrc/grid_moves.cu) against the tensor-op path (graphed, warm-started)."""
+    import torchcut.multilabel as ml
+
+    def variants(call):
+        def with_kernels(on):
+            def run():
+                ml._FUSED_MOVES = on
+                try:
+                    return call()
+                finally:
+                    ml._FUSED_MOVES = True
+            return run
+        return {"move kernels": ({}, with_kernels(True)), "tensor ops": ({}, with_kernels(False))}
+
+    cases = []
+    t = _tsukuba()
+    if t is not None:
+        U, W, V = t
+        for sched in ("batched", "sequential"):
+            cases.append((f"tsukuba {sched}, per-edge Potts",
+                          variants(lambda s=sched: torchcut.expansion(U, V, weights=W, schedule=s))))
+        cases.append(("tsukuba batched, plain Potts 30", variants(lambda: torchcut.expansion(U, 30 * V))))
+        lin = (torch.arange(16).view(-1, 1) - torch.arange(16).view(1, -1)).abs().clamp(max=2).cuda() * 10
+        cases.append(("tsukuba batched, truncated linear", variants(lambda: torchcut.expansion(U, lin, weights=W))))
+    x, p = _refine_inputs()
+    cases.append(("refine 4 x 1024^2, 8 classes (sequential)",
+                  variants(lambda: torchcut.refine(x, p, lam=2.0, sigma=20.0))))
+    return cases
+
+
+STUDIES = {"item_skip": study_item_skip, "multilabel": study_multilabel, "multilabel_opts": study_multilabel_opts,
+           "moves": study_moves}
 
 
 def main(argv=None):

@@ -421,3 +421,70 @@ def test_cuda_refine_and_tsukuba(shared_data):
     assert bad_pixel_rates(d, t)["nonocc"] <= 1.9
 
 
+
+
+def _kernel_case(case):
+    """(unary, pairwise, weights, connectivity) for the move-kernel comparisons."""
+    g = torch.Generator().manual_seed(len(case))
+    if case == "int truncated-linear 4c batch":
+        U, W = random_problem(3, (3, 24, 31), 5, 30, 6)
+        return U, trunc_linear(5, 2, 3), W, None
+    if case == "int Potts 8c batch":
+        return (torch.randint(0, 40, (2, 4, 20, 22), generator=g), 5 * (1 - torch.eye(4, dtype=torch.int64)),
+                torch.randint(0, 6, (2, 4, 20, 22), generator=g), 8)
+    if case == "float truncated-linear":
+        return (torch.rand(4, 18, 25, generator=g, dtype=torch.float64) * 10, 1.5 * trunc_linear(4, 2).double(),
+                torch.rand(2, 18, 25, generator=g, dtype=torch.float64), None)
+    if case == "int64 capacities":  # unary terms beyond int32: the moves are built in int64
+        return (torch.randint(0, 1 << 33, (3, 12, 14), generator=g), (1 << 30) * (1 - torch.eye(3, dtype=torch.int64)),
+                torch.randint(0, 3, (2, 12, 14), generator=g), None)
+    if case == "3D 6c":
+        return torch.randint(0, 25, (3, 6, 7, 8), generator=g), trunc_linear(3, 1, 4), None, 6
+    return torch.randint(0, 25, (3, 5, 6, 7), generator=g), 2 * (1 - torch.eye(3, dtype=torch.int64)), None, 26
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("case", ["int truncated-linear 4c batch", "int Potts 8c batch", "float truncated-linear",
+                                  "int64 capacities", "3D 6c", "3D 26c"])
+def test_cuda_move_kernels_equal_the_tensor_ops(monkeypatch, case, schedule):
+    """The move kernels (graph build with the warm re-fit, move application) give the labels, energy
+    traces and solve counts of the tensor-op path, warm and cold, on every pair mode and cap type."""
+    import torchcut.multilabel as ml
+
+    U, V, W, conn = (t.cuda() if isinstance(t, torch.Tensor) else t for t in _kernel_case(case))
+    calls = []
+    solve = ml._FusedMoves.solve
+    monkeypatch.setattr(ml._FusedMoves, "solve", lambda self, *a: calls.append(1) or solve(self, *a))
+
+    def run(**kw):
+        return expansion(U, V, weights=W, connectivity=conn, schedule=schedule, return_info=True, **kw)
+
+    fused = {w: run(warm_start=w) for w in (True, False)}
+    assert len(calls) == fused[True][1]["solves"] + fused[False][1]["solves"]
+    monkeypatch.setattr(ml, "_FUSED_MOVES", False)
+    plain = run(warm_start=True)
+    for lab, info in fused.values():
+        assert torch.equal(lab, plain[0])
+        assert info["solves"] == plain[1]["solves"]
+        assert len(info["energies"]) == len(plain[1]["energies"])
+        assert all(torch.equal(a, b) for a, b in zip(info["energies"], plain[1]["energies"]))
+    assert torch.equal(plain[0].cpu(), expansion(*(t.cpu() if isinstance(t, torch.Tensor) else t
+                                                   for t in (U, V)), weights=None if W is None else W.cpu(),
+                                                 connectivity=conn, schedule=schedule))
+
+
+@pytest.mark.cuda
+def test_cuda_move_kernels_refine_and_subsets(monkeypatch):
+    """refine (float Potts: pair costs pre-rounded) on a batch whose items stop at different cycles."""
+    import torchcut.multilabel as ml
+
+    truth, image, probs = _noisy_maps(3, C=5, B=3)
+    probs[1] = torch.softmax(probs[1] * 8, 0)  # a sharper item: fewer cycles than the others
+    x, p = image.cuda(), probs.cuda()
+    out = {}
+    for fusedmoves in (True, False):
+        monkeypatch.setattr(ml, "_FUSED_MOVES", fusedmoves)
+        out[fusedmoves] = [refine(x, p, lam=2.0, sigma=20.0, schedule=s) for s in SCHEDULES]
+    for a, b in zip(out[True], out[False]):
+        assert torch.equal(a, b)

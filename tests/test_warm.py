@@ -130,9 +130,11 @@ def test_refine_warm_start_keyword():
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("schedule", ["sequential", "batched"])
-def test_cuda_warm_and_graphed_expansion_equal_the_plain_path(schedule):
-    """On the GPU: warm-started moves and the graphed greedy application give the labels of cold,
-    op-by-op runs (and of the CPU), and the graph is replayed, not only captured."""
+def test_cuda_warm_and_graphed_expansion_equal_the_plain_path(monkeypatch, schedule):
+    """On the GPU, the tensor-op path (the move kernels off): warm-started moves and the graphed greedy
+    application give the labels of cold, op-by-op runs (and of the CPU), and the graph is replayed,
+    not only captured."""
+    monkeypatch.setattr(multilabel, "_FUSED_MOVES", False)
     U, V, Wt = _problem(5, 2, 6, 40, 52)
     Uc, Vc, Wc = U.cuda(), V.cuda(), Wt.cuda()
     caches = (multilabel._GREEDY_GRAPHS, multilabel._MOVE_GRAPHS, warm_module._REFITS)

@@ -112,7 +112,8 @@ def _ninja_on_path() -> None:
 
 # Every extension of the package: name -> sources in torchcut/csrc.
 EXTENSIONS: dict[str, list[str]] = {
-    "torchcut_grid": ["grid_ops.cpp", "grid_solve.cpp", "grid_push_i32.cu", "grid_push_i64.cu", "grid_bfs.cu"],
+    "torchcut_grid": ["grid_ops.cpp", "grid_solve.cpp", "grid_push_i32.cu", "grid_push_i64.cu", "grid_bfs.cu",
+                      "grid_moves.cu"],
     "torchcut_csr": ["csr_ops.cpp", "csr_kernels.cu"],
     "torchcut_cpu": ["cpu_ops.cpp", "cpu_grabcut.cpp"],
 }

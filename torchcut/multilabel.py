@@ -236,10 +236,11 @@ class _Energy:
         # Potts (one cost c for every pair of different labels, 0 on the diagonal): W holds each edge's
         # pair cost c * w (rounded as the general path rounds it), and a pair term is one select on
         # a != b instead of a gather from V, a product and (float energies) a rounding in float64.
-        off = self.V[~torch.eye(L, dtype=torch.bool, device=device)]
-        self.potts = bool((self.V.diagonal() == 0).all()) and bool((off == off[0]).all())
+        Vh = self.V.cpu()  # L x L: one small copy, then host checks
+        off = Vh[~torch.eye(L, dtype=torch.bool)]
+        self.potts = bool((Vh.diagonal() == 0).all()) and bool((off == off[0]).all())
         if self.potts:
-            c = off[0]
+            c = off[0].item()
             self.W = (self.W * c if self.exact else torch.round(self.W * c)).to(self.cap_dtype)
         self.Vflat = self.V.reshape(-1)
         # the labels as a device tensor: a move's alphas are a slice of it (no host-to-device copy,
@@ -444,11 +445,70 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
 _MOVE_GRAPHS = GraphCache(entries=4)
 
 
+# Expansion moves on CUDA through the grid extension's move kernels (torchcut/csrc/grid_moves.cu): a
+# move's graph and the warm re-fit of its last flow in one pass, a move's application in two, where the
+# tensor ops (move_graph, WarmGrid, _move) take ~100 kernels over int64 and float64 copies. Same labels
+# and energies (the tests compare both paths). False: the tensor ops everywhere (tests, A/B).
+_FUSED_MOVES = True
+
+
+def _fused(E: _Energy, backend) -> bool:
+    """Whether this energy's moves go through the move kernels (CUDA solver, at most 13 offsets)."""
+    if not (_FUSED_MOVES and E.device.type == "cuda" and E.K <= 13):
+        return False
+    from .solvers import _pick
+
+    impl = _pick(E.device, backend)
+    return getattr(impl, "__name__", "") == "torchcut.solvers.cuda" and hasattr(torch.ops.torchcut_grid, "move_build")
+
+
+def _pair_mode(E: _Energy) -> int:
+    """grid_moves.h's PairMode of the energy's pair terms."""
+    return 2 if E.potts else 0 if E.exact else 1
+
+
+class _FusedMoves:
+    """Moves built and solved on CUDA by the move kernels, each warm-started from the flow of its last
+    solve when ``warm`` (the state: forward capacities, residuals, excess, sink residuals, terminals)."""
+
+    def __init__(self, E: _Energy, warm: bool = True):
+        self.flat = [v for o in E.offsets for v in o]
+        self.mode = _pair_mode(E)
+        self.warm = bool(warm)
+        self.state = None
+        self.log = []  # the solver's counters of every solve
+
+    def keep(self, index: torch.Tensor) -> None:
+        """Keep the state of the graph items ``index`` (in that order) for the next solve."""
+        if self.state is not None:
+            self.state = tuple(t.index_select(0, index) for t in self.state)
+
+    def solve(self, E: _Energy, U, W, f, alphas: torch.Tensor) -> torch.Tensor:
+        """Source side ``[M * B, *S]`` of the moves ``alphas`` (int64 device tensor) from labels ``f``."""
+        from .solvers import cuda as cuda_backend
+
+        MB = alphas.numel() * f.shape[0]
+        warm = self.state is not None and self.state[0].shape[0] == MB
+        state = self.state if warm else (f,) * 6  # placeholders, not read on a cold start
+        C, R, e, r, s, k = torch.ops.torchcut_grid.move_build(U, f.contiguous(), W, E.Vflat, alphas, *state,
+                                                             list(E.shape), self.flat, self.mode, warm)
+        mask, stats = cuda_backend.solve_grid(R.view((MB, 2 * E.K) + E.shape), e.view((MB,) + E.shape),
+                                              r.view((MB,) + E.shape), E.offsets)
+        self.log.append(stats)
+        if self.warm:  # the solve left its residuals, excess and sink residuals in R, e, r
+            self.state = (C, R, e, r, s, k)
+        return mask
+
+
 def _solve(E: _Energy, f, alphas, items, backend, info, warm=None):
-    """Take-alpha masks ``[len(alphas), B, *S]``; ``warm``: a WarmGrid holding these moves' last flows."""
+    """Take-alpha masks ``[len(alphas), B, *S]``; ``warm``: a WarmGrid or _FusedMoves holding these
+    moves' last flows."""
     from .solvers import maxflow
 
-    if warm is None:
+    if isinstance(warm, _FusedMoves):
+        U, W = E.terms(items)
+        source = warm.solve(E, U, W, f, E.alphas(alphas))
+    elif warm is None:
         source = maxflow(E.move_graph(f, alphas, items), backend=backend).node_mask
     else:
         U, W = E.terms(items)
@@ -478,8 +538,14 @@ def _move(E: _Energy, f, e_cur, take, alpha, items=None):
     return torch.where(better.view((-1,) + (1,) * len(E.shape)), cand, f), torch.where(better, e_new, e_cur)
 
 
-def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
-    f, e_next = _move(E, f, e_cur, take, alpha, items)
+def _apply(E: _Energy, f, e_cur, take, alpha, items, info, fused=False):
+    if fused:  # the move kernels: its energy change per item, then the move where it is negative
+        U, W = E.terms(items)
+        f, e_next = torch.ops.torchcut_grid.move_apply(U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur,
+                                                       int(alpha), list(E.shape), [v for o in E.offsets for v in o],
+                                                       _pair_mode(E))
+    else:
+        f, e_next = _move(E, f, e_cur, take, alpha, items)
     info["trace"].append((items, e_next))
     return f, e_next
 
@@ -490,11 +556,11 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info):
 _GREEDY_GRAPHS = GraphCache(entries=4)
 
 
-def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True):
+def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True, fused: bool = False):
     """The batched round's greedy application of the L moves ``take`` ``[L, B, *S]`` in label order."""
-    if not (graphs and E.device.type == "cuda"):
+    if fused or not (graphs and E.device.type == "cuda"):
         for alpha in range(E.L):
-            f, e = _apply(E, f, e, take[alpha], alpha, items, info)
+            f, e = _apply(E, f, e, take[alpha], alpha, items, info, fused)
         return f, e
     U, W = E.terms(items)
 
@@ -550,16 +616,18 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         move, which changed nothing either: the graph would be the same).
     warm_start : bool, optional
         Solve each move from the flow of the same move in the last cycle, re-fitted to the new
-        labelling (:class:`torchcut.solvers.warm.WarmGrid`). The labels are the same either way; the
-        warm start holds about two copies of each move's graph. Default: on CUDA (Tsukuba batched
-        1.2x faster alone, 2.2x with ``cuda_graphs``), off on the CPU (one thread: Tsukuba sequential
-        5% faster, refine 11% and the batched schedule 15-40% slower, because the re-fit's tensor ops
-        cost about what the Boykov-Kolmogorov solver saves).
+        labelling (Kohli-Torr; :class:`torchcut.solvers.warm.WarmGrid`). The labels are the same either
+        way; the warm start holds about two copies of each move's graph. Default: on CUDA, off on the
+        CPU (one thread: Tsukuba sequential 5% faster, refine 11% and the batched schedule 15-40%
+        slower, because the re-fit's tensor ops cost about what the Boykov-Kolmogorov solver saves).
+        On CUDA the moves are built, re-fitted and applied by the grid extension's move kernels, one
+        pass each (``torchcut/csrc/grid_moves.cu``).
     cuda_graphs : bool
-        On CUDA, replay the fixed op sequences of a round as CUDA graphs once the same shapes come back:
-        the greedy application of a batched round and, with warm starts, the move builds and the
-        re-fits (the process keeps up to four graphs of each; the first call of a shape captures
-        them). False: op by op. Same labels either way.
+        On CUDA, where the move kernels are not used (``torchcut.multilabel._FUSED_MOVES = False``),
+        replay the fixed op sequences of a round as CUDA graphs once the same shapes come back: the
+        greedy application of a batched round and, with warm starts, the move builds and the re-fits
+        (the process keeps up to four graphs of each; the first call of a shape captures them).
+        False: op by op. Same labels either way.
 
     Returns
     -------
@@ -615,7 +683,11 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
     # each move is solved from the flow of the same move in the last round (batched: one WarmGrid for
     # the batched graph of all moves; sequential: one per label)
     warms = None
-    if warm_start:
+    fused = _fused(E, backend)
+    if fused:  # cold starts too go through the move kernels (warm_start=False keeps no state)
+        warms = (_FusedMoves(E, warm_start) if schedule == "batched"
+                 else {a: _FusedMoves(E, warm_start) for a in labels})
+    elif warm_start:
         warms = (WarmGrid(E.offsets, backend, graphs=graphs) if schedule == "batched"
                  else {a: WarmGrid(E.offsets, backend, graphs=graphs) for a in labels})
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
@@ -626,7 +698,7 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
         e_start = ei
         if schedule == "batched":
             take = _solve(E, fi, labels, sub, backend, info, warms)
-            fi, ei = _greedy(E, fi, ei, take, sub, info, graphs)
+            fi, ei = _greedy(E, fi, ei, take, sub, info, graphs, fused)
         else:
             for alpha in labels:
                 if quiet >= E.L:  # this label's last move and the L - 1 since changed nothing: the same
@@ -635,7 +707,7 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
                     continue
                 take = _solve(E, fi, [alpha], sub, backend, info, warms and warms[alpha])[0]
                 e_before = ei
-                fi, ei = _apply(E, fi, ei, take, alpha, sub, info)
+                fi, ei = _apply(E, fi, ei, take, alpha, sub, info, fused)
                 quiet = 0 if bool((ei < e_before).any()) else quiet + 1
         if full:
             f, e = fi, ei
