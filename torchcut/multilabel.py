@@ -185,6 +185,7 @@ class _Energy:
             raise ValueError(f"pairwise: expected shape [L, L] = ({L}, {L}) for the unary's {L} labels, got {tuple(V.shape)}")
         check_metric(V)
         self.offsets = grid_offsets(self.ndim, self.connectivity)
+        self.flat = [v for o in self.offsets for v in o]  # the offsets as the ops take them
         K = len(self.offsets)
         full = (B, K) + self.shape
         if weights is None:
@@ -472,7 +473,6 @@ class _FusedMoves:
     solve when ``warm`` (the state: forward capacities, residuals, excess, sink residuals, terminals)."""
 
     def __init__(self, E: _Energy, warm: bool = True):
-        self.flat = [v for o in E.offsets for v in o]
         self.mode = _pair_mode(E)
         self.warm = bool(warm)
         self.state = None
@@ -491,7 +491,7 @@ class _FusedMoves:
         warm = self.state is not None and self.state[0].shape[0] == MB
         state = self.state if warm else (f,) * 6  # placeholders, not read on a cold start
         C, R, e, r, s, k = torch.ops.torchcut_grid.move_build(U, f.contiguous(), W, E.Vflat, alphas, *state,
-                                                             list(E.shape), self.flat, self.mode, warm)
+                                                             list(E.shape), E.flat, self.mode, warm)
         mask, stats = cuda_backend.solve_grid(R.view((MB, 2 * E.K) + E.shape), e.view((MB,) + E.shape),
                                               r.view((MB,) + E.shape), E.offsets)
         self.log.append(stats)
@@ -542,8 +542,7 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info, fused=False):
     if fused:  # the move kernels: its energy change per item, then the move where it is negative
         U, W = E.terms(items)
         f, e_next = torch.ops.torchcut_grid.move_apply(U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur,
-                                                       int(alpha), list(E.shape), [v for o in E.offsets for v in o],
-                                                       _pair_mode(E))
+                                                       int(alpha), list(E.shape), E.flat, _pair_mode(E))
     else:
         f, e_next = _move(E, f, e_cur, take, alpha, items)
     info["trace"].append((items, e_next))

@@ -17,6 +17,7 @@ RuntimeError during a capture, before anything is queued on the stream.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -111,6 +112,53 @@ def workspace_bytes(num_nodes: int, num_dirs: int) -> int:
     return num_nodes * (4 + mask + 1)
 
 
+@functools.lru_cache(maxsize=64)
+def _plan(dims, offsets, options):
+    """The checked static arguments of a solve (cached: a multi-label call solves the same shapes many
+    times): ``(shape, flat offsets, options in the op's order)``. ``dims``: ``caps.shape[1:]``;
+    ``offsets``: tuples of ints; ``options``: sorted (name, value) pairs."""
+    options = dict(options)
+    unknown = set(options) - set(_OPTS)
+    if unknown:
+        raise TypeError(f"solve_grid: unexpected options {sorted(unknown)}; expected some of {_OPTS}")
+    ndim = len(offsets[0])
+    K = len(offsets)
+    if len(dims) != ndim + 1 or dims[0] != 2 * K:
+        raise ValueError(f"caps: expected shape [B, {2 * K}, *shape] with {ndim} spatial dims, got [B, "
+                         f"{', '.join(map(str, dims))}]")
+    if 2 * K > 62:
+        raise ValueError(f"offsets: the CUDA kernels take at most 31 offsets, got {K}")
+    push_tile = [int(options.get(f"tile_{a}") or d) for a, d in
+                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8, 8, 4 if 2 * K > 8 else 8)))]
+    if ndim == 2:
+        push_tile[2] = 1
+    if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
+        raise ValueError(f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}")
+    tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
+    if ndim == 2:
+        tile[2] = 1
+    n_tile = math.prod(tile)
+    if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
+        raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
+                         f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
+    return tuple(dims[1:]), tuple(v for o in offsets for v in o), tuple(int(options.get(k) or 0) for k in _OPTS)
+
+
+def _check_memory(device, need: int, per_node, B: int, n: int) -> None:
+    """Raise OutOfMemoryError naming the sizes when the solver's buffers cannot fit. Memory that torch's
+    caching allocator holds unused counts as free; the driver is asked only when that is not enough."""
+    spare = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if need <= spare:
+        return
+    free, total = torch.cuda.mem_get_info(device)
+    if need > free + spare:
+        raise torch.cuda.OutOfMemoryError(
+            f"torchcut: the CUDA grid solver needs {need / 2**20:.1f} MiB more GPU memory for its buffers "
+            f"({B} x {n} nodes, {per_node()} bytes per node with the graph), but only "
+            f"{(free + spare) / 2**20:.1f} MiB of {total / 2**20:.1f} MiB are free on {device}"
+        )
+
+
 def solve_grid(caps, excess, sink, offsets, **options):
     """Run push-relabel phase one on a batched grid network on the GPU, in place.
 
@@ -145,52 +193,23 @@ def solve_grid(caps, excess, sink, offsets, **options):
     """
     check_not_capturing("torchcut.maxflow")
     t0 = time.perf_counter()
-    unknown = set(options) - set(_OPTS)
-    if unknown:
-        raise TypeError(f"solve_grid: unexpected options {sorted(unknown)}; expected some of {_OPTS}")
-    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
-    ndim = len(offsets[0])
-    K = len(offsets)
     if caps.device.type != "cuda":
         raise ValueError(f"caps: expected a CUDA tensor, got one on {caps.device}")
-    if caps.dim() != ndim + 2 or caps.shape[1] != 2 * K:
-        raise ValueError(f"caps: expected shape [B, {2 * K}, *shape] with {ndim} spatial dims, got {tuple(caps.shape)}")
-    if 2 * K > 62:
-        raise ValueError(f"offsets: the CUDA kernels take at most 31 offsets, got {K}")
     if sink.dtype != caps.dtype:
         raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
-    shape = tuple(caps.shape[2:])
+    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
+    shape, flat, opts = _plan(tuple(caps.shape[1:]), offsets, tuple(sorted(options.items())))
     B = caps.shape[0]
-    n = math.prod(shape)
-    need = workspace_bytes(B * n, 2 * K) + 4096
-    work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
-    need += sum(t.numel() * t.element_size() for t, o in zip(work, (caps, excess, sink)) if t is not o)
-    free, total = torch.cuda.mem_get_info(caps.device)
-    if need > free:
-        per_node = (caps.element_size() * 2 * K + 8 + sink.element_size()) + workspace_bytes(1, 2 * K)
-        raise torch.cuda.OutOfMemoryError(
-            f"torchcut: the CUDA grid solver needs {need / 2**20:.1f} MiB more GPU memory for its buffers "
-            f"({B} x {n} nodes, {per_node} bytes per node with the graph), but only {free / 2**20:.1f} MiB "
-            f"of {total / 2**20:.1f} MiB are free on {caps.device}"
-        )
-    opts = [int(options.get(k) or 0) for k in _OPTS]
     if B > 65535:
         raise ValueError(f"caps: expected a batch of at most 65535 items on the GPU, got {B}")
-    push_tile = [int(options.get(f"tile_{a}") or d) for a, d in
-                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8, 8, 4 if 2 * K > 8 else 8)))]
-    if ndim == 2:
-        push_tile[2] = 1
-    if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
-        raise ValueError(f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}")
-    tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
-    if ndim == 2:
-        tile[2] = 1
-    n_tile = math.prod(tile)
-    if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
-        raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
-                         f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
-    flat = [v for o in offsets for v in o]
-    mask, stats = torch.ops.torchcut_grid.solve(work[0], work[1], work[2], list(shape), flat, opts)
+    n = math.prod(shape)
+    K = caps.shape[1] // 2
+    work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
+    need = workspace_bytes(B * n, 2 * K) + 4096
+    need += sum(t.numel() * t.element_size() for t, o in zip(work, (caps, excess, sink)) if t is not o)
+    _check_memory(caps.device, need, lambda: (caps.element_size() * 2 * K + 8 + sink.element_size())
+                  + workspace_bytes(1, 2 * K), B, n)
+    mask, stats = torch.ops.torchcut_grid.solve(work[0], work[1], work[2], list(shape), list(flat), list(opts))
     for t, o in zip(work, (caps, excess, sink)):
         if t is not o:
             o.copy_(t)
