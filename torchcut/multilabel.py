@@ -677,7 +677,8 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
     info["trace"].append((None, e))
     items = torch.arange(E.B, device=E.device)  # the items not yet at a local minimum
     labels = list(range(E.L))
-    quiet = 0  # sequential: moves in a row (skipped ones included) that changed no labelling
+    quiet = 0  # sequential: moves in a row (skipped ones included) that changed no labelling, as far as read
+    unread = []  # sequential: whether each later move changed a labelling, device flags not yet read back
     info["skipped"] = 0
     # each move is solved from the flow of the same move in the last round (batched: one WarmGrid for
     # the batched graph of all moves; sequential: one per label)
@@ -700,6 +701,10 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
             fi, ei = _greedy(E, fi, ei, take, sub, info, graphs, fused)
         else:
             for alpha in labels:
+                if unread and quiet + len(unread) >= E.L:  # the rule below may fire: read the flags
+                    for changed in torch.stack(unread).tolist():  # (one read-back for up to L moves)
+                        quiet = 0 if changed else quiet + 1
+                    unread = []
                 if quiet >= E.L:  # this label's last move and the L - 1 since changed nothing: the same
                     info["trace"].append((sub, ei))  # graph as last time, so the same empty move
                     info["skipped"] += 1
@@ -707,7 +712,7 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
                 take = _solve(E, fi, [alpha], sub, backend, info, warms and warms[alpha])[0]
                 e_before = ei
                 fi, ei = _apply(E, fi, ei, take, alpha, sub, info, fused)
-                quiet = 0 if bool((ei < e_before).any()) else quiet + 1
+                unread.append((ei < e_before).any())
         if full:
             f, e = fi, ei
         else:
