@@ -212,7 +212,7 @@ class _Energy:
             self.V = V.to(torch.int64)
             self.W = torch.where(inside, W.to(torch.int64), 0)
             self.scale = 1.0
-            umax, vmax, wmax = int(U.max()), int(self.V.max()), int(self.W.max())
+            umax, vmax, wmax = torch.stack([U.max(), self.V.max(), self.W.max()]).tolist()  # one read-back
             peak = umax + 4 * K * vmax * wmax
             total = (umax + 2 * K * vmax * wmax) * math.prod(self.shape)
             if total >= SUM_LIMIT:
@@ -223,7 +223,8 @@ class _Energy:
             self.offset = U.amin(1).reshape(B, -1).sum(1)
             U = U - U.amin(1, keepdim=True)
             Vf, Wf = V.to(torch.float64), torch.where(inside, W.to(torch.float64), 0.0)
-            top = float(U.max()) + 4 * K * float(Vf.max()) * float(Wf.max())
+            umax, vmax, wmax = torch.stack([U.max(), Vf.max(), Wf.max()]).tolist()  # one read-back
+            top = umax + 4 * K * vmax * wmax
             self.scale = QUANT_RANGE / top if top > 0 else 1.0
             U = torch.round(U * self.scale).to(torch.int64)
             self.V, self.W = Vf, Wf * self.scale
