@@ -156,11 +156,9 @@ def study_item_skip():
     return cases
 
 
-def study_multilabel():
-    def variants(call):
-        return {f"warm={w} graphs={c}": ({}, (lambda w=w, c=c: call(warm_start=w, cuda_graphs=c)))
-                for w, c in ((False, False), (True, False), (False, True), (True, True))}
-
+def _multilabel_cases(variants, truncated_linear=False):
+    """The multi-label cases of the studies: ``variants(call)`` makes the variants of a case from its
+    call (which takes the expansion's keyword arguments)."""
     cases = []
     t = _tsukuba()
     if t is not None:
@@ -170,10 +168,22 @@ def study_multilabel():
                           variants(lambda s=sched, **kw: torchcut.expansion(U, V, weights=W, schedule=s, **kw))))
         cases.append(("tsukuba batched, plain Potts 30",
                       variants(lambda **kw: torchcut.expansion(U, 30 * V, schedule="batched", **kw))))
+        if truncated_linear:
+            lin = (torch.arange(16).view(-1, 1) - torch.arange(16).view(1, -1)).abs().clamp(max=2).cuda() * 10
+            cases.append(("tsukuba batched, truncated linear",
+                          variants(lambda **kw: torchcut.expansion(U, lin, weights=W, **kw))))
     x, p = _refine_inputs()
     cases.append(("refine 4 x 1024^2, 8 classes (sequential)",
                   variants(lambda **kw: torchcut.refine(x, p, lam=2.0, sigma=20.0, **kw))))
     return cases
+
+
+def study_multilabel():
+    def variants(call):
+        return {f"warm={w} graphs={c}": ({}, (lambda w=w, c=c: call(warm_start=w, cuda_graphs=c)))
+                for w, c in ((False, False), (True, False), (False, True), (True, True))}
+
+    return _multilabel_cases(variants)
 
 
 def study_multilabel_opts():
@@ -209,20 +219,7 @@ def study_moves():
             return run
         return {"move kernels": ({}, with_kernels(True)), "tensor ops": ({}, with_kernels(False))}
 
-    cases = []
-    t = _tsukuba()
-    if t is not None:
-        U, W, V = t
-        for sched in ("batched", "sequential"):
-            cases.append((f"tsukuba {sched}, per-edge Potts",
-                          variants(lambda s=sched: torchcut.expansion(U, V, weights=W, schedule=s))))
-        cases.append(("tsukuba batched, plain Potts 30", variants(lambda: torchcut.expansion(U, 30 * V))))
-        lin = (torch.arange(16).view(-1, 1) - torch.arange(16).view(1, -1)).abs().clamp(max=2).cuda() * 10
-        cases.append(("tsukuba batched, truncated linear", variants(lambda: torchcut.expansion(U, lin, weights=W))))
-    x, p = _refine_inputs()
-    cases.append(("refine 4 x 1024^2, 8 classes (sequential)",
-                  variants(lambda: torchcut.refine(x, p, lam=2.0, sigma=20.0))))
-    return cases
+    return _multilabel_cases(variants, truncated_linear=True)
 
 
 STUDIES = {"item_skip": study_item_skip, "multilabel": study_multilabel, "multilabel_opts": study_multilabel_opts,
