@@ -9,13 +9,12 @@ are reported, and the outputs of all variants must be equal. Studies:
   the 4 x 1024^2 8-class refine, a GrabCut batch of 16 skimage pictures, the 32 x 512^2 batch of
   ``benchmarks/grid.py``.
 * ``multilabel_opts``: the grid solver's options (push launches, rounds, tail rule, tiles, persistence) under
-  the default warm-started, graphed expansion: Tsukuba (per-edge and plain Potts) and the 4 x 1024^2 refine.
+  the default warm-started expansion: Tsukuba (per-edge and plain Potts) and the 4 x 1024^2 refine.
   The ``{"profile": 1}`` row also sums the solver's BFS and push times (events; slower itself).
 * ``moves``: alpha-expansion with the move kernels against the tensor-op path (Tsukuba batched and
   sequential, plain Potts, truncated linear, the 4 x 1024^2 refine).
-* ``multilabel``: alpha-expansion with and without warm-started moves (``warm_start``) and the greedy
-  application replayed as a CUDA graph (``cuda_graphs``): Tsukuba batched and sequential, plain Potts
-  batched, the 4 x 1024^2 refine.
+* ``multilabel``: alpha-expansion with and without warm-started moves (``warm_start``): Tsukuba batched
+  and sequential, plain Potts batched, the 4 x 1024^2 refine.
 
 The Tsukuba cases need ``TORCHCUT_DATA``. Needs a GPU.
 
@@ -180,14 +179,13 @@ def _multilabel_cases(variants, truncated_linear=False):
 
 def study_multilabel():
     def variants(call):
-        return {f"warm={w} graphs={c}": ({}, (lambda w=w, c=c: call(warm_start=w, cuda_graphs=c)))
-                for w, c in ((False, False), (True, False), (False, True), (True, True))}
+        return {f"warm={w}": ({}, (lambda w=w: call(warm_start=w))) for w in (False, True)}
 
     return _multilabel_cases(variants)
 
 
 def study_multilabel_opts():
-    """Grid solver options under the warm-started, graphed expansion (defaults of the library)."""
+    """Grid solver options under the warm-started expansion (defaults of the library)."""
     t = _tsukuba()
     if t is None:
         return []
@@ -205,7 +203,7 @@ def study_multilabel_opts():
 
 
 def study_moves():
-    """The move kernels (torchcut/csrc/grid_moves.cu) against the tensor-op path (graphed, warm-started)."""
+    """The move kernels (torchcut/csrc/grid_moves.cu) against the tensor-op path (warm-started)."""
     import torchcut.multilabel as ml
 
     def variants(call):

@@ -11,7 +11,6 @@ import torchcut
 from torchcut import GridGraph, grid_offsets
 from torchcut import multilabel
 from torchcut.grid import _arc_layout
-from torchcut.solvers import warm as warm_module
 from torchcut.solvers.warm import WarmGrid
 
 CPU_BACKENDS = ("reference", "cpu")
@@ -130,24 +129,16 @@ def test_refine_warm_start_keyword():
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("schedule", ["sequential", "batched"])
-def test_cuda_warm_and_graphed_expansion_equal_the_plain_path(monkeypatch, schedule):
-    """On the GPU, the tensor-op path (the move kernels off): warm-started moves and the graphed greedy
-    application give the labels of cold, op-by-op runs (and of the CPU), and the graph is replayed,
-    not only captured."""
+def test_cuda_tensor_op_moves_warm_equal_cold_and_cpu(monkeypatch, schedule):
+    """On the GPU, the tensor-op path (the move kernels off): warm-started moves give the labels of
+    cold ones and of the CPU."""
     monkeypatch.setattr(multilabel, "_FUSED_MOVES", False)
     U, V, Wt = _problem(5, 2, 6, 40, 52)
     Uc, Vc, Wc = U.cuda(), V.cuda(), Wt.cuda()
-    caches = (multilabel._GREEDY_GRAPHS, multilabel._MOVE_GRAPHS, warm_module._REFITS)
-    replays = [c.replays for c in caches]
-    runs = [torchcut.expansion(Uc, Vc, weights=Wc, schedule=schedule, warm_start=w, cuda_graphs=c)
-            for w, c in ((True, True), (True, True), (False, False), (True, False), (False, True))]
+    runs = [torchcut.expansion(Uc, Vc, weights=Wc, schedule=schedule, warm_start=w) for w in (True, True, False)]
     cpu = torchcut.expansion(U, V, weights=Wt, schedule=schedule, warm_start=False)
     for r in runs:
-        assert torch.equal(r.cpu(), runs[0].cpu())
-    assert torch.equal(runs[0].cpu(), cpu)
-    # the move builds and the re-fits are replayed on both schedules, the greedy application when batched
-    grew = [c.replays > r for c, r in zip(caches, replays)]
-    assert grew == [schedule == "batched", True, True]
+        assert torch.equal(r.cpu(), cpu)
 
 
 def test_sequential_skips_moves_whose_graph_did_not_change():

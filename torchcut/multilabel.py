@@ -41,13 +41,11 @@ CPU (where the solver's work grows with the batch; ``benchmarks/results/multilab
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
 import torch
 
-from ._cudagraph import GraphCache
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import grid_offsets, overlap_slices, shift
 
@@ -253,15 +251,6 @@ class _Energy:
         self._pad1 = all(abs(v) <= 1 for o in self.offsets for v in o)
         self._sub = None  # (items, U[items], W[items]) of the current round's subset
 
-    def _static(self, U, W, Vflat):
-        """This energy with the terms ``U``, ``W``, ``Vflat`` (a CUDA graph's inputs) and nothing else
-        of this call's tensors: what a captured step may read."""
-        view = copy.copy(self)
-        view.U, view.W, view.Vflat, view._sub = U, W, Vflat, None
-        view.arange = torch.arange(self.L, device=U.device)  # made inside the capture
-        view.V = view.offset = None
-        return view
-
     def terms(self, items=None):
         """(U, W) of the items (all when None); a subset's copies are kept while ``items`` is the same."""
         if items is None:
@@ -441,12 +430,6 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
 
 
 # ---------------------------------------------------------------------------------------------- solver
-# Building the moves of a round is ~6 small ops per offset and label group; on CUDA with a warm start
-# (where the solver takes the tensors, not a GridGraph) it is replayed as a CUDA graph once the same
-# shapes come back.
-_MOVE_GRAPHS = GraphCache(entries=4)
-
-
 # Expansion moves on CUDA through the grid extension's move kernels (torchcut/csrc/grid_moves.cu): a
 # move's graph and the warm re-fit of its last flow in one pass, a move's application in two, where the
 # tensor ops (move_graph, WarmGrid, _move) take ~100 kernels over int64 and float64 copies. Same labels
@@ -512,20 +495,8 @@ def _solve(E: _Energy, f, alphas, items, backend, info, warm=None):
     elif warm is None:
         source = maxflow(E.move_graph(f, alphas, items), backend=backend).node_mask
     else:
-        U, W = E.terms(items)
-
-        def step(U, W, Vflat, f, a):
-            g = E._static(U, W, Vflat).move_graph(f, a)
-            return g.caps, g.source, g.sink
-
-        inputs = (U, W, E.Vflat, f, E.alphas(alphas))  # the labels are an input: one graph for every label
-        if warm.graphs:
-            key = ("move", len(alphas), tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact,
-                   E.potts, E.offsets, tuple(f.shape))
-            caps, src, snk = _MOVE_GRAPHS.run(key, step, inputs)
-        else:
-            caps, src, snk = step(*inputs)
-        source = warm.solve(caps, src, snk)
+        g = E.move_graph(f, alphas, items)
+        source = warm.solve(g.caps, g.source, g.sink)
     info["solves"] += 1
     info["moves"] += len(alphas)
     return (~source).view((len(alphas), f.shape[0]) + E.shape)  # True: take alpha
@@ -550,38 +521,16 @@ def _apply(E: _Energy, f, e_cur, take, alpha, items, info, fused=False):
     return f, e_next
 
 
-# The greedy application of a batched round is ~25 small ops per label for well under a millisecond
-# of GPU work; on CUDA it is replayed as a CUDA graph once a round of the same shapes comes back
-# (the second round of a call, or any round of a later call with the same shapes).
-_GREEDY_GRAPHS = GraphCache(entries=4)
-
-
-def _greedy(E: _Energy, f, e, take, items, info, graphs: bool = True, fused: bool = False):
+def _greedy(E: _Energy, f, e, take, items, info, fused: bool = False):
     """The batched round's greedy application of the L moves ``take`` ``[L, B, *S]`` in label order."""
-    if fused or not (graphs and E.device.type == "cuda"):
-        for alpha in range(E.L):
-            f, e = _apply(E, f, e, take[alpha], alpha, items, info, fused)
-        return f, e
-    U, W = E.terms(items)
-
-    def step(U, W, Vflat, f, e, take):
-        view = E._static(U, W, Vflat)
-        trace = []
-        for alpha in range(view.L):
-            f, e = _move(view, f, e, take[alpha], alpha)
-            trace.append(e)
-        return f, e, torch.stack(trace)
-
-    key = ("greedy", tuple(U.shape), U.dtype, tuple(W.shape), W.dtype, E.Vflat.dtype, E.exact, E.potts, E.offsets,
-           tuple(f.shape))
-    f, e, trace = _GREEDY_GRAPHS.run(key, step, (U, W, E.Vflat, f, e, take))
-    info["trace"].extend((items, t) for t in trace.unbind(0))
+    for alpha in range(E.L):
+        f, e = _apply(E, f, e, take[alpha], alpha, items, info, fused)
     return f, e
 
 
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
               schedule: str = "auto", backend: str = "auto", return_info: bool = False,
-              warm_start: bool | None = None, cuda_graphs: bool = True):
+              warm_start: bool | None = None):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
     Parameters
@@ -622,12 +571,6 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         slower, because the re-fit's tensor ops cost about what the Boykov-Kolmogorov solver saves).
         On CUDA the moves are built, re-fitted and applied by the grid extension's move kernels, one
         pass each (``torchcut/csrc/grid_moves.cu``).
-    cuda_graphs : bool
-        On CUDA, where the move kernels are not used (``torchcut.multilabel._FUSED_MOVES = False``),
-        replay the fixed op sequences of a round as CUDA graphs once the same shapes come back: the
-        greedy application of a batched round and, with warm starts, the move builds and the re-fits
-        (the process keeps up to four graphs of each; the first call of a shape captures them).
-        False: op by op. Same labels either way.
 
     Returns
     -------
@@ -653,7 +596,7 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
             "schedule": schedule}
     warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
-    f = _minimise(E, f, max_cycles, schedule, backend, info, warm, bool(cuda_graphs))
+    f = _minimise(E, f, max_cycles, schedule, backend, info, warm)
     labels = f if E.batched else f[0]
     if not return_info:
         return labels
@@ -671,7 +614,7 @@ def _auto_schedule(E: "_Energy") -> str:
     return "batched" if E.device.type == "cuda" and E.U.numel() <= AUTO_BATCHED_NODES else "sequential"
 
 
-def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=True, graphs=True):
+def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=True):
     from .solvers.warm import WarmGrid
 
     e = E.energy(f)
@@ -689,8 +632,8 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
         warms = (_FusedMoves(E, warm_start) if schedule == "batched"
                  else {a: _FusedMoves(E, warm_start) for a in labels})
     elif warm_start:
-        warms = (WarmGrid(E.offsets, backend, graphs=graphs) if schedule == "batched"
-                 else {a: WarmGrid(E.offsets, backend, graphs=graphs) for a in labels})
+        warms = (WarmGrid(E.offsets, backend, graphs=False) if schedule == "batched"
+                 else {a: WarmGrid(E.offsets, backend, graphs=False) for a in labels})
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         full = items.numel() == E.B  # known on the host: no indexing while every item is active
@@ -699,7 +642,7 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
         e_start = ei
         if schedule == "batched":
             take = _solve(E, fi, labels, sub, backend, info, warms)
-            fi, ei = _greedy(E, fi, ei, take, sub, info, graphs, fused)
+            fi, ei = _greedy(E, fi, ei, take, sub, info, fused)
         else:
             for alpha in labels:
                 if unread and quiet + len(unread) >= E.L:  # the rule below may fire: read the flags
@@ -745,8 +688,7 @@ def _finish_info(E: _Energy, f, info):
 
 # ---------------------------------------------------------------------------------------------- refine
 def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=None, connectivity: int = 4,
-           schedule: str = "auto", backend: str = "auto", warm_start: bool | None = None,
-           cuda_graphs: bool = True):
+           schedule: str = "auto", backend: str = "auto", warm_start: bool | None = None):
     """Refine class probabilities (a softmax) into labels with a contrast-sensitive Potts graph cut.
 
     Energy: ``sum_p -log(max(probs[c_p, p], 1e-6)) + lam * sum_pq w_pq [c_p != c_q]`` with
@@ -768,7 +710,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     seeds : integer tensor, optional
         Shaped like the labels: -1 leaves a pixel free, ``c >= 0`` fixes it to class c.
     connectivity : {4, 8}
-    schedule, backend, warm_start, cuda_graphs
+    schedule, backend, warm_start
         As for :func:`expansion`.
 
     Returns
@@ -853,5 +795,5 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         if schedule not in ("sequential", "batched"):
             raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
         warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
-        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, warm, bool(cuda_graphs))
+        f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, warm)
     return f if batched else f[0]

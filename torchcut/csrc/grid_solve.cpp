@@ -1,6 +1,7 @@
 // Host loop of the grid push-relabel solver (phase one): geometry, buffers, and the cycle of one global
 // relabel (a worklist BFS launch) and a few push launches, with one read-back of the counters per cycle.
-// Plain C++ and the CUDA runtime: the kernels are launched through grid_common.h's launchers.
+// Plain C++ and the CUDA runtime: the kernels are launched through grid_common.h's launchers. The first
+// push launch of each cycle is queued before the host waits for the counters (see `ahead`).
 //
 // Layout (see torchcut/grid.py): caps [B, D, N] residuals, D = 2K directions (d < K: offsets[d],
 // d >= K: -offsets[d-K]); excess [B, N] int64; sink [B, N] residual sink capacities; N = Z*Y*X with
@@ -90,12 +91,14 @@ void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 int pick(int64_t want, int fallback) { return want > 0 ? (int)want : fallback; }
 
-// Destroys events on every exit.
+// Destroys events on every exit: the profile's timing events e, and done (the counters' read-back).
 struct Events {
   cudaEvent_t e[3];
   int n = 0;
+  cudaEvent_t done = nullptr;
   ~Events() {
     for (int k = 0; k < n; ++k) cudaEventDestroy(e[k]);
+    if (done != nullptr) cudaEventDestroy(done);
   }
 };
 
@@ -158,8 +161,11 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   float bfs_ms = 0, push_ms = 0;
   if (profile)
     for (; ev.n < 3; ++ev.n) TC_CUDA_CHECK(cudaEventCreate(&ev.e[ev.n]));
+  else
+    TC_CUDA_CHECK(cudaEventCreateWithFlags(&ev.done, cudaEventDisableTiming));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
-  const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 132LL * 16);
+  const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 16LL * sms);
+  const int count_blocks = sms * std::max(1, 2048 / NT);  // resident blocks of the count (one wave)
   const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
   const int64_t push_opt = opts.push_launches;
   const int64_t max_cycles = opts.max_cycles > 0 ? opts.max_cycles : 1000000;
@@ -198,19 +204,29 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   const bool tail_on = opts.push_tail >= 0;
   const int tail_fixed = opts.push_tail > 0 ? (int)opts.push_tail : 0;
 
+  // The first push launch of a cycle goes in before the read-back of the BFS's counters, so the GPU
+  // works while the host waits for them (every cycle runs at least one push launch). After the last BFS
+  // it finds no listed tile and changes nothing. Not with the option profile (its events time phases).
+  const bool ahead = !profile;
   int64_t cycles = 0, push_launches = 0, syncs = 0, bfs_depth = 0;
   int status = kStatusOk;
   while (true) {
     // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
     const ItemCounts& ic = ic_pair[syncs & 1];  // this BFS counts into the buffer the last one read
-    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, total, W.state, scp, ic);
+    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic);
     launch_seed(st, W, qtiles);
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
-    launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
+    launch_count(st, count_blocks, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
     TC_CUDA_CHECK(cudaGetLastError());
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
-    TC_CUDA_CHECK(cudaStreamSynchronize(st));
+    if (ahead) {
+      TC_CUDA_CHECK(cudaEventRecord(ev.done, st));
+      push();
+      TC_CUDA_CHECK(cudaEventSynchronize(ev.done));
+    } else {
+      TC_CUDA_CHECK(cudaStreamSynchronize(st));
+    }
     ++syncs;
     if (hostp[kStalled] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
       status = kStatusStalled;
@@ -251,7 +267,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     int P = push_opt > 0 ? (int)push_opt : std::max(push_min, std::min(push_cap, last_bfs / 2));
     if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
       P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
-    for (int p = 0; p < P; ++p) {
+    for (int p = ahead ? 1 : 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
       push();
       if (trace) {

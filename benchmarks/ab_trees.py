@@ -1,0 +1,164 @@
+"""A/B of two source trees of torchcut on the GPU: the same cases, processes of A and B alternated.
+
+A kernel change is measured against the commit before it without keeping the old variant in the code
+as an option: ``--trees A B`` names two checkouts (each builds its extensions into its own cache, under
+``--cache``). Every round starts one worker process per tree (the order reversed every other round);
+a worker imports torchcut from its tree, and the inputs from this tree's benchmark modules, runs each
+case once as a warm-up and then ``--repeat`` times (CUDA synchronised around each call). Reported:
+medians over all rounds, minima, B's speed-up over A, and whether the outputs (flow values, labels)
+were equal. Cases (``--cases``, comma-separated names):
+
+* ``refine``: the 4 x 1024^2 8-class :func:`torchcut.refine` of ``benchmarks/multilabel.py``;
+* ``tsukuba``: the Tsukuba expansion (batched, per-edge Potts) of the same benchmark;
+* ``grid:<substring>``: every case of ``benchmarks/grid.py`` (hard family and the standard cases with
+  the library energy) whose name and connectivity ``"<name> <conn>c"`` contain the substring; maxflow
+  of a built graph, as that benchmark's "solve" column.
+
+    python benchmarks/ab_trees.py --trees /tmp/base . --cases refine,tsukuba,"grid:1024^2 4c" --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _grid_specs(sub):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import grid
+
+    out = []
+    for family in ("hard", "standard"):
+        for spec in grid.cases(False, family):
+            label = f"{spec['name']} {spec['conn']}c"
+            if sub in label:
+                out.append((label, spec))
+    return out
+
+
+def _worker(args):
+    """Run the cases with the torchcut of ``args.tree``; print one JSON line per case."""
+    tree = str(Path(args.tree).resolve())
+    sys.path.insert(0, tree)
+    import hashlib
+
+    import numpy as np
+    import torch
+    import torchcut  # noqa: F401  (from the tree: imported before the benchmark modules put ROOT first)
+
+    assert Path(torchcut.__file__).resolve().is_relative_to(tree), torchcut.__file__
+    sys.path.insert(1, str(ROOT / "benchmarks"))
+    import grid
+    import multilabel as ml
+
+    def timed(fn):
+        fn()
+        torch.cuda.synchronize()
+        ts, out = [], None
+        for _ in range(args.repeat):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return ts, out
+
+    for name in args.cases.split(","):
+        if name == "refine":
+            _, image, probs = ml.refine_energy(4, 1024, 8)
+            x, p = image.cuda(), probs.cuda()
+            todo = [("refine 4 x 1024^2, 8 classes", lambda: torchcut.refine(x, p, lam=2.0, sigma=20.0), None)]
+        elif name == "tsukuba":
+            U, W, _ = ml.tsukuba_energy()
+            U, W = U.cuda(), W.cuda()
+            V = (1 - torch.eye(U.shape[0], dtype=torch.int64)).cuda()
+            todo = [("tsukuba batched, per-edge Potts", lambda: torchcut.expansion(U, V, weights=W), None)]
+        elif name.startswith("grid:"):
+            todo = []
+            for label, spec in _grid_specs(name[5:]):
+                offs, items = grid.make_case(spec, "torchcut")
+                src = torch.as_tensor(np.stack([s for s, _, _ in items])).cuda()
+                snk = torch.as_tensor(np.stack([t for _, t, _ in items])).cuda()
+                edg = torch.as_tensor(np.stack([e for _, _, e in items], axis=1)).cuda()
+                if len(items) == 1:
+                    src, snk, edg = src[0], snk[0], edg[:, 0]
+                g = torchcut.GridGraph(src, snk, edg, offs)
+                todo.append((label, (lambda g=g: torchcut.maxflow(g)), "flow"))
+        else:
+            raise SystemExit(f"--cases: unknown case {name!r}")
+        for label, fn, kind in todo:
+            ts, out = timed(fn)
+            if kind == "flow":
+                digest = [str(v) for v in out.flow_values.tolist()]
+                extra = {k: out.stats.get(k) for k in ("global_relabels", "push_launches", "bfs_visits")}
+            else:
+                digest = [hashlib.sha1(out.cpu().numpy().tobytes()).hexdigest()]
+                extra = {}
+            print(json.dumps({"case": label, "times": ts, "digest": digest, **extra}), flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", nargs=2, metavar=("A", "B"), default=None)
+    ap.add_argument("--cases", default="refine,tsukuba")
+    ap.add_argument("--rounds", type=int, default=4, help="worker processes per tree")
+    ap.add_argument("--repeat", type=int, default=5, help="timed calls per case in each worker")
+    ap.add_argument("--cache", default="/tmp/ab-trees-cache", help="build caches (one folder per tree)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/out/ab_trees"))
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tree", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return _worker(args)
+    if args.trees is None:
+        ap.error("--trees A B is required")
+    args.out.mkdir(parents=True, exist_ok=True)
+    samples = {}  # (case, tree) -> times
+    digests, extras = {}, {}
+    for r in range(args.rounds):
+        order = [0, 1] if r % 2 == 0 else [1, 0]
+        for i in order:
+            env = dict(os.environ, TORCHCUT_CACHE=f"{args.cache}/{i}")
+            cmd = [sys.executable, __file__, "--worker", "--tree", args.trees[i], "--cases", args.cases,
+                   "--repeat", str(args.repeat)]
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if p.returncode:
+                sys.exit(f"worker {args.trees[i]} failed:\n{p.stderr[-3000:]}")
+            for line in p.stdout.splitlines():
+                if not line.startswith("{"):
+                    continue
+                row = json.loads(line)
+                key = (row["case"], i)
+                samples.setdefault(key, []).extend(row["times"])
+                digests.setdefault(row["case"], {}).setdefault(i, row["digest"])
+                extras[key] = {k: v for k, v in row.items() if k not in ("case", "times", "digest")}
+        print(f"round {r + 1}/{args.rounds} done", flush=True)
+    lines = [f"# A/B of two trees: A = `{args.trees[0]}`, B = `{args.trees[1]}`", "",
+             f"Medians over {args.rounds} worker processes per tree x {args.repeat} calls, alternated.", "",
+             "| case | A ms | B ms | B speed-up | A min | B min | outputs equal | A counters | B counters |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    rows = []
+    for case in digests:
+        a, b = samples[(case, 0)], samples[(case, 1)]
+        ma, mb = statistics.median(a), statistics.median(b)
+        eq = digests[case].get(0) == digests[case].get(1)
+        rows.append(dict(case=case, a_ms=ma * 1e3, b_ms=mb * 1e3, speedup=ma / mb, equal=eq,
+                         a=extras[(case, 0)], b=extras[(case, 1)]))
+        lines.append(f"| {case} | {ma * 1e3:.2f} | {mb * 1e3:.2f} | {ma / mb:.3f}x | {min(a) * 1e3:.2f} | "
+                     f"{min(b) * 1e3:.2f} | {eq} | {extras[(case, 0)] or ''} | {extras[(case, 1)] or ''} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (args.out / "ab_trees.md").write_text(text)
+    (args.out / "ab_trees.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
