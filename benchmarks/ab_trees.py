@@ -1,12 +1,12 @@
-"""A/B of two source trees of torchcut on the GPU: the same cases, processes of A and B alternated.
+"""A/B of source trees of torchcut on the GPU: the same cases, processes of each tree alternated.
 
 A kernel change is measured against the commit before it without keeping the old variant in the code
-as an option: ``--trees A B`` names two checkouts (each builds its extensions into its own cache, under
-``--cache``). Every round starts one worker process per tree (the order reversed every other round);
+as an option: ``--trees A B [C ...]`` names checkouts (each builds its extensions into its own cache,
+under ``--cache``). Every round starts one worker process per tree (the order reversed every other round);
 a worker imports torchcut from its tree, and the inputs from this tree's benchmark modules, runs each
 case once as a warm-up and then ``--repeat`` times (CUDA synchronised around each call). Reported:
-medians over all rounds, minima, B's speed-up over A, and whether the outputs (flow values, labels)
-were equal. Cases (``--cases``, comma-separated names):
+medians over all rounds, minima, each tree's speed-up over A, and whether the outputs (flow values,
+labels) were equal. Cases (``--cases``, comma-separated names):
 
 * ``refine``: the 4 x 1024^2 8-class :func:`torchcut.refine` of ``benchmarks/multilabel.py``;
 * ``tsukuba``: the Tsukuba expansion (batched, per-edge Potts) of the same benchmark;
@@ -96,39 +96,56 @@ def _worker(args):
             raise SystemExit(f"--cases: unknown case {name!r}")
         for label, fn, kind in todo:
             ts, out = timed(fn)
+            kernels = _kernel_totals(fn) if args.profile else {}
             if kind == "flow":
                 digest = [str(v) for v in out.flow_values.tolist()]
                 extra = {k: out.stats.get(k) for k in ("global_relabels", "push_launches", "bfs_visits")}
             else:
                 digest = [hashlib.sha1(out.cpu().numpy().tobytes()).hexdigest()]
                 extra = {}
-            print(json.dumps({"case": label, "times": ts, "digest": digest, **extra}), flush=True)
+            print(json.dumps({"case": label, "times": ts, "digest": digest, "kernels": kernels, **extra}), flush=True)
+
+
+def _kernel_totals(fn, top=10):
+    """{kernel name: [launches, total device us]} of one call of ``fn`` under torch.profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[2])
+    return {k.split("<")[0].split("(")[0][:60]: [n, round(t, 1)] for k, n, t in rows[:top]}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trees", nargs=2, metavar=("A", "B"), default=None)
+    ap.add_argument("--trees", nargs="+", default=None, help="two or more source trees; the first is the base")
     ap.add_argument("--cases", default="refine,tsukuba")
     ap.add_argument("--rounds", type=int, default=4, help="worker processes per tree")
     ap.add_argument("--repeat", type=int, default=5, help="timed calls per case in each worker")
     ap.add_argument("--cache", default="/tmp/ab-trees-cache", help="build caches (one folder per tree)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/out/ab_trees"))
+    ap.add_argument("--profile", action="store_true",
+                    help="also each tree's kernel totals of one call per case (torch.profiler, first round)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tree", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return _worker(args)
-    if args.trees is None:
-        ap.error("--trees A B is required")
+    if args.trees is None or len(args.trees) < 2:
+        ap.error("--trees: expected at least two source trees")
     args.out.mkdir(parents=True, exist_ok=True)
     samples = {}  # (case, tree) -> times
-    digests, extras = {}, {}
+    digests, extras, kernels = {}, {}, {}
+    n = len(args.trees)
     for r in range(args.rounds):
-        order = [0, 1] if r % 2 == 0 else [1, 0]
+        order = list(range(n)) if r % 2 == 0 else list(range(n))[::-1]
         for i in order:
             env = dict(os.environ, TORCHCUT_CACHE=f"{args.cache}/{i}")
             cmd = [sys.executable, __file__, "--worker", "--tree", args.trees[i], "--cases", args.cases,
-                   "--repeat", str(args.repeat)]
+                   "--repeat", str(args.repeat)] + (["--profile"] if args.profile and r == 0 else [])
             p = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if p.returncode:
                 sys.exit(f"worker {args.trees[i]} failed:\n{p.stderr[-3000:]}")
@@ -139,21 +156,38 @@ def main(argv=None):
                 key = (row["case"], i)
                 samples.setdefault(key, []).extend(row["times"])
                 digests.setdefault(row["case"], {}).setdefault(i, row["digest"])
-                extras[key] = {k: v for k, v in row.items() if k not in ("case", "times", "digest")}
+                extras[key] = {k: v for k, v in row.items() if k not in ("case", "times", "digest", "kernels")}
+                if row["kernels"]:
+                    kernels[key] = row["kernels"]
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    lines = [f"# A/B of two trees: A = `{args.trees[0]}`, B = `{args.trees[1]}`", "",
-             f"Medians over {args.rounds} worker processes per tree x {args.repeat} calls, alternated.", "",
-             "| case | A ms | B ms | B speed-up | A min | B min | outputs equal | A counters | B counters |",
-             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    names = [chr(ord("A") + i) for i in range(n)]
+    lines = ["# A/B of source trees: " + ", ".join(f"{c} = `{t}`" for c, t in zip(names, args.trees)), "",
+             f"Medians over {args.rounds} worker processes per tree x {args.repeat} calls, alternated; "
+             "speed-up = A's median / the tree's median.", "",
+             "| case | " + " | ".join(f"{c} ms" for c in names) + " | " + " | ".join(f"{c} speed-up" for c in names[1:])
+             + " | " + " | ".join(f"{c} min" for c in names) + " | outputs equal | counters (A; ...) |",
+             "|---|" + "---:|" * (3 * n - 1) + "---|---|"]
     rows = []
     for case in digests:
-        a, b = samples[(case, 0)], samples[(case, 1)]
-        ma, mb = statistics.median(a), statistics.median(b)
-        eq = digests[case].get(0) == digests[case].get(1)
-        rows.append(dict(case=case, a_ms=ma * 1e3, b_ms=mb * 1e3, speedup=ma / mb, equal=eq,
-                         a=extras[(case, 0)], b=extras[(case, 1)]))
-        lines.append(f"| {case} | {ma * 1e3:.2f} | {mb * 1e3:.2f} | {ma / mb:.3f}x | {min(a) * 1e3:.2f} | "
-                     f"{min(b) * 1e3:.2f} | {eq} | {extras[(case, 0)] or ''} | {extras[(case, 1)] or ''} |")
+        ts = [samples[(case, i)] for i in range(n)]
+        med = [statistics.median(t) for t in ts]
+        eq = all(digests[case].get(i) == digests[case].get(0) for i in range(n))
+        rows.append(dict(case=case, trees=args.trees, ms=[m * 1e3 for m in med], samples_ms=[[v * 1e3 for v in t] for t in ts],
+                         equal=eq, counters=[extras[(case, i)] for i in range(n)]))
+        lines.append(f"| {case} | " + " | ".join(f"{m * 1e3:.2f}" for m in med) + " | "
+                     + " | ".join(f"{med[0] / m:.3f}x" for m in med[1:]) + " | "
+                     + " | ".join(f"{min(t) * 1e3:.2f}" for t in ts) + f" | {eq} | "
+                     + "; ".join(str(extras[(case, i)] or "") for i in range(n)) + " |")
+    if kernels:
+        lines += ["", "Kernel totals of one call (us, launches), torch.profiler:", "",
+                  "| case | kernel | " + " | ".join(f"{c} us" for c in names) + " | "
+                  + " | ".join(f"{c} launches" for c in names) + " |", "|---|---|" + "---:|" * (2 * n)]
+        for case in digests:
+            ks = [kernels.get((case, i), {}) for i in range(n)]
+            for k in sorted(set().union(*ks), key=lambda k: -max(kk.get(k, [0, 0])[1] for kk in ks)):
+                vals = [kk.get(k, ["-", "-"]) for kk in ks]
+                lines.append(f"| {case} | `{k}` | " + " | ".join(str(v[1]) for v in vals) + " | "
+                             + " | ".join(str(v[0]) for v in vals) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     (args.out / "ab_trees.md").write_text(text)
