@@ -390,28 +390,21 @@ __global__ void seed_kernel(const Work W, long long tiles) {
 
 // Active nodes (excess > 0, finite distance) per tile, per item (ic.cur) and in total, right after a BFS.
 // Finished items (ic.prev) are skipped: their tiles' flags are already 0 and stay so (no push visits them).
-// Grid: blockIdx.y is the item; each block walks tiles t = blockIdx.x, + gridDim.x, ... and adds its sums
-// once at the end (session 7: one block per tile, 8192 short blocks at 4M nodes, took 38 us for 48 MB).
 __global__ void count_kernel(const long long* __restrict__ excess, const int* __restrict__ height,
                              int* __restrict__ tile_active, unsigned long long* __restrict__ count,
                              const __grid_constant__ Geom G, const ItemCounts ic) {
   if (ic.prev != nullptr && ic.prev[blockIdx.y] == 0) return;  // uniform over the block
-  unsigned long long nodes = 0, tiles = 0;  // thread 0's sums
-  for (int t = blockIdx.x; t < G.T; t += gridDim.x) {
-    const Local L = locate_at(G, t, threadIdx.x);
-    const long long q = (long long)blockIdx.y * G.N + L.g;
-    const bool a = L.valid && excess[q] > 0 && height[q] < kInf;
-    const int n = __syncthreads_count(a);
-    if (threadIdx.x == 0) {
-      tile_active[(long long)blockIdx.y * G.T + t] = n > 0;
-      nodes += n;
-      tiles += n > 0;
+  const Local L = locate_at(G, blockIdx.x, threadIdx.x);
+  const long long q = (long long)blockIdx.y * G.N + L.g;
+  const bool a = L.valid && excess[q] > 0 && height[q] < kInf;
+  const int n = __syncthreads_count(a);
+  if (threadIdx.x == 0) {
+    tile_active[(long long)blockIdx.y * G.T + blockIdx.x] = n > 0;
+    if (n) {
+      atomicAdd(count, (unsigned long long)n);
+      atomicAdd(count + 1, 1ULL);  // active tiles
+      if (ic.cur != nullptr) atomicAdd(ic.cur + blockIdx.y, (unsigned long long)n);
     }
-  }
-  if (threadIdx.x == 0 && nodes) {
-    atomicAdd(count, nodes);
-    atomicAdd(count + 1, tiles);
-    if (ic.cur != nullptr) atomicAdd(ic.cur + blockIdx.y, nodes);
   }
 }
 
@@ -483,11 +476,9 @@ void launch_seed(cudaStream_t st, const Work& W, long long tiles) {
   seed_kernel<<<(int)std::min<long long>((tiles + 255) / 256, 1024), 256, 0, st>>>(W, tiles);
 }
 
-void launch_count(cudaStream_t st, int blocks, int items, const long long* excess, const int* height,
-                  int* tile_active, unsigned long long* count, const Geom& G, const ItemCounts& ic) {
-  const int per_item = std::max(1, blocks / std::max(items, 1));  // the tiles of an item split between these
-  count_kernel<<<dim3((unsigned)std::min(G.T, per_item), (unsigned)items), G.TX * G.TY * G.TZ, 0, st>>>(
-      excess, height, tile_active, count, G, ic);
+void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
+                  unsigned long long* count, const Geom& G, const ItemCounts& ic) {
+  count_kernel<<<dim3(G.T, (unsigned)items), G.TX * G.TY * G.TZ, 0, st>>>(excess, height, tile_active, count, G, ic);
 }
 
 void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,

@@ -138,8 +138,8 @@ template <typename MaskT>
 void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
                       const Work& W);
 void launch_seed(cudaStream_t st, const Work& W, long long tiles);
-void launch_count(cudaStream_t st, int blocks, int items, const long long* excess, const int* height,
-                  int* tile_active, unsigned long long* count, const Geom& G, const ItemCounts& ic);
+void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
+                  unsigned long long* count, const Geom& G, const ItemCounts& ic);
 void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total);
 
 // Memory the host loop asks the bindings for (torch's caching allocators).

@@ -165,7 +165,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     TC_CUDA_CHECK(cudaEventCreateWithFlags(&ev.done, cudaEventDisableTiming));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 16LL * sms);
-  const int count_blocks = sms * std::max(1, 2048 / NT);  // resident blocks of the count (one wave)
   const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
   const int64_t push_opt = opts.push_launches;
   const int64_t max_cycles = opts.max_cycles > 0 ? opts.max_cycles : 1000000;
@@ -217,7 +216,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic);
     launch_seed(st, W, qtiles);
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
-    launch_count(st, count_blocks, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
+    launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
     TC_CUDA_CHECK(cudaGetLastError());
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     if (ahead) {
