@@ -15,7 +15,7 @@ for s in ${SCRIPTS:-benchmarks/gpu_issue*.sh}; do
   [ -f "$s" ] || continue
   name=$(basename "$s" .sh)
   echo "=== $name"
-  timeout ${EACH:-170} bash "$s" > "$OUT/$name.log" 2>&1
+  timeout ${EACH:-260} bash "$s" > "$OUT/$name.log" 2>&1
   echo "rc=$? after $(( $(date +%s) - t0 )) s"; tail -${TAIL:-25} "$OUT/$name.log"; pack
 done
 pack; echo "total: $(( $(date +%s) - t0 )) s"
