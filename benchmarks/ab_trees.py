@@ -2,9 +2,11 @@
 
 A kernel change is measured against the commit before it without keeping the old variant in the code
 as an option: ``--trees A B [C ...]`` names checkouts (each builds its extensions into its own cache,
-under ``--cache``). Every round starts one worker process per tree (the order reversed every other round);
-a worker imports torchcut from its tree, and the inputs from this tree's benchmark modules, runs each
-case once as a warm-up and then ``--repeat`` times (CUDA synchronised around each call). Reported:
+under ``--cache``). Every round starts one worker process per tree; a worker imports torchcut from its
+tree, and the inputs from this tree's benchmark modules, runs each case once as a warm-up and then
+``--repeat`` times (CUDA synchronised around each call). The order rotates every round, so over a
+multiple of the number of trees every tree runs in every position equally often (session 7 saw the
+first worker of a round run ~5% faster). Reported:
 medians over all rounds, minima, each tree's speed-up over A, and whether the outputs (flow values,
 labels) were equal. Cases (``--cases``, comma-separated names):
 
@@ -136,12 +138,15 @@ def main(argv=None):
         return _worker(args)
     if args.trees is None or len(args.trees) < 2:
         ap.error("--trees: expected at least two source trees")
+    if args.rounds % len(args.trees):
+        print(f"warning: --rounds {args.rounds} is not a multiple of the {len(args.trees)} trees: "
+              "positions in the rounds are not balanced", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     samples = {}  # (case, tree) -> times
     digests, extras, kernels = {}, {}, {}
     n = len(args.trees)
     for r in range(args.rounds):
-        order = list(range(n)) if r % 2 == 0 else list(range(n))[::-1]
+        order = [(i + r) % n for i in range(n)]  # each tree takes each position once every n rounds
         for i in order:
             env = dict(os.environ, TORCHCUT_CACHE=f"{args.cache}/{i}")
             cmd = [sys.executable, __file__, "--worker", "--tree", args.trees[i], "--cases", args.cases,
