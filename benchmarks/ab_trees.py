@@ -52,7 +52,6 @@ def _worker(args):
     sys.path.insert(0, tree)
     import hashlib
 
-    import numpy as np
     import torch
     import torchcut  # noqa: F401  (from the tree: imported before the benchmark modules put ROOT first)
 
@@ -87,12 +86,7 @@ def _worker(args):
             todo = []
             for label, spec in _grid_specs(name[5:]):
                 offs, items = grid.make_case(spec, "torchcut")
-                src = torch.as_tensor(np.stack([s for s, _, _ in items])).cuda()
-                snk = torch.as_tensor(np.stack([t for _, t, _ in items])).cuda()
-                edg = torch.as_tensor(np.stack([e for _, _, e in items], axis=1)).cuda()
-                if len(items) == 1:
-                    src, snk, edg = src[0], snk[0], edg[:, 0]
-                g = torchcut.GridGraph(src, snk, edg, offs)
+                g = torchcut.GridGraph(*grid.case_tensors(items, "cuda"), offs)
                 todo.append((label, (lambda g=g: torchcut.maxflow(g)), "flow"))
         else:
             raise SystemExit(f"--cases: unknown case {name!r}")

@@ -51,16 +51,9 @@ SOLVERS = ("torchcut", "pymaxflow", "thinhpf")
 # ------------------------------------------------------------------------------------------ solvers
 def solve_torchcut(offs, items, threads=None):
     """GridGraph from the int32 arrays, maxflow on the CPU backend, the mask. Returns (flows, mask, stats)."""
-    import torch
     import torchcut
 
-    if len(items) == 1:
-        src, snk, edg = (torch.from_numpy(a) for a in items[0])
-    else:
-        src = torch.from_numpy(np.stack([s for s, _, _ in items]))
-        snk = torch.from_numpy(np.stack([t for _, t, _ in items]))
-        edg = torch.from_numpy(np.stack([e for _, _, e in items], axis=1))
-    g = torchcut.GridGraph(src, snk, edg, offs)
+    g = torchcut.GridGraph(*G.case_tensors(items, "cpu"), offs)
     r = torchcut.maxflow(g, backend="cpu", **({} if threads is None else {"threads": threads}))
     mask = r.mask
     return r.flow_values.tolist(), mask, r.stats

@@ -330,16 +330,22 @@ def _cuda_time(fn, repeats):
     return statistics.median(times), out
 
 
-def run_torchcut(offs, items, repeats, device, **opts):
+def case_tensors(items, device):
+    """(source, sink, edges) tensors of a case's integer arrays (``make_case``) on ``device``: one item
+    unbatched (``[*shape]``, ``[K, *shape]``), several batched (``[B, *shape]``, ``[K, B, *shape]``)."""
     import torch
+
+    if len(items) == 1:
+        return tuple(torch.as_tensor(a, device=device) for a in items[0])
+    return (torch.as_tensor(np.stack([s for s, _, _ in items]), device=device),
+            torch.as_tensor(np.stack([t for _, t, _ in items]), device=device),
+            torch.as_tensor(np.stack([e for _, _, e in items], axis=1), device=device))
+
+
+def run_torchcut(offs, items, repeats, device, **opts):
     import torchcut
 
-    src = torch.as_tensor(np.stack([s for s, _, _ in items]), device=device)
-    snk = torch.as_tensor(np.stack([t for _, t, _ in items]), device=device)
-    edg = torch.as_tensor(np.stack([e for _, _, e in items], axis=1), device=device)
-    batched = len(items) > 1
-    if not batched:
-        src, snk, edg = src[0], snk[0], edg[:, 0]
+    src, snk, edg = case_tensors(items, device)
 
     def build():
         return torchcut.GridGraph(src, snk, edg, offs)
@@ -358,13 +364,9 @@ def run_torchcut(offs, items, repeats, device, **opts):
 
 
 def run_reference(offs, items, repeats, device):
-    import torch
     import torchcut
 
-    src = torch.as_tensor(np.stack([s for s, _, _ in items]), device=device)[0]
-    snk = torch.as_tensor(np.stack([t for _, t, _ in items]), device=device)[0]
-    edg = torch.as_tensor(np.stack([e for _, _, e in items], axis=1), device=device)[:, 0]
-    g = torchcut.GridGraph(src, snk, edg, offs)
+    g = torchcut.GridGraph(*case_tensors(items[:1], device), offs)
     t, res = _cuda_time(lambda: torchcut.maxflow(g, backend="reference"), repeats)
     return {"solve": t, "flows": res.flow_values.tolist()}
 

@@ -27,10 +27,7 @@ import torchcut  # noqa: E402
 
 def graph_of(spec, energy="builtin"):
     offs, items = B.make_case(spec, energy)
-    src = torch.as_tensor(B.np.stack([s for s, _, _ in items])).cuda()
-    snk = torch.as_tensor(B.np.stack([t for _, t, _ in items])).cuda()
-    edg = torch.as_tensor(B.np.stack([e for _, _, e in items], axis=1)).cuda()
-    return torchcut.GridGraph(src, snk, edg, offs)
+    return torchcut.GridGraph(*B.case_tensors(items, "cuda"), offs)
 
 
 def timeit(g, opts, reps=3):

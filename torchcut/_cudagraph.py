@@ -1,6 +1,6 @@
 """Replaying fixed sequences of small GPU ops as CUDA graphs, cached by shape.
 
-Steps such as GrabCut's colour-model update or the greedy application of a batched expansion round are
+Steps such as GrabCut's colour-model update and the warm re-fit of its cuts are
 hundreds of small kernels whose GPU work is well under the time Python takes to launch them one by
 one. :class:`GraphCache` captures such a step as a CUDA graph the second time a key (its shapes and
 constants) comes up, then replays it: the inputs are copied into the graph's own tensors (except an
