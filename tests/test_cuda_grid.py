@@ -136,6 +136,43 @@ def test_segmentation_like_long_paths():
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("ndim,conn,opts", [
+    (2, 4, {}), (2, 8, {}),
+    (2, 4, {"tile_x": 16, "tile_y": 8}),  # push tiles inside BFS tiles
+    (2, 8, {"bfs_tile_x": 8, "bfs_tile_y": 4}),  # push tiles over several BFS tiles
+    (3, 6, {}), (3, 26, {}),
+], ids=["2d-4", "2d-8", "2d-4-small-push", "2d-8-small-bfs", "3d-6", "3d-26"])
+def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
+    """Relabels that repair the last distances (repair=1: every one after the first), a full BFS each time
+    (repair=-1) and the default choice between them: flows, canonical masks and certificates equal to
+    PyMaxflow's on a batch of long-path energies with many relabels (strong arcs, a weak wall, scattered
+    sink arcs). On grids this small every BFS is bound by its depth, so the default never repairs."""
+    offs = grid_offsets(ndim, conn)
+    shape = (96, 160) if ndim == 2 else (12, 16, 40)
+    rng = np.random.default_rng(21 + conn)
+    K, B = len(offs), 3
+    edges = rng.integers(20, 60, size=(K, B) + shape).astype(np.int64)
+    edges[:, 1, ..., shape[-1] // 2] = rng.integers(0, 3, size=(K,) + shape[:-1])  # item 1: a weak wall
+    source = np.zeros((B,) + shape, np.int64)
+    sink = np.zeros((B,) + shape, np.int64)
+    source[..., :2] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
+    sink[..., -2:] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
+    sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    fast = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, repair=1, **opts)
+    full = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, repair=-1, **opts)
+    auto = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, **opts)
+    for r in (full, auto):
+        assert torch.equal(fast.node_mask, r.node_mask)
+        assert torch.equal(fast.flow_values, r.flow_values)
+    assert fast.stats["repairs"] == fast.stats["global_relabels"] - 1
+    assert full.stats["repairs"] == 0
+    assert full.stats["global_relabels"] >= 4
+    if not ENV_OPTS:  # TORCHCUT_TEST_GRID_OPTS may set the default
+        assert auto.stats["repairs"] == 0
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("ndim,conn,shape", CASES)
 def test_batches(ndim, conn, shape):
     offs = grid_offsets(ndim, conn)
@@ -242,6 +279,9 @@ HOST_LOOP_OPTS = [
     {"tile_x": 8, "tile_y": 8, "tile_z": 8},
     {"tile_x": 16, "tile_y": 8, "tile_z": 4},
     {"item_skip": -1},
+    {"repair": -1},
+    {"repair": 1},
+    {"repair": 1, "profile": 2},
 ]
 
 
@@ -305,6 +345,8 @@ BFS_OPTS = [
     {"bfs_tile_x": 4, "bfs_tile_y": 8, "bfs_tile_z": 32},
     {"tile_x": 8, "tile_y": 4},
     {"bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8, "tile_x": 16, "tile_y": 8, "tile_z": 4},
+    {"bfs_tile_x": 1, "bfs_tile_y": 32, "bfs_tile_z": 4, "repair": 1},
+    {"bfs_tile_x": 8, "bfs_tile_y": 8, "bfs_tile_z": 8, "tile_x": 16, "tile_y": 8, "tile_z": 4, "repair": 1},
 ]
 
 

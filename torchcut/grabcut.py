@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -268,7 +268,6 @@ class GridGraph:
         self.shape = tuple(source.shape[1:])
         if any(n == 0 for n in self.shape) or source.shape[0] == 0:
             raise ValueError(f"source: expected a non-empty grid, got shape {full_shape}")
-        B = source.shape[0]
 
         floating = any(t.is_floating_point() for t in (source, sink, edges, reverse))
         self.is_float = floating

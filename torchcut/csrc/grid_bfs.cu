@@ -1,7 +1,7 @@
 // Global relabel of the grid solver (BFS from the sink over residual arcs) and the small per-node
 // kernels: residual masks and seeds (bfs_init_kernel, seed_kernel), the worklist BFS
-// (bfs_queue_kernel), the active count (count_kernel), the push walk's list (list_kernel) and the
-// output mask (mask_kernel).
+// (bfs_queue_kernel), the repaired relabel's support pass (repair_seed_kernel, repair_queue_kernel),
+// the active count (count_kernel), the push walk's list (list_kernel) and the output mask (mask_kernel).
 //
 // Global relabel = exact distance to the sink over residual arcs, Bellman-Ford style: each BFS tile is
 // relaxed to its fixed point in shared memory by segmented min-plus scans along x, y and z
@@ -23,10 +23,12 @@ namespace torchcut_grid {
 // Grid: blockIdx.y is the item, so the skip is uniform over a block and node indices stay inside one
 // item: coordinates take two 32-bit divisions (BFS tiles are powers of two: shifts and masks), not the
 // four 64-bit divisions of a flat index over the batch (session 7: 73 us at 4M nodes, ~2x the bytes).
+// Bit D of a mask (when the mask type has room) is the residual sink arc. warm (a repaired relabel):
+// masks and counters only; the heights stay, and the repair queues its own tiles.
 template <typename CapT, typename MaskT>
 __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __restrict__ sink, MaskT* __restrict__ mask,
                                 int* __restrict__ height, const __grid_constant__ Geom G, int* __restrict__ seeds,
-                                long long* __restrict__ scal, const ItemCounts ic) {
+                                long long* __restrict__ scal, const ItemCounts ic, bool warm) {
   const int b = blockIdx.y;
   if (threadIdx.x == 0 && blockIdx.x == 0) {
     if (b == 0) {  // the BFS counters start at 0 (no memset node)
@@ -45,8 +47,10 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
     MaskT m = 0;
     for (int d = 0; d < G.D; ++d)
       if (cb[d * G.N + g] > 0) m |= (MaskT)1 << d;
-    mask[base + g] = m;
     const bool next_to_sink = sb[g] > 0;
+    if (next_to_sink && G.D < (int)(8 * sizeof(MaskT))) m |= (MaskT)1 << G.D;
+    mask[base + g] = m;
+    if (warm) continue;
     height[base + g] = next_to_sink ? 1 : kInf;
     if (!(next_to_sink || m)) continue;
     int x, y, z;
@@ -136,6 +140,43 @@ __device__ __forceinline__ void push_one(const Work& W, long long q, int gen) {
   __threadfence();
   const unsigned long long pos = atomicAdd(W.tail, 1ULL);
   atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+}
+
+// Bit (of 3x3x3) of the neighbouring tile holding node L + offset d (d leaves the tile).
+template <class S>
+__device__ __forceinline__ unsigned tile_bit(const Geom& G, const Local& L, int d) {
+  const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= S::tx(G) ? 2 : 1;
+  const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= S::ty(G) ? 2 : 1;
+  const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= S::tz(G) ? 2 : 1;
+  return 1u << (ox + 3 * (oy + 3 * oz));
+}
+
+// Warp 0 of a block queues the neighbouring tiles of tile t (item b) flagged in next (3x3x3 bits) that
+// were idle, at generation gen: one pending add, one tail add. The changes they must see are written
+// and fenced before.
+__device__ __forceinline__ void queue_flagged(const Work& W, const Geom& G, int b, int t, unsigned next, int gen) {
+  long long q = -1;
+  if (threadIdx.x < 27 && ((next >> threadIdx.x) & 1)) {
+    const int tx = t % G.nTX + (int)threadIdx.x % 3 - 1, ty = (t / G.nTX) % G.nTY + ((int)threadIdx.x / 3) % 3 - 1,
+              tz = t / (G.nTX * G.nTY) + (int)threadIdx.x / 9 - 1;
+    if (tx >= 0 && ty >= 0 && tz >= 0 && tx < G.nTX && ty < G.nTY && tz < G.nTZ) {
+      q = (long long)b * G.T + tx + G.nTX * (ty + G.nTY * tz);
+      if (!notify(W, q)) q = -1;
+    }
+  }
+  const unsigned win = __ballot_sync(0xffffffffu, q >= 0);
+  if (win) {
+    if (q >= 0) W.gen[q] = gen;
+    if (threadIdx.x == 0) {
+      atomic_add(W.pending, (long long)__popc(win));  // counted before the tiles become visible
+      atomicMax(W.max_gen, (long long)gen);
+    }
+    __threadfence();
+    unsigned long long pos = 0;
+    if (threadIdx.x == 0) pos = atomicAdd(W.tail, (unsigned long long)__popc(win));
+    pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(win & ((1u << threadIdx.x) - 1u));
+    if (q >= 0) atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
+  }
 }
 
 template <typename MaskT, int DT, class S>
@@ -263,10 +304,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
         const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
         if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
         if (G.bfs_skip) {  // a neighbouring tile: one bit, queued once below
-          const int ox = L.lx + G.dx[d] < 0 ? 0 : L.lx + G.dx[d] >= S::tx(G) ? 2 : 1;
-          const int oy = L.ly + G.dy[d] < 0 ? 0 : L.ly + G.dy[d] >= S::ty(G) ? 2 : 1;
-          const int oz = L.lz + G.dz[d] < 0 ? 0 : L.lz + G.dz[d] >= S::tz(G) ? 2 : 1;
-          atomicOr(&s_next, 1u << (ox + 3 * (oy + 3 * oz)));
+          atomicOr(&s_next, tile_bit<S>(G, L, d));
         } else {  // offsets longer than a tile: notify the tile of the target directly
           __threadfence();
           const long long q = (long long)b * G.T + vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
@@ -277,33 +315,95 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
     }
     __syncthreads();
     mark(W.prof, 10, tm);
-    if (threadIdx.x < 32) {  // warp 0 queues the flagged neighbours: one pending add, one tail add
-      const unsigned next = s_next;
-      long long q = -1;
-      if (threadIdx.x < 27 && ((next >> threadIdx.x) & 1)) {
-        const int tx = t % G.nTX + (int)threadIdx.x % 3 - 1, ty = (t / G.nTX) % G.nTY + ((int)threadIdx.x / 3) % 3 - 1,
-                  tz = t / (G.nTX * G.nTY) + (int)threadIdx.x / 9 - 1;
-        if (tx >= 0 && ty >= 0 && tz >= 0 && tx < G.nTX && ty < G.nTY && tz < G.nTZ) {
-          q = (long long)b * G.T + tx + G.nTX * (ty + G.nTY * tz);
-          if (!notify(W, q)) q = -1;
-        }
-      }
-      const unsigned win = __ballot_sync(0xffffffffu, q >= 0);
-      if (win) {
-        if (q >= 0) W.gen[q] = gen + 1;
-        if (threadIdx.x == 0) {
-          atomic_add(W.pending, (long long)__popc(win));  // counted before the tiles become visible
-          atomicMax(W.max_gen, (long long)gen + 1);
-        }
-        __threadfence();
-        unsigned long long pos = 0;
-        if (threadIdx.x == 0) pos = atomicAdd(W.tail, (unsigned long long)__popc(win));
-        pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(win & ((1u << threadIdx.x) - 1u));
-        if (q >= 0) atomicExch(reinterpret_cast<unsigned long long*>(W.ring + (pos & W.mask)), (unsigned long long)q);
-      }
+    if (threadIdx.x < 32) {  // warp 0 queues the flagged neighbours
+      queue_flagged(W, G, b, t, s_next, gen + 1);
       mark(W.prof, 11, tm);
     }
   }
+  return passes;
+}
+
+// Repaired relabel (Options::repair), first pass on one BFS tile: keep the heights that still have a
+// support, a residual sink arc or a residual arc to a lower node that keeps its height. Following
+// supports gives a residual path to the sink no longer than the height, so a kept height is an upper
+// bound of the distance; the others become kInf (the greatest supported set: removals repeat in the tile
+// until none is left, and a removed node notifies the tiles around it). The tile is flagged in relax when
+// a height changed or one is above a residual neighbour's + 1: the relaxation (the BFS kernel, from the
+// flagged tiles) lowers these upper bounds to the exact distances, as a full BFS lowers kInf. Seeds: the
+// tiles the pushes visited (heights rise and arcs close only there; an arc a push opens into another
+// tile leads uphill) and the tiles next to a raised height (grid_push.cuh marks both in touched).
+template <typename MaskT, int DT, class S>
+__device__ __forceinline__ int repair_tile(const MaskT* __restrict__ mask, int* __restrict__ height,
+                                           int* __restrict__ relax, const Geom& G, int b, int t, const Work& W,
+                                           int gen) {
+  const int D = DT ? DT : G.D;
+  __shared__ int h_s[kScanSmem];
+  __shared__ unsigned s_next;
+  int* hb = height + (long long)b * G.N;
+  const Local L = locate_at<S>(G, t, threadIdx.x);
+  const int si = L.lx + (S::tx(G) + 1) * (L.ly + S::ty(G) * L.lz);
+  MaskT m = 0;
+  int h = kInf;
+  if (L.valid) {
+    m = mask[(long long)b * G.N + L.g];
+    h = __ldcg(hb + L.g);  // other blocks wrote it in this launch
+  }
+  int low = kInf;  // lowest height across the tile border behind a residual arc (read once)
+  auto across = [&](int d) {
+    const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+    return L.valid && !in_tile<S>(G, L, d) && (unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y &&
+           (unsigned)vz < (unsigned)G.Z;
+  };
+  if constexpr (DT > 0) {
+    int hv[DT];
+#pragma unroll
+    for (int d = 0; d < DT; ++d) hv[d] = across(d) && ((m >> d) & 1) ? __ldcg(hb + L.g + G.glin[d]) : kInf;
+#pragma unroll
+    for (int d = 0; d < DT; ++d) low = min(low, hv[d]);
+  } else {
+    for (int d = 0; d < D; ++d)
+      if (across(d) && ((m >> d) & 1)) low = min(low, __ldcg(hb + L.g + G.glin[d]));
+  }
+  if (threadIdx.x == 0) s_next = 0;
+  // A node with a residual sink arc is at 1 (it is never relabelled while it has one; set it anyway).
+  const bool to_sink = L.valid && ((m >> G.D) & 1);
+  h_s[si] = to_sink ? 1 : h;
+  __syncthreads();
+  bool alive = L.valid && h < kInf && !to_sink;  // candidates for removal
+  int lo = kInf;  // the lowest residual neighbour in the last pass
+  int passes = 0;
+  while (true) {
+    bool now = false;
+    if (L.valid && !to_sink) {
+      lo = low;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if (in_tile<S>(G, L, d) && ((m >> d) & 1)) lo = min(lo, h_s[si + G.plin[d]]);
+      now = alive && lo >= h;
+    }
+    ++passes;
+    if (!__syncthreads_or(now)) break;  // every read of the pass is done
+    if (now) {
+      h_s[si] = kInf;
+      alive = false;
+    }
+    __syncthreads();
+  }
+  const int fin = h_s[si];
+  // Above a residual neighbour + 1 (kept, removed, or at kInf since the pushes relabelled it without
+  // seeing an arc another tile opened meanwhile): the relaxation lowers it.
+  const bool loose = L.valid && !to_sink && lo < kInf && fin > lo + 1;
+  const bool changed = L.valid && fin != h;
+  if (changed) {
+    hb[L.g] = fin;
+#pragma unroll
+    for (int d = 0; d < D; ++d)
+      if (across(d)) atomicOr(&s_next, tile_bit<S>(G, L, d));
+    __threadfence();
+  }
+  const bool flag = __syncthreads_or(changed || loose);
+  if (flag && threadIdx.x == 0) relax[(long long)b * G.T + t] = 1;
+  if (threadIdx.x < 32) queue_flagged(W, G, b, t, s_next, gen + 1);
   return passes;
 }
 
@@ -317,10 +417,12 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
 // Bound to 32 registers (two 1024-thread blocks per SM, or four of 512 with persist's default 2048 /
 // tile threads; 60-200 bytes spill to the stack, ptxas -v). v7 measured a 64-register variant with half
 // the resident blocks: 30% less time per visit, no faster per BFS.
-template <typename MaskT, int DT, class S>
-__global__ void __launch_bounds__(1024, 2)
-    bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
-                     const Work W) {
+//
+// The worklist loop of one resident block: take a tile, visit it (visit(b, t, gen, t_start) returns
+// the passes, for the profile), put it back into the ring when a neighbour changed meanwhile, until
+// nothing is queued or running.
+template <class Visit>
+__device__ __forceinline__ void queue_loop(const Geom& G, const Work& W, Visit visit) {
   __shared__ long long s_item;
   long long t0 = 0, t1 = 0;
   while (true) {
@@ -359,7 +461,7 @@ __global__ void __launch_bounds__(1024, 2)
     if (item < 0) return;
     const int b = item < G.T ? 0 : (int)(item / G.T);
     const int gen = __ldcg(W.gen + item);
-    const int passes = bfs_scan_tile<MaskT, DT, S>(mask, height, G, b, (int)(item - (long long)b * G.T), W, gen, t1);
+    const int passes = visit(b, (int)(item - (long long)b * G.T), gen, t1);
     __syncthreads();  // this tile's writes are fenced and its notifications counted
     if (threadIdx.x == 0) {
       __threadfence();
@@ -377,14 +479,70 @@ __global__ void __launch_bounds__(1024, 2)
   }
 }
 
-// Queue the seed tiles (flagged by bfs_init_kernel).
-__global__ void seed_kernel(const Work W, long long tiles) {
+template <typename MaskT, int DT, class S>
+__global__ void __launch_bounds__(1024, 2)
+    bfs_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
+                     const Work W) {
+  queue_loop(G, W, [&](int b, int t, int gen, long long t1) {
+    return bfs_scan_tile<MaskT, DT, S>(mask, height, G, b, t, W, gen, t1);
+  });
+}
+
+// The support pass of a repaired relabel (repair_tile), the same worklist loop.
+template <typename MaskT, int DT, class S>
+__global__ void __launch_bounds__(1024, 2)
+    repair_queue_kernel(const MaskT* __restrict__ mask, int* __restrict__ height, const __grid_constant__ Geom G,
+                        const Work W, int* __restrict__ relax) {
+  queue_loop(G, W, [&](int b, int t, int gen, long long) {
+    return repair_tile<MaskT, DT, S>(mask, height, relax, G, b, t, W, gen);
+  });
+}
+
+// Queue the seed tiles: those bfs_init_kernel set to kQueued (flags nullptr), or those flagged in flags
+// (cleared; the repair's relaxation: every tile is idle then). With flags, one block: the ring restarts
+// at slot 0, because the support pass's blocks each took a slot past its tail when they found it done.
+__global__ void seed_kernel(const Work W, long long tiles, int* __restrict__ flags) {
+  if (flags != nullptr) {
+    if (threadIdx.x == 0) *W.head = *W.tail = 0;  // every slot is empty (-1) after a converged pass
+    __syncthreads();
+  }
   for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < tiles; q += (long long)gridDim.x * blockDim.x) {
-    if (W.state[q] != kQueued) continue;
+    if (flags != nullptr) {
+      if (!flags[q]) continue;
+      flags[q] = 0;
+      W.state[q] = kQueued;
+    } else if (W.state[q] != kQueued) {
+      continue;
+    }
     W.gen[q] = 0;
     atomic_add(W.pending, 1LL);
     const unsigned long long pos = atomicAdd(W.tail, 1ULL);
     W.ring[pos & W.mask] = q;
+  }
+}
+
+// Push tiles to BFS tiles, for the repair's seeds.
+struct TileMap {
+  int X, Y, Z;             // grid extent
+  int TX, TY, TZ, nTX, nTY, T;  // push tiles
+  int sx, sy, sz, bnTX, bnTY, BT;  // BFS tiles (power-of-two extents: shifts)
+};
+
+// Queue the BFS tiles overlapping the push tiles flagged in touched (and clear those), generation 0.
+__global__ void repair_seed_kernel(int* __restrict__ touched, long long push_tiles, const TileMap M, const Work W) {
+  for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < push_tiles;
+       q += (long long)gridDim.x * blockDim.x) {
+    if (!touched[q]) continue;
+    touched[q] = 0;
+    const int b = (int)(q / M.T), t = (int)(q - (long long)b * M.T);
+    const int x0 = (t % M.nTX) * M.TX, y0 = ((t / M.nTX) % M.nTY) * M.TY, z0 = (t / (M.nTX * M.nTY)) * M.TZ;
+    const int x1 = min(x0 + M.TX, M.X) - 1, y1 = min(y0 + M.TY, M.Y) - 1, z1 = min(z0 + M.TZ, M.Z) - 1;
+    for (int bz = z0 >> M.sz; bz <= z1 >> M.sz; ++bz)
+      for (int by = y0 >> M.sy; by <= y1 >> M.sy; ++by)
+        for (int bx = x0 >> M.sx; bx <= x1 >> M.sx; ++bx) {
+          const long long qq = (long long)b * M.BT + bx + M.bnTX * (by + M.bnTY * bz);
+          if (atomicCAS(W.state + qq, kIdle, kQueued) == kIdle) push_one(W, qq, 0);
+        }
   }
 }
 
@@ -436,20 +594,21 @@ __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long l
 // ---------------------------------------------------------------------------------------- launchers
 template <typename CapT, typename MaskT>
 void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
-                     const Geom& G, int items, int* seeds, long long* scal, const ItemCounts& ic) {
+                     const Geom& G, int items, int* seeds, long long* scal, const ItemCounts& ic, bool warm) {
   const long long per_item = std::max(1, blocks / items);  // the same ~2k blocks over the batch
   const dim3 grid((unsigned)std::min<long long>((G.N + 255) / 256, per_item), (unsigned)items);
-  bfs_init_kernel<CapT, MaskT><<<grid, 256, 0, st>>>(caps, sink, mask, height, G, seeds, scal, ic);
+  bfs_init_kernel<CapT, MaskT><<<grid, 256, 0, st>>>(caps, sink, mask, height, G, seeds, scal, ic, warm);
 }
 template void launch_bfs_init<int, uint32_t>(cudaStream_t, int, const int*, const int*, uint32_t*, int*, const Geom&,
-                                             int, int*, long long*, const ItemCounts&);
+                                             int, int*, long long*, const ItemCounts&, bool);
 template void launch_bfs_init<int, unsigned long long>(cudaStream_t, int, const int*, const int*, unsigned long long*,
-                                                       int*, const Geom&, int, int*, long long*, const ItemCounts&);
+                                                       int*, const Geom&, int, int*, long long*, const ItemCounts&,
+                                                       bool);
 template void launch_bfs_init<long long, uint32_t>(cudaStream_t, int, const long long*, const long long*, uint32_t*,
-                                                   int*, const Geom&, int, int*, long long*, const ItemCounts&);
+                                                   int*, const Geom&, int, int*, long long*, const ItemCounts&, bool);
 template void launch_bfs_init<long long, unsigned long long>(cudaStream_t, int, const long long*, const long long*,
                                                              unsigned long long*, int*, const Geom&, int, int*,
-                                                             long long*, const ItemCounts&);
+                                                             long long*, const ItemCounts&, bool);
 
 // Compiled variants: the default BFS tile of 4-, 8-, 6- and 26-connected grids with its directions and
 // extents known at compile time, 18 directions, and one generic kernel for every other grid, tile
@@ -468,12 +627,41 @@ void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mas
   }
   go(bfs_queue_kernel<MaskT, 0, Sh<>>);
 }
+
+// The support pass: the default 2D tiles of 4- and 8-connected grids compiled with their directions and
+// extents, one generic kernel for the rest.
+template <typename MaskT>
+void launch_repair_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
+                         const Work& W, int* relax) {
+  auto go = [&](auto kern) { kern<<<blocks, threads, 0, st>>>(mask, height, G, W, relax); };
+  const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1;
+  if constexpr (sizeof(MaskT) == 4) {
+    if (G.D == 4 && t2) return go(repair_queue_kernel<MaskT, 4, Sh<32, 16, 1>>);
+    if (G.D == 8 && t2) return go(repair_queue_kernel<MaskT, 8, Sh<32, 16, 1>>);
+  }
+  go(repair_queue_kernel<MaskT, 0, Sh<>>);
+}
+template void launch_repair_queue<uint32_t>(cudaStream_t, int, int, const uint32_t*, int*, const Geom&, const Work&,
+                                            int*);
+template void launch_repair_queue<unsigned long long>(cudaStream_t, int, int, const unsigned long long*, int*,
+                                                      const Geom&, const Work&, int*);
+
+void launch_repair_seed(cudaStream_t st, int* touched, long long push_tiles, const Geom& G, const Geom& GB,
+                        const Work& W) {
+  const TileMap M{G.X,        G.Y,         G.Z,         G.TX,    G.TY,    G.TZ, G.nTX, G.nTY, G.T,
+                  __builtin_ctz(GB.TX), __builtin_ctz(GB.TY), __builtin_ctz(GB.TZ), GB.nTX, GB.nTY, GB.T};
+  repair_seed_kernel<<<(int)std::min<long long>((push_tiles + 255) / 256, 1024), 256, 0, st>>>(touched, push_tiles,
+                                                                                               M, W);
+}
 template void launch_bfs_queue<uint32_t>(cudaStream_t, int, int, const uint32_t*, int*, const Geom&, const Work&);
 template void launch_bfs_queue<unsigned long long>(cudaStream_t, int, int, const unsigned long long*, int*,
                                                    const Geom&, const Work&);
 
-void launch_seed(cudaStream_t st, const Work& W, long long tiles) {
-  seed_kernel<<<(int)std::min<long long>((tiles + 255) / 256, 1024), 256, 0, st>>>(W, tiles);
+void launch_seed(cudaStream_t st, const Work& W, long long tiles, int* flags) {
+  if (flags != nullptr)
+    seed_kernel<<<1, 1024, 0, st>>>(W, tiles, flags);
+  else
+    seed_kernel<<<(int)std::min<long long>((tiles + 255) / 256, 1024), 256, 0, st>>>(W, tiles, flags);
 }
 
 void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,

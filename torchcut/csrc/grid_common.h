@@ -48,13 +48,19 @@ struct Options {
                               // there are push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
   int64_t item_skip = 0;      // batches: an item left with no active node is left out of every later BFS
                               // (its heights are final); -1: every BFS relabels every item
-  static constexpr int kCount = 13;
+  int64_t repair = 0;         // global relabels after the first may repair the last one's distances (only
+                              // the tiles the pushes changed and what depends on them): default, where it
+                              // measured faster than a full BFS (see grid_solve.cpp); 1: always; -1: never
+  int64_t push_grow = 0;      // twice the last cycle's push launches (at most 24) when it removed under a
+                              // quarter of the active nodes and its BFS, bound by its depth, was at least
+                              // this many tiles deep (default 12); -1: off
+  static constexpr int kCount = 15;
   // From the op's list (missing entries: 0 = default).
   static Options from(const std::vector<int64_t>& v) {
     Options o;
     int64_t* f[kCount] = {&o.tile_x,   &o.tile_y,     &o.tile_z,     &o.rounds,     &o.push_launches, &o.max_cycles,
                           &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail,
-                          &o.item_skip};
+                          &o.item_skip, &o.repair,   &o.push_grow};
     for (int k = 0; k < kCount && k < (int)v.size(); ++k) *f[k] = v[k];
     return o;
   }
@@ -64,7 +70,7 @@ struct Options {
 enum Stat {
   kStRelabels = 0, kStBfsLaunches, kStPushLaunches, kStHostSyncs, kStRounds, kStTileX, kStTileY, kStTileZ,
   kStBfsTileX, kStBfsTileY, kStBfsTileZ, kStBfsUs, kStPushUs, kStBfsVisits, kStBfsDepth, kStPushVisits,
-  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStStatus, kNumStats
+  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStRepairs, kStStatus, kNumStats
 };
 
 struct Geom {
@@ -128,16 +134,25 @@ struct ItemCounts {
 template <typename CapT>
 void launch_push(cudaStream_t st, int blocks, int threads, size_t smem, CapT* caps, long long* excess, CapT* sink,
                  int* height, int* tile_active, const Geom& G, int rounds, int items, unsigned long long* prof,
-                 unsigned long long* pq, long long* plist);
+                 unsigned long long* pq, long long* plist, int* touched);
 void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,
                  unsigned long long* other);
 template <typename CapT, typename MaskT>
 void launch_bfs_init(cudaStream_t st, int blocks, const CapT* caps, const CapT* sink, MaskT* mask, int* height,
-                     const Geom& G, int items, int* seeds, long long* scal, const ItemCounts& ic);
+                     const Geom& G, int items, int* seeds, long long* scal, const ItemCounts& ic, bool warm);
 template <typename MaskT>
 void launch_bfs_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
                       const Work& W);
-void launch_seed(cudaStream_t st, const Work& W, long long tiles);
+// flags nullptr: queue the tiles bfs_init_kernel set to kQueued; else the tiles flagged there (cleared).
+void launch_seed(cudaStream_t st, const Work& W, long long tiles, int* flags);
+// Repaired relabel (Options::repair): queue the BFS tiles overlapping the push tiles flagged in touched
+// (clearing them; G push geometry, GB BFS geometry), then the support pass over them (repair_queue_kernel),
+// which flags in relax the tiles the relaxation (launch_seed + launch_bfs_queue) must start from.
+void launch_repair_seed(cudaStream_t st, int* touched, long long push_tiles, const Geom& G, const Geom& GB,
+                        const Work& W);
+template <typename MaskT>
+void launch_repair_queue(cudaStream_t st, int blocks, int threads, const MaskT* mask, int* height, const Geom& G,
+                         const Work& W, int* relax);
 void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
                   unsigned long long* count, const Geom& G, const ItemCounts& ic);
 void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total);

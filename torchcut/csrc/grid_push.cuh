@@ -25,7 +25,7 @@ template <typename CapT, int DT, class S>
 __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __restrict__ excess,
                                           CapT* __restrict__ sink, int* __restrict__ height,
                                           int* __restrict__ tile_active, const Geom& G, int rounds, int b, int t,
-                                          unsigned long long* __restrict__ prof) {
+                                          unsigned long long* __restrict__ prof, int* __restrict__ touched) {
   const int D = DT ? DT : G.D;
   const int K = D / 2;
   const int NT = S::nt();
@@ -33,6 +33,8 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
   long long t0 = 0;
   // the walk listed the tile because its flag was set; only this block clears it, others only set it
   if (threadIdx.x == 0) *flag = 0;  // from now on, only "1" is ever written to it during this launch
+  // Repaired relabels (Options::repair): the tiles whose arcs or heights may change since the last one
+  if (touched != nullptr && threadIdx.x == 0) touched[(long long)b * G.T + t] = 1;
   if (prof != nullptr && threadIdx.x == 0) t0 = clock64();
 
   extern __shared__ __align__(16) unsigned char smem[];
@@ -156,7 +158,16 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
     if (e != e0) atomic_add(&excess[base + L.g], e - e0);
     if (s_s[i] != s0) sink[base + L.g] = s_s[i];
     const int h = h_s[bi];
-    if (h != h0) hb[L.g] = h;
+    if (h != h0) {
+      hb[L.g] = h;
+      // a raised height across the border may take the support of a node of the neighbouring tile
+      for (int d = 0; touched != nullptr && d < D; ++d) {
+        if (in_tile<S>(G, L, d)) continue;
+        const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+        if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
+        touched[(long long)b * G.T + vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)))] = 1;
+      }
+    }
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (in_tile<S>(G, L, d)) capb[d * G.N + L.g] = c_s[d * NT + i];
@@ -176,7 +187,7 @@ __global__ void __launch_bounds__(512, MINB)
     push_kernel(CapT* __restrict__ caps, long long* __restrict__ excess, CapT* __restrict__ sink,
                 int* __restrict__ height, int* __restrict__ tile_active, const __grid_constant__ Geom G, int rounds,
                 int items, unsigned long long* __restrict__ prof, unsigned long long* __restrict__ pq,
-                const long long* __restrict__ plist) {
+                const long long* __restrict__ plist, int* __restrict__ touched) {
   // list_kernel has listed the active tiles (pq[1] = their count); blocks take them one at a time (pq[0]).
   __shared__ long long s_q;
   while (true) {
@@ -188,7 +199,8 @@ __global__ void __launch_bounds__(512, MINB)
     const long long q = s_q;
     if (q < 0) return;
     const int b = items == 1 ? 0 : (int)(q / G.T);
-    push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), prof);
+    push_tile<CapT, DT, S>(caps, excess, sink, height, tile_active, G, rounds, b, (int)(q - (long long)b * G.T), prof,
+                            touched);
     __syncthreads();  // shared memory and s_q are reused by the next tile
   }
 }
@@ -200,11 +212,12 @@ __global__ void __launch_bounds__(512, MINB)
 template <typename CapT>
 void launch_push(cudaStream_t st, int blocks, int threads, size_t smem, CapT* caps, long long* excess, CapT* sink,
                  int* height, int* tile_active, const Geom& G, int rounds, int items, unsigned long long* prof,
-                 unsigned long long* pq, long long* plist) {
+                 unsigned long long* pq, long long* plist, int* touched) {
   auto go = [&](auto kern) {
     if (smem > 48 * 1024)
       TC_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kern<<<blocks, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, items, prof, pq, plist);
+    kern<<<blocks, threads, smem, st>>>(caps, excess, sink, height, tile_active, G, rounds, items, prof, pq, plist,
+                                        touched);
   };
   const bool t2 = G.TX == 32 && G.TY == 16 && G.TZ == 1, t888 = G.TX == 8 && G.TY == 8 && G.TZ == 8;
   if (G.D == 4 && t2)

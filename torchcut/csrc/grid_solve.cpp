@@ -12,6 +12,17 @@
 // on 18/26-connected volumes), or
 // push_tail (default: the BFS depth, 6 to 24) once at most a quarter as many tiles are active as there
 // are push blocks (late cycles: a launch then costs ~25 us, a BFS ~200 us).
+// Repaired relabels (option repair): a global relabel after the first may start from the last one's
+// distances and recompute only what the pushes may have changed (repair_tile in grid_bfs.cu: a support
+// pass from the tiles the pushes visited, then the BFS relaxation from the tiles it flagged). It visits
+// fewer tiles, but its two passes are each a wavefront: it pays where a full BFS is bound by tile visits
+// (large grids, batches: twice the BFS blocks in visits per tile of depth), not where it is bound
+// by its depth (hard energies, small grids). So by default a repair is tried only after a full BFS bound
+// by its visits, each relabel is timed (two events), and repairs go on while the last one took no longer
+// than the last full BFS (tried again after 2, 4, 8 ... full ones when it did not).
+// Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
+// was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
+// fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
 // Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
 // profile = 2 also prints one line per relabel cycle and push launch.
 #include <algorithm>
@@ -96,9 +107,12 @@ struct Events {
   cudaEvent_t e[3];
   int n = 0;
   cudaEvent_t done = nullptr;
+  cudaEvent_t r[2] = {nullptr, nullptr};  // start and end of a global relabel (the repair's choice)
   ~Events() {
     for (int k = 0; k < n; ++k) cudaEventDestroy(e[k]);
     if (done != nullptr) cudaEventDestroy(done);
+    for (cudaEvent_t x : r)
+      if (x != nullptr) cudaEventDestroy(x);
   }
 };
 
@@ -130,6 +144,17 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   TC_CUDA_CHECK(cudaMemsetAsync(W.state, 0, qtiles * sizeof(int), st));
   TC_CUDA_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
   TC_CUDA_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
+  // Repair: the masks need a spare bit (the residual sink arc) and neighbour tiles within 3x3x3.
+  const bool repair = opts.repair >= 0 && GB.bfs_skip && GB.D < (int)(8 * sizeof(MaskT));
+  const bool repair_always = opts.repair > 0;
+  int* touched = nullptr;  // push tiles visited (or next to a raised height) since the last relabel
+  int* relax = nullptr;    // BFS tiles the repair's relaxation starts from
+  if (repair) {
+    touched = static_cast<int*>(alloc.device(pt * sizeof(int)));
+    relax = static_cast<int*>(alloc.device(qtiles * sizeof(int)));
+    TC_CUDA_CHECK(cudaMemsetAsync(touched, 0, pt * sizeof(int), st));
+    TC_CUDA_CHECK(cudaMemsetAsync(relax, 0, qtiles * sizeof(int), st));
+  }
   for (int k = 0; k < kSlots; ++k) hostp[k] = 0;
   // batches: active nodes per item, two buffers (ItemCounts); 0xff.. = not yet counted (every item live)
   ItemCounts ic_pair[2];
@@ -163,6 +188,9 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     for (; ev.n < 3; ++ev.n) TC_CUDA_CHECK(cudaEventCreate(&ev.e[ev.n]));
   else
     TC_CUDA_CHECK(cudaEventCreateWithFlags(&ev.done, cudaEventDisableTiming));
+  const bool timed = repair && !repair_always;
+  if (timed)
+    for (cudaEvent_t& x : ev.r) TC_CUDA_CHECK(cudaEventCreate(&x));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 16LL * sms);
   const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
@@ -176,7 +204,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     unsigned long long* other = pq0 + 2 * ((push_seq + 1) & 1);
     ++push_seq;
     launch_list(st, tap, pq, plist, pt, other);
-    launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist);
+    launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist, touched);
     TC_CUDA_CHECK(cudaGetLastError());
   };
   int clock_khz = 1;  // cycles per ms (profile counters are clock64 cycles)
@@ -208,16 +236,41 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // it finds no listed tile and changes nothing. Not with the option profile (its events time phases).
   const bool ahead = !profile;
   int64_t cycles = 0, push_launches = 0, syncs = 0, bfs_depth = 0;
+  // The depth in tiles that sets the push launches per relabel: the last BFS's, at least the last full
+  // one's after a repair (whose own depth counts only the tiles it visited).
+  int full_depth = 0;
+  // The repair's choice: GPU time of the last full and the last repaired relabel (ms, < 0: none yet),
+  // full relabels to wait before the next repair is tried, and the wait after the next loss.
+  float t_full = -1, t_repair = -1;
+  int wait = 0, backoff = 2;
+  int64_t repairs = 0;
+  long long prev_active = -1;  // push_grow: active nodes after the last relabel, its push launches
+  int last_P = 0;
+  const int grow_depth = opts.push_grow > 0 ? (int)opts.push_grow : 12;
+  long long seen_visits = 0;  // BFS tile visits before this relabel
+  bool full_by_visits = false;  // the last full BFS visited more tiles per tile of depth than bfs_blocks
   int status = kStatusOk;
   while (true) {
     // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
     const ItemCounts& ic = ic_pair[syncs & 1];  // this BFS counts into the buffer the last one read
-    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic);
-    launch_seed(st, W, qtiles);
+    bool warm = repair && syncs > 0;
+    if (warm && !repair_always)
+      warm = full_by_visits && (t_repair < 0 || t_repair <= t_full || --wait <= 0);
+    if (timed) TC_CUDA_CHECK(cudaEventRecord(ev.r[0], st));
+    launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic, warm);
+    if (warm) {
+      launch_repair_seed(st, touched, pt, G, GB, W);
+      launch_repair_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W, relax);
+      launch_seed(st, W, qtiles, relax);
+    } else {
+      if (repair) TC_CUDA_CHECK(cudaMemsetAsync(touched, 0, pt * sizeof(int), st));  // a full BFS needs none
+      launch_seed(st, W, qtiles, nullptr);
+    }
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
     launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
     TC_CUDA_CHECK(cudaGetLastError());
+    if (timed) TC_CUDA_CHECK(cudaEventRecord(ev.r[1], st));
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     if (ahead) {
       TC_CUDA_CHECK(cudaEventRecord(ev.done, st));
@@ -227,6 +280,19 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
     }
     ++syncs;
+    repairs += warm;
+    if (timed) {
+      float ms = 0;
+      TC_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.r[0], ev.r[1]));
+      if (!warm) {
+        t_full = ms;
+      } else if ((t_repair = ms) > t_full) {  // lost: full relabels for a while, then try again
+        wait = backoff;
+        backoff *= 2;
+      } else {
+        backoff = 2;
+      }
+    }
     if (hostp[kStalled] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
       status = kStatusStalled;
       break;
@@ -242,8 +308,16 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
         push_ms += a;
       }
     }
-    const int last_bfs = (int)hostp[kMaxGen] + 1;  // wavefront depth in tiles
-    bfs_depth += last_bfs;
+    const int gen_depth = (int)hostp[kMaxGen] + 1;  // wavefront depth in tiles
+    if (!warm) full_depth = gen_depth;
+    const int last_bfs = std::max(full_depth, gen_depth);
+    const long long visits = hostp[kVisits] - seen_visits;
+    seen_visits = hostp[kVisits];
+    // bound by its visits: at least twice as many per tile of depth as there are BFS blocks (session 8:
+    // repairs paid at 2.3-14x, on 2048^2, 256^3 and a batch of 32 x 512^2, and lost at 1.3-1.9x)
+    const bool by_visits = visits >= 2LL * gen_depth * bfs_blocks;
+    if (!warm) full_by_visits = by_visits;
+    bfs_depth += gen_depth;
     if (trace) {
       float a = 0;
       TC_CUDA_CHECK(cudaEventElapsedTime(&a, ev.e[1], ev.e[2]));
@@ -251,9 +325,10 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
       auto per = [&](int k) { return v ? (hostp[kProf + k] - seen[kProf + k]) / khz * 1000 / v : 0.0; };
       fprintf(stderr,
               "trace cycle %lld: bfs %.1f us, %lld visits, depth %d, pop %.2f us/visit, relax %.2f us/visit "
-              "(load %.2f, passes %.2f, write %.2f, notify %.2f), %.1f passes/visit, active %lld (tiles %lld)\n",
-              (long long)cycles, a * 1000, v, last_bfs, per(3), per(4), per(8), per(9), per(10), per(11),
-              v ? (double)(hostp[kProf + 5] - seen[kProf + 5]) / v : 0.0, hostp[kActive], hostp[kActiveTiles]);
+              "(load %.2f, passes %.2f, write %.2f, notify %.2f), %.1f passes/visit, active %lld (tiles %lld)%s\n",
+              (long long)cycles, a * 1000, v, gen_depth, per(3), per(4), per(8), per(9), per(10), per(11),
+              v ? (double)(hostp[kProf + 5] - seen[kProf + 5]) / v : 0.0, hostp[kActive], hostp[kActiveTiles],
+              warm ? ", repaired" : "");
       for (int k = 0; k < kSlots; ++k) seen[k] = hostp[k];
     }
     if (hostp[kActive] == 0) break;
@@ -266,6 +341,12 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     int P = push_opt > 0 ? (int)push_opt : std::max(push_min, std::min(push_cap, last_bfs / 2));
     if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
       P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
+    // Slow progress (push_grow, see the top)
+    if (push_opt <= 0 && opts.push_grow >= 0 && !full_by_visits && prev_active > 0 && last_bfs >= grow_depth &&
+        hostp[kActive] * 4 > 3 * prev_active)
+      P = std::max(P, std::min(24, 2 * last_P));
+    prev_active = hostp[kActive];
+    last_P = P;
     for (int p = ahead ? 1 : 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
       push();
@@ -308,6 +389,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   s[kStBfsPopUs] = (int64_t)(hostp[kProf + 3] / khz * 1000);
   s[kStBfsRelaxUs] = (int64_t)(hostp[kProf + 4] / khz * 1000);
   s[kStBfsPasses] = hostp[kProf + 5];
+  s[kStRepairs] = repairs;
   s[kStStatus] = status;
 }
 
@@ -354,12 +436,12 @@ void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out,
   if (caps_bytes == 4) {
     auto* c = static_cast<int*>(caps);
     auto* s = static_cast<int*>(sink);
-    if (G.D <= 32) return solve_typed<int, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+    if (G.D < 32) return solve_typed<int, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
     return solve_typed<int, unsigned long long>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
   }
   auto* c = static_cast<long long*>(caps);
   auto* s = static_cast<long long*>(sink);
-  if (G.D <= 32) return solve_typed<long long, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
+  if (G.D < 32) return solve_typed<long long, uint32_t>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
   solve_typed<long long, unsigned long long>(c, excess, s, out, G, GB, B, opts, st, sms, alloc, stats);
 }
 

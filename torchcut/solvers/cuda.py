@@ -55,11 +55,19 @@ OPTIONS = {
                  "there are push blocks (default: the last BFS's depth in tiles, 6 to 24; -1: no such rule)",
     "item_skip": "batches: an item left with no active node after a global relabel is left out of every later "
                  "one (its heights are final; default on); -1: every global relabel covers every item",
+    "repair": "global relabels after the first may repair the last one's distances where the pushes changed "
+              "them instead of a full BFS from the sink (default: when few tiles are active and the last repair "
+              "took less GPU time than the last full BFS; only where every offset stays within the neighbouring "
+              "BFS tiles); 1: always; -1: never",
+    "push_grow": "twice the last cycle's push launches (at most 24) when the last cycle removed under a quarter of "
+                 "the active nodes and its BFS, bound by its depth rather than its tile visits, was at least this "
+                 "many tiles deep (default 12); -1: off",
 }
 _OPTS = tuple(OPTIONS)
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_us", "push_us", "bfs_visits", "bfs_depth",
-          "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes", "status")
+          "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes", "repairs",
+          "status")
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
            2: "the worklist BFS stalled; this is a bug in torchcut, please report it"}
@@ -176,7 +184,8 @@ def solve_grid(caps, excess, sink, offsets, **options):
     **options
         Tuning knobs, all optional, listed with what they do in :data:`OPTIONS` (``tile_x``/``tile_y``/
         ``tile_z``, ``rounds``, ``push_launches``, ``max_cycles``, ``profile``, ``persist``,
-        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``, ``item_skip``). None or 0 means the default.
+        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``, ``item_skip``, ``repair``). None or 0 means
+        the default.
 
     Returns
     -------

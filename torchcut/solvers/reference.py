@@ -96,7 +96,8 @@ def _unless(condition: torch.Tensor, value: int) -> torch.Tensor:
     return (~condition).to(torch.int32) * value
 
 
-def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, relabel_period: int | None = None):
+def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, relabel_period: int | None = None,
+               on_relabel=None):
     """Run push-relabel phase one on a batched grid network, in place.
 
     Parameters
@@ -112,6 +113,10 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
         Raise RuntimeError after this many push/relabel rounds (default: a bound no valid run reaches).
     relabel_period : int, optional
         Push/relabel rounds between global relabels (default: adaptive, a quarter of the last BFS depth).
+    on_relabel : callable, optional
+        Called before every global relabel but the first as ``on_relabel(caps, sink, heights, exact)``
+        (residuals, residual sink capacities, the current heights and the exact distances the relabel
+        will set; int64, int64, int32, int32 views, not to be modified). For studies of the relabel.
 
     Returns
     -------
@@ -146,6 +151,8 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
     rounds = relabels = sweeps = 0
     while True:
         dist, levels = bfs_to_sink(c, s, offsets, inf)
+        if on_relabel is not None and relabels:
+            on_relabel(c, s, h, dist)
         h.copy_(dist)
         relabels += 1
         sweeps += levels
