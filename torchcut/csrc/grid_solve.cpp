@@ -17,9 +17,10 @@
 // pass from the tiles the pushes visited, then the BFS relaxation from the tiles it flagged). It visits
 // fewer tiles, but its two passes are each a wavefront: it pays where a full BFS is bound by tile visits
 // (large grids, batches: twice the BFS blocks in visits per tile of depth), not where it is bound
-// by its depth (hard energies, small grids). So by default a repair is tried only after a full BFS bound
-// by its visits, each relabel is timed (two events), and repairs go on while the last one took no longer
-// than the last full BFS (tried again after 2, 4, 8 ... full ones when it did not).
+// by its depth (hard energies, small grids). So by default, on grids of at least 4 BFS tiles per
+// resident BFS block, a repair is tried only after a full BFS bound by its visits, each relabel is timed
+// (two events), and repairs go on while the last one took no longer than the last full BFS (tried again
+// after 2, 4, 8 ... full ones when it did not).
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
@@ -145,7 +146,11 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   TC_CUDA_CHECK(cudaMemsetAsync(W.gen, 0, qtiles * sizeof(int), st));
   TC_CUDA_CHECK(cudaMemsetAsync(W.ring, 0xff, capq * sizeof(long long), st));  // -1: empty
   // Repair: the masks need a spare bit (the residual sink arc) and neighbour tiles within 3x3x3.
-  const bool repair = opts.repair >= 0 && GB.bfs_skip && GB.D < (int)(8 * sizeof(MaskT));
+  // By default only where a full BFS can be bound by its visits: at least 4 BFS tiles per resident BFS
+  // block (per_sm_bfs * sms, below); smaller grids pay nothing for it (timing events, touched flags).
+  const long long bfs_fit = (long long)(opts.persist > 0 ? opts.persist : std::max(1, 2048 / NTB)) * sms;
+  const bool repair = opts.repair >= 0 && GB.bfs_skip && GB.D < (int)(8 * sizeof(MaskT)) &&
+                      (opts.repair > 0 || qtiles >= 4 * bfs_fit);
   const bool repair_always = opts.repair > 0;
   int* touched = nullptr;  // push tiles visited (or next to a raised height) since the last relabel
   int* relax = nullptr;    // BFS tiles the repair's relaxation starts from
@@ -179,7 +184,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // as fit; persist = n: n per SM; -1: one block per tile).
   const long long cap = (1LL << 31) - 1;
   const int per_sm_push = (int)(opts.persist > 0 ? opts.persist : 2);
-  const int per_sm_bfs = (int)(opts.persist > 0 ? opts.persist : std::max(1, 2048 / NTB));
+  const int per_sm_bfs = (int)(bfs_fit / sms);
   const int push_blocks = (int)std::min(cap, opts.persist < 0 ? pt : std::min<long long>(pt, (long long)per_sm_push * sms));
   const int bfs_blocks = (int)std::min(cap, opts.persist < 0 ? qtiles : std::min<long long>(qtiles, (long long)per_sm_bfs * sms));
   Events ev;
