@@ -33,13 +33,14 @@ import torchcut.solvers.reference as ref  # noqa: E402
 
 
 def repair(c, s, h, offsets, inf, tile=(16, 32)):
-    """The repaired relabel: exact distances from the current heights ``h`` (a valid labelling).
+    """The repaired relabel of the CUDA solver (``repair_tile``): exact distances from the heights ``h``.
 
-    Exact distances never decrease and ``h`` is a lower bound of them, so a node whose height has a
-    supporting chain (residual arcs, each to a node one lower, down to a residual sink arc at height 1)
-    is exact. The supported set is the greatest fixed point of the support rule (unsupported nodes are
-    removed until none is left); the removed nodes restart at infinity and a Bellman-Ford relaxation
-    from the supported ones gives the exact distances there. Returns the distances and counters.
+    A height is kept while the node has a residual sink arc or a residual arc to a lower kept node;
+    following such arcs is a residual path to the sink no longer than the height, so kept heights are
+    upper bounds of the distances. The kept set is the greatest fixed point of that rule (the others are
+    removed until none is left) and the removed nodes restart at infinity; a Bellman-Ford relaxation
+    from these upper bounds gives the exact distances. (The reference solver's heights are a valid
+    labelling, where "lower" means "one lower".) Returns the distances and counters.
     """
     grid = ref._Padded(h.shape[1:], offsets)
     dirs = ref._directions(offsets)
@@ -50,9 +51,9 @@ def repair(c, s, h, offsets, inf, tile=(16, 32)):
     cascade = 0
     while True:
         cascade += 1
-        sup = (hv == 1) & (s > 0)
+        sup = s > 0
         for k, o in enumerate(dirs):
-            sup |= (c[:, k] > 0) & (grid.at(hb, o) == hv - 1)
+            sup |= (c[:, k] > 0) & (grid.at(hb, o) < hv)
         new = valid & sup
         if torch.equal(new, valid):
             break

@@ -108,15 +108,16 @@ def load_error():
 def workspace_bytes(num_nodes: int, num_dirs: int) -> int:
     """GPU memory the solver allocates on top of the graph's own tensors, in bytes.
 
-    Per node: a height (4 bytes), a residual-arc bit mask for the BFS (4 bytes, 8 beyond 32
-    directions) and the output mask (1 byte); plus small per-tile arrays.
+    Per node: a height (4 bytes), a residual-arc bit mask for the BFS (4 bytes, 8 from 32 directions
+    on: one bit per direction and one for the sink arc) and the output mask (1 byte); plus small
+    per-tile arrays.
 
     Examples
     --------
     >>> workspace_bytes(1024 * 1024, 4)
     9437184
     """
-    mask = 4 if num_dirs <= 32 else 8
+    mask = 4 if num_dirs < 32 else 8
     return num_nodes * (4 + mask + 1)
 
 
