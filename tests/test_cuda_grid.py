@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import torchcut
 from torchcut import GridGraph, grid_offsets
@@ -170,6 +172,28 @@ def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
     assert full.stats["global_relabels"] >= 4
     if not ENV_OPTS:  # TORCHCUT_TEST_GRID_OPTS may set the default
         assert auto.stats["repairs"] == 0
+
+
+@pytest.mark.cuda
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from([(2, 4), (2, 8), (3, 6), (3, 26)]), a=st.integers(3, 80), b=st.integers(3, 80),
+       c=st.integers(2, 12), batch=st.integers(1, 3), directed=st.booleans(), seed=st.integers(0, 2**31 - 1),
+       density=st.floats(0.3, 1.0), tiles=st.sampled_from([{}, {"bfs_tile_x": 8, "bfs_tile_y": 4},
+                                                            {"tile_x": 8, "tile_y": 4}]))
+def test_property_repaired_relabels(case, a, b, c, batch, directed, seed, density, tiles):
+    """Random grids, batches and tiles: every relabel repaired (repair=1) gives PyMaxflow's flows and the
+    same canonical masks as a full BFS every time with the old push schedule (repair=-1, push_grow=-1)."""
+    ndim, conn = case
+    shape = (a, b) if ndim == 2 else (c, a // 4 + 2, b // 4 + 2)
+    offs = grid_offsets(ndim, conn)
+    s, t, e, r = _instance(shape, offs, batch=batch, directed=directed, seed=seed, density=density)
+    fast = _check(s, t, e, offs, r, batch=True, reference=False, repeats=1, repair=1, **tiles)
+    dev = "cuda"
+    g = GridGraph(*(torch.as_tensor(x, device=dev) for x in (s, t, e)), offs, reverse=torch.as_tensor(r, device=dev))
+    full = torchcut.maxflow(g, backend="cuda", repair=-1, push_grow=-1, **tiles)
+    assert full.verify()
+    assert torch.equal(fast.node_mask, full.node_mask)
+    assert torch.equal(fast.flow_values, full.flow_values)
 
 
 @pytest.mark.cuda
