@@ -66,4 +66,19 @@ __device__ __forceinline__ bool in_tile(const Geom& G, const Local& L, int d) {
          (unsigned)(L.lz + G.dz[d]) < (unsigned)S::tz(G);
 }
 
+// Offset d leads from node L out of its tile to a node of the grid (an arc another tile's visit reads).
+template <class S = Sh<>>
+__device__ __forceinline__ bool crosses(const Geom& G, const Local& L, int d) {
+  const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+  return L.valid && !in_tile<S>(G, L, d) && (unsigned)vx < (unsigned)G.X && (unsigned)vy < (unsigned)G.Y &&
+         (unsigned)vz < (unsigned)G.Z;
+}
+
+// Tile (within its item) of the node L + offset d.
+template <class S = Sh<>>
+__device__ __forceinline__ int tile_of(const Geom& G, const Local& L, int d) {
+  const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
+  return vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
+}
+
 }  // namespace torchcut_grid

@@ -136,9 +136,7 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
             atomic_add(&capb[d * G.N + L.g], (CapT)-dl);
             atomic_add(&capb[rd * G.N + gv], dl);
             atomic_add(&excess[base + gv], (long long)dl);
-            const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
-            const int tv = vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)));
-            tile_active[(long long)b * G.T + tv] = 1;
+            tile_active[(long long)b * G.T + tile_of<S>(G, L, d)] = 1;
           }
           if (c - dl > 0) hmin = min(hmin, hv);
         } else {
@@ -161,12 +159,8 @@ __device__ __forceinline__ void push_tile(CapT* __restrict__ caps, long long* __
     if (h != h0) {
       hb[L.g] = h;
       // a raised height across the border may take the support of a node of the neighbouring tile
-      for (int d = 0; touched != nullptr && d < D; ++d) {
-        if (in_tile<S>(G, L, d)) continue;
-        const int vx = L.x + G.dx[d], vy = L.y + G.dy[d], vz = L.z + G.dz[d];
-        if ((unsigned)vx >= (unsigned)G.X || (unsigned)vy >= (unsigned)G.Y || (unsigned)vz >= (unsigned)G.Z) continue;
-        touched[(long long)b * G.T + vx / S::tx(G) + G.nTX * (vy / S::ty(G) + G.nTY * (vz / S::tz(G)))] = 1;
-      }
+      for (int d = 0; touched != nullptr && d < D; ++d)
+        if (crosses<S>(G, L, d)) touched[(long long)b * G.T + tile_of<S>(G, L, d)] = 1;
     }
 #pragma unroll
     for (int d = 0; d < D; ++d) {
