@@ -101,6 +101,38 @@ def _serve(rank, world, port, inbox, outbox):
     dist.destroy_process_group()
 
 
+def one_rank_nccl(outbox):
+    """The CUDA path of the local solves in an NCCL group of one process (``test_cuda_one_rank_nccl...``):
+    run in a spawned process so that a stuck NCCL call fails the test instead of hanging it. Answers
+    ("ok", None) or ("fail", traceback) before the group is destroyed."""
+    import traceback
+
+    import torch.distributed as dist
+
+    import torchcut
+    from oracles import pymaxflow_grid
+    from test_distributed import make_case
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        rng = np.random.default_rng(8)
+        for shape, conn in (((20, 17, 15), 6), ((40, 33), 8)):
+            case = make_case(rng, shape, conn, [0, shape[0]])
+            args = [torch.from_numpy(case[k]).cuda() for k in ("source", "sink", "edges", "reverse")]
+            r = torchcut.distributed.maxflow(*args[:3], case["offsets"], args[3])
+            want = pymaxflow_grid(case["source"], case["sink"], case["edges"], case["offsets"], case["reverse"])
+            assert r.flow_value == want, (shape, r.flow_value, want)
+            assert r.mask.is_cuda and r.verify()
+            g = torchcut.GridGraph(*args[:3], case["offsets"], args[3])
+            assert torch.equal(r.mask, torchcut.maxflow(g).mask)
+        outbox.put(("ok", None))
+    except BaseException:  # reported to the test, which fails with it
+        outbox.put(("fail", traceback.format_exc()))
+    finally:
+        dist.destroy_process_group()
+
+
 class Pool:
     """``world`` gloo processes serving cases (see the module docstring)."""
 

@@ -204,8 +204,7 @@ def test_chained_pushes_equal_plain_ones(conn, chain):
     """Push launches that also visit the tiles flow enters during the launch (push_chain=n: every launch,
     up to n times the listed tiles) against plain launches (push_chain=-1): flows, canonical masks and
     certificates equal to PyMaxflow's on long-path energies (strong arcs, a weak wall, scattered sink
-    arcs), with more tile visits than listed tiles where it chains; the default rule chains some launches
-    where the BFS is many tiles deep."""
+    arcs), with more tile visits than listed tiles where it chains."""
     offs = grid_offsets(2, conn)
     shape = (96, 224)
     rng = np.random.default_rng(40 + conn)
@@ -221,17 +220,40 @@ def test_chained_pushes_equal_plain_ones(conn, chain):
     chained = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, push_chain=chain,
                      profile=1)
     plain = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, push_chain=-1, profile=1)
-    # the default rule: chained launches after a BFS bound by its depth (small BFS tiles: many tiles deep)
-    auto = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, bfs_tile_x=8, bfs_tile_y=4)
-    for r in (plain, auto):
-        assert torch.equal(chained.node_mask, r.node_mask)
-        assert torch.equal(chained.flow_values, r.flow_values)
+    assert torch.equal(chained.node_mask, plain.node_mask)
+    assert torch.equal(chained.flow_values, plain.flow_values)
     assert plain.stats["chained_launches"] == 0
     if not ENV_OPTS:
         assert chained.stats["chained_launches"] == chained.stats["push_launches"] > 0
-        assert 0 < auto.stats["chained_launches"] < auto.stats["push_launches"]
         if chain > 1:  # tiles entered by flow were visited within the launch
             assert chained.stats["push_visits"] != plain.stats["push_visits"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("conn", [4, 8])
+def test_default_chains_only_single_large_grids(conn):
+    """The default rule chains push launches on a single grid of 512^2 nodes or more whose BFS is many
+    tiles deep (a 128 x 2048 strip, sources on the left, sinks on the right), never in a batch; flows,
+    masks and certificates equal to plain launches and to PyMaxflow."""
+    offs = grid_offsets(2, conn)
+    shape = (128, 2048)
+    rng = np.random.default_rng(60 + conn)
+    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int64)
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source = np.zeros(shape, np.int64)
+    sink = np.zeros(shape, np.int64)
+    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
+    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    auto = _check(source, sink, edges, offs, rev, reference=False, repeats=1)
+    plain = _check(source, sink, edges, offs, rev, reference=False, repeats=1, push_chain=-1)
+    assert torch.equal(auto.node_mask, plain.node_mask)
+    stack = lambda a, k: np.stack([a, a[..., ::-1].copy()], axis=k)  # noqa: E731 - two items
+    batch = _check(stack(source, 0), stack(sink, 0), stack(edges, 1), offs, stack(rev, 1), batch=True,
+                   reference=False, repeats=1)
+    if not ENV_OPTS:
+        assert 0 < auto.stats["chained_launches"] < auto.stats["push_launches"]
+        assert plain.stats["chained_launches"] == 0
+        assert batch.stats["chained_launches"] == 0
 
 
 @pytest.mark.cuda

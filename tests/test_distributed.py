@@ -216,21 +216,26 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
 
 @pytest.mark.cuda
 def test_cuda_one_rank_nccl_matches_pymaxflow():
-    """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh)."""
-    import torch.distributed as dist
+    """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh).
+    In a spawned process (``dist_pool.one_rank_nccl``) with a time limit: in one run of session 9 the whole
+    suite's time limit ran out in this test on a fresh GPU machine (it passed on every other run); a stall
+    must fail the test, not hang the suite."""
+    import queue
 
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    import torch.multiprocessing as mp
+
+    from dist_pool import TIMEOUT_S, one_rank_nccl
+
+    ctx = mp.get_context("spawn")
+    outbox = ctx.Queue()
+    proc = ctx.Process(target=one_rank_nccl, args=(outbox,), daemon=True)
+    proc.start()
     try:
-        rng = np.random.default_rng(8)
-        for shape, conn in (((20, 17, 15), 6), ((40, 33), 8)):
-            case = make_case(rng, shape, conn, [0, shape[0]])
-            args = [torch.from_numpy(case[k]).cuda() for k in ("source", "sink", "edges", "reverse")]
-            r = torchcut.distributed.maxflow(*args[:3], case["offsets"], args[3])
-            assert r.flow_value == pymaxflow_grid(case["source"], case["sink"], case["edges"], case["offsets"],
-                                                  case["reverse"])
-            assert r.mask.is_cuda and r.verify()
-            g = torchcut.GridGraph(*args[:3], case["offsets"], args[3])
-            assert torch.equal(r.mask, torchcut.maxflow(g).mask)
-    finally:
-        dist.destroy_process_group()
+        kind, payload = outbox.get(timeout=TIMEOUT_S)
+    except queue.Empty:
+        proc.kill()
+        pytest.fail(f"the one-rank NCCL solve gave no answer within {TIMEOUT_S} s (its process was killed)")
+    proc.join(timeout=30)
+    if proc.is_alive():
+        proc.kill()
+    assert kind == "ok", payload

@@ -24,8 +24,8 @@
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
-// Chained pushes (option push_chain, grid_push.cuh): in a cycle whose BFS was bound by its depth (at least
-// 12 tiles deep), the cycle's P push launches become ceil(P / 16) chained ones (after the unchained
+// Chained pushes (option push_chain, grid_push.cuh): on a single grid of at least 512^2 nodes, in a cycle
+// whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become ceil(P / 16) chained ones (after the unchained
 // first), each visiting up to 16 times the listed tiles: tiles that flow enters, or that stay active, go
 // back into the launch's worklist, so flow crosses a tile border at the latency of a tile visit (~12 us)
 // instead of a launch's (~25-30 us). Session 9: 1.07-1.29x on the hard 512^2 and 1024^2 energies (fewer
@@ -138,6 +138,9 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // chained launches: the listed tiles and those appended during the launch, up to chain_max times
   const bool chain_on = opts.push_chain >= 0 && push_chains(G);
   const bool chain_always = opts.push_chain > 0;
+  // by default only on single grids of at least 512^2 nodes (session 9: the multi-label moves, batches and
+  // 288 x 384 grids, were 1.2x slower with it: Tsukuba 84 -> 104 ms, refine 145 -> 170 ms)
+  const bool chain_auto = chain_on && B == 1 && G.N >= (1LL << 18);
   // session 9 sweeps: 8 gained less; 32 gained more on some hard energies, but cost 512^2 4c 1.2x
   constexpr int kChainFactor = 16;
   const int chain_max = chain_always ? (int)opts.push_chain : kChainFactor;
@@ -374,7 +377,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     prev_active = hostp[kActive];
     last_P = P;
     // Chained pushes (see the top): late cycles of a BFS bound by its depth
-    const bool chain = chain_always || (chain_on && !full_by_visits && last_bfs >= kChainDepth);
+    const bool chain = chain_always || (chain_auto && !full_by_visits && last_bfs >= kChainDepth);
     if (chain && !chain_always) P = (ahead ? 1 : 0) + std::max(1, (P + kChainFactor - 1) / kChainFactor);
     for (int p = ahead ? 1 : 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
