@@ -217,9 +217,8 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
 @pytest.mark.cuda
 def test_cuda_one_rank_nccl_matches_pymaxflow():
     """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh).
-    In a spawned process (``dist_pool.one_rank_nccl``) with a time limit: in one run of session 9 the whole
-    suite's time limit ran out in this test on a fresh GPU machine (it passed on every other run); a stall
-    must fail the test, not hang the suite."""
+    In a spawned process (``dist_pool.one_rank_nccl``) with a time limit, so that a stall inside NCCL fails
+    the test instead of hanging the suite."""
     import queue
 
     import torch.multiprocessing as mp
