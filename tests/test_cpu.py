@@ -3,6 +3,7 @@ certificates, batches, the int64 path, fallbacks and errors."""
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import numpy as np
@@ -111,6 +112,31 @@ def test_volume_matches_pymaxflow():
     assert r.stats["backend"] == "cpu" and r.verify()
     assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets)
     assert_canonical_grid(r)
+
+
+@pytest.mark.parametrize("conn,most", [(4, 5_000_000), (8, 5_000_000)])
+def test_long_strip_adoption_stays_local(conn, most):
+    """A 64 x 1024 strip, sources in the first columns and sinks in the last: every augmenting path is
+    ~1000 nodes long. Adopting each augmentation's orphans one at a time (the one found last first, with
+    the orphans its adoption makes) keeps the orphan count ~5-14x lower than adopting them all in the
+    order found (15.3 M and 38.0 M orphans before, 3.1 M and 2.7 M now: 5x and 14x faster). Flow equal to
+    PyMaxflow's (where installed), certificate verified; the bound on orphans guards the adoption order."""
+    offs = grid_offsets(2, conn)
+    shape = (64, 1024)
+    rng = np.random.default_rng(60 + conn)
+    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int64)
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source = np.zeros(shape, np.int64)
+    sink = np.zeros(shape, np.int64)
+    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
+    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
+                  reverse=torch.as_tensor(rev))
+    r = torchcut.maxflow(g, backend="cpu")
+    assert r.stats["backend"] == "cpu" and r.verify()
+    assert 0 < r.stats["orphans"] < most
+    if importlib.util.find_spec("maxflow") is not None:  # the oracle, where installed
+        assert r.flow_value == pymaxflow_grid(source, sink, edges, offs, rev)
 
 
 def test_int64_storage_near_int32_max():
