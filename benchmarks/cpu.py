@@ -180,6 +180,8 @@ def cases(quick):
         dict(name="3D 64^3 6-conn", kind="3d", n=64, conn=6, batch=1, seed=0),
         dict(name="3D 128^3 6-conn", kind="3d", n=128, conn=6, batch=1, seed=0),
         dict(name="batch 8 x 512^2 4-conn", kind="2d", n=512, conn=4, batch=8, pic=0),
+        dict(name="strip 64x1024 4-conn (paths ~1000 long)", kind="strip", n=1024, conn=4, batch=1),
+        dict(name="strip 64x1024 8-conn (paths ~1000 long)", kind="strip", n=1024, conn=8, batch=1),
         dict(name="BVZ Tsukuba, 16 expansion moves", kind="bvz"),
         dict(name="BVZ Tsukuba, 16 moves, as edge lists (FlowGraph)", kind="bvz", edges=True),
     ]
@@ -195,8 +197,25 @@ def load_case(spec):
         if _MOVES is None:
             _MOVES = bvz_moves()
         return None, _MOVES, sum(m.num_nodes for m in _MOVES)
-    offs, items = G.make_case(spec)
+    if spec["kind"] == "strip":
+        offs, items = strip_case(spec)
+    else:
+        offs, items = G.make_case(spec)
     return offs, items, sum(s.size for s, _, _ in items)
+
+
+def strip_case(spec):
+    """A 64 x n strip of random arcs (20-59), sources in the first 4 columns and sinks in the last 4:
+    every augmenting path is ~n nodes long, the worst case of Boykov-Kolmogorov's tree adoption."""
+    offs = G.offsets_for(2, spec["conn"])
+    shape = (64, spec["n"])
+    rng = np.random.default_rng(60 + spec["conn"])
+    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int32)
+    source = np.zeros(shape, np.int32)
+    sink = np.zeros(shape, np.int32)
+    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
+    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    return offs, [(source, sink, edges)]
 
 
 def runner(spec, solver, offs, items, threads=None):
