@@ -111,7 +111,7 @@ def main():
                         print(f"  VERIFY FAILED {json.dumps(opts)}: {exc}", flush=True)
         keys = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "bfs_us", "push_us", "bfs_visits",
                 "bfs_depth", "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes",
-                "repairs")
+                "repairs", "chained_launches")
         for opts, rs in zip(good, runs):
             rs.sort(key=lambda x: x[0])
             ms = statistics.median(x[0] for x in rs)

@@ -161,6 +161,7 @@ def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
     sink[..., -2:] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
     sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
     rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    opts = {"push_chain": -1, **opts}  # plain push launches: many relabels to repair
     fast = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, repair=1, **opts)
     full = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, repair=-1, **opts)
     auto = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, **opts)
@@ -194,6 +195,95 @@ def test_property_repaired_relabels(case, a, b, c, batch, directed, seed, densit
     assert full.verify()
     assert torch.equal(fast.node_mask, full.node_mask)
     assert torch.equal(fast.flow_values, full.flow_values)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("chain", [1, 2, 8])
+def test_chained_pushes_equal_plain_ones(conn, chain):
+    """Push launches that also visit the tiles flow enters during the launch (push_chain=n: every launch,
+    up to n times the listed tiles) against plain launches (push_chain=-1): flows, canonical masks and
+    certificates equal to PyMaxflow's on long-path energies (strong arcs, a weak wall, scattered sink
+    arcs), with more tile visits than listed tiles where it chains."""
+    offs = grid_offsets(2, conn)
+    shape = (96, 224)
+    rng = np.random.default_rng(40 + conn)
+    K, B = len(offs), 3
+    edges = rng.integers(20, 60, size=(K, B) + shape).astype(np.int64)
+    edges[:, 1, :, shape[-1] // 2] = rng.integers(0, 3, size=(K, shape[0]))  # item 1: a weak wall
+    source = np.zeros((B,) + shape, np.int64)
+    sink = np.zeros((B,) + shape, np.int64)
+    source[..., :2] = rng.integers(200, 900, size=(B, shape[0], 2))
+    sink[..., -2:] = rng.integers(200, 900, size=(B, shape[0], 2))
+    sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    chained = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, push_chain=chain,
+                     profile=1)
+    plain = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, push_chain=-1, profile=1)
+    assert torch.equal(chained.node_mask, plain.node_mask)
+    assert torch.equal(chained.flow_values, plain.flow_values)
+    assert plain.stats["chained_launches"] == 0
+    if not ENV_OPTS:
+        assert chained.stats["chained_launches"] == chained.stats["push_launches"] > 0
+        if chain > 1:  # tiles entered by flow were visited within the launch
+            assert chained.stats["push_visits"] != plain.stats["push_visits"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("conn", [4, 8])
+def test_default_chains_only_single_large_grids(conn):
+    """The default rule chains push launches on a single grid of 512^2 nodes or more whose BFS is many
+    tiles deep (a 128 x 2048 strip, sources on the left, sinks on the right), never in a batch. Checked
+    by the certificates (``verify``: a cut whose capacity equals the flow) and against plain launches,
+    not PyMaxflow: its Boykov-Kolmogorov search takes 16-24 s on this strip (session 9)."""
+    offs = grid_offsets(2, conn)
+    shape = (128, 2048)
+    rng = np.random.default_rng(60 + conn)
+    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int64)
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source = np.zeros(shape, np.int64)
+    sink = np.zeros(shape, np.int64)
+    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
+    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+
+    def solve(s, t, e, r, **opts):
+        g = GridGraph(*(torch.as_tensor(x, device="cuda") for x in (s, t, e)), offs,
+                      reverse=torch.as_tensor(r, device="cuda"))
+        res = torchcut.maxflow(g, backend="cuda", **opts)
+        assert res.verify()
+        return res
+
+    auto = solve(source, sink, edges, rev)
+    plain = solve(source, sink, edges, rev, push_chain=-1)
+    assert torch.equal(auto.node_mask, plain.node_mask)
+    assert torch.equal(auto.flow_values, plain.flow_values)
+    stack = lambda a, k: np.stack([a, a[..., ::-1].copy()], axis=k)  # noqa: E731 - two items
+    batch = solve(stack(source, 0), stack(sink, 0), stack(edges, 1), stack(rev, 1))
+    assert batch.flow_values[0] == auto.flow_values[0]
+    assert torch.equal(batch.node_mask[0], auto.node_mask[0])
+    if not ENV_OPTS:
+        assert 0 < auto.stats["chained_launches"] < auto.stats["push_launches"]
+        assert plain.stats["chained_launches"] == 0
+        assert batch.stats["chained_launches"] == 0
+
+
+@pytest.mark.cuda
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conn=st.sampled_from([4, 8]), a=st.integers(3, 120), b=st.integers(3, 120), batch=st.integers(1, 3),
+       directed=st.booleans(), seed=st.integers(0, 2**31 - 1), density=st.floats(0.3, 1.0),
+       chain=st.integers(1, 8))
+def test_property_chained_pushes(conn, a, b, batch, directed, seed, density, chain):
+    """Random 2D grids and batches: every push launch chained (push_chain=n) gives PyMaxflow's flows and
+    the same canonical masks as plain launches (push_chain=-1)."""
+    offs = grid_offsets(2, conn)
+    s, t, e, r = _instance((a, b), offs, batch=batch, directed=directed, seed=seed, density=density)
+    fast = _check(s, t, e, offs, r, batch=True, reference=False, repeats=1, push_chain=chain)
+    dev = "cuda"
+    g = GridGraph(*(torch.as_tensor(x, device=dev) for x in (s, t, e)), offs, reverse=torch.as_tensor(r, device=dev))
+    plain = torchcut.maxflow(g, backend="cuda", push_chain=-1)
+    assert plain.verify()
+    assert torch.equal(fast.node_mask, plain.node_mask)
+    assert torch.equal(fast.flow_values, plain.flow_values)
 
 
 @pytest.mark.cuda
@@ -306,6 +396,10 @@ HOST_LOOP_OPTS = [
     {"repair": -1},
     {"repair": 1},
     {"repair": 1, "profile": 2},
+    {"push_chain": 8},
+    {"push_chain": 1},
+    {"push_chain": 3, "profile": 2},
+    {"push_chain": -1},
 ]
 
 
@@ -323,6 +417,10 @@ def test_host_loop_options(opts, ndim, conn, shape):
     if opts.get("profile"):  # the per-visit counters of the push tiles and the queue BFS
         assert res.stats["push_visits"] > 0 and res.stats["push_rounds"] >= res.stats["push_visits"]
         assert res.stats["bfs_passes"] > 0 and res.stats["bfs_relax_us"] > 0
+    if opts.get("push_chain", 0) > 0 and ndim == 2:  # forced: every launch chained (2D default tiles)
+        assert res.stats["chained_launches"] >= res.stats["push_launches"] > 0
+    elif opts.get("push_chain") == -1 or ndim == 3:  # never, or no chained kernel for the grid
+        assert res.stats["chained_launches"] == 0
 
 
 @pytest.mark.cuda
@@ -389,7 +487,8 @@ def test_bfs_variants(opts, ndim, conn, shape):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opts", [{}, {"bfs_tile_x": 4, "bfs_tile_y": 8}, {"bfs_tile_x": 32, "bfs_tile_y": 1}])
+@pytest.mark.parametrize("opts", [{}, {"bfs_tile_x": 4, "bfs_tile_y": 8}, {"bfs_tile_x": 32, "bfs_tile_y": 1},
+                                  {"push_chain": 4}])
 def test_bfs_follows_a_long_serpentine(opts):
     """One corridor snaking through the grid: the sink is ~2000 steps and many tiles from the source, so
     every BFS must carry its wavefront through a long chain of tiles (flow = the narrowest corridor arc)."""

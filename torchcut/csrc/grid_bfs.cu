@@ -562,11 +562,13 @@ __global__ void mask_kernel(const int* __restrict__ height, bool* __restrict__ o
     out[q] = height[q] >= kInf;
 }
 
-// Push walk: the flagged tiles into a list (pq[1] = count), one warp-aggregated add per warp.
-// It also clears the other pair of counters, which the next push launch uses (no memset node per launch).
+// Push walk: the flagged tiles into a list (pq[1] = the list's end; for chained launches, which append to
+// the list (grid_push.cuh), pq[2] = the tiles queued or running and pq[3] = the listed count), one
+// warp-aggregated add per warp. It also clears the other counters, which the next push launch uses (no
+// memset node per launch).
 __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long long* __restrict__ pq,
                             long long* __restrict__ plist, long long total, unsigned long long* __restrict__ other) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) other[0] = other[1] = 0;
+  if (blockIdx.x == 0 && threadIdx.x == 0) other[0] = other[1] = other[2] = other[3] = 0;
   for (long long q0 = blockIdx.x * (long long)blockDim.x; q0 < total; q0 += (long long)gridDim.x * blockDim.x) {
     const long long q = q0 + threadIdx.x;
     const bool f = q < total && tile_active[q] != 0;
@@ -574,7 +576,11 @@ __global__ void list_kernel(const int* __restrict__ tile_active, unsigned long l
     if (!bits) continue;
     const int lane = threadIdx.x & 31;
     unsigned long long pos = 0;
-    if (lane == 0) pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
+    if (lane == 0) {
+      pos = atomicAdd(pq + 1, (unsigned long long)__popc(bits));
+      atomicAdd(pq + 2, (unsigned long long)__popc(bits));
+      atomicAdd(pq + 3, (unsigned long long)__popc(bits));
+    }
     pos = __shfl_sync(0xffffffffu, pos, 0) + __popc(bits & ((1u << lane) - 1u));
     if (f) plist[pos] = q;
   }

@@ -54,13 +54,18 @@ struct Options {
   int64_t push_grow = 0;      // twice the last cycle's push launches (at most 24) when it removed under a
                               // quarter of the active nodes and its BFS, bound by its depth, was at least
                               // this many tiles deep (default 12); -1: off
-  static constexpr int kCount = 15;
+  int64_t push_chain = 0;     // chained push launches: blocks also visit the tiles that flow enters during
+                              // the launch (a worklist), up to this many times the listed tiles. Default:
+                              // on one grid of >= 512^2 nodes, after a BFS bound by its depth, ceil(P / 16)
+                              // launches of factor 16 instead of P plain ones (see grid_solve.cpp); n > 0: every launch chained, factor
+                              // n; -1: never. Only on 2D 4/8-connected grids with the default push tile.
+  static constexpr int kCount = 16;
   // From the op's list (missing entries: 0 = default).
   static Options from(const std::vector<int64_t>& v) {
     Options o;
     int64_t* f[kCount] = {&o.tile_x,   &o.tile_y,     &o.tile_z,     &o.rounds,     &o.push_launches, &o.max_cycles,
                           &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail,
-                          &o.item_skip, &o.repair,   &o.push_grow};
+                          &o.item_skip, &o.repair,   &o.push_grow,  &o.push_chain};
     for (int k = 0; k < kCount && k < (int)v.size(); ++k) *f[k] = v[k];
     return o;
   }
@@ -70,7 +75,7 @@ struct Options {
 enum Stat {
   kStRelabels = 0, kStBfsLaunches, kStPushLaunches, kStHostSyncs, kStRounds, kStTileX, kStTileY, kStTileZ,
   kStBfsTileX, kStBfsTileY, kStBfsTileZ, kStBfsUs, kStPushUs, kStBfsVisits, kStBfsDepth, kStPushVisits,
-  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStRepairs, kStStatus, kNumStats
+  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStRepairs, kStChained, kStStatus, kNumStats
 };
 
 struct Geom {
@@ -99,7 +104,7 @@ struct Geom {
 
 // Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.
 constexpr int kActive = 1, kActiveTiles = 2, kProf = 8, kHead = 32, kTail = 48, kPending = 64, kMaxGen = 80,
-              kVisits = 96, kStalled = 112, kPushQueue = 120 /* two pairs: 120-121, 122-123 */, kSlots = 128;
+              kVisits = 96, kStalled = 112, kPushQueue = 120 /* two quads: 120-123, 124-127 */, kSlots = 128;
 
 // Worklist of the queue BFS (one launch per global relabel, see bfs_queue_kernel in grid_bfs.cu).
 // Tile states: kIdle, kQueued (in the ring), kRunning (a block relaxes it), kDirty (running, and a
@@ -129,12 +134,18 @@ struct ItemCounts {
   int items = 0;
 };
 
+// Whether launch_push has a chained variant for this grid: the 2D default tiles of 4 and 8 directions
+// (the hard energies that chaining pays on; every other grid runs unchained).
+inline bool push_chains(const Geom& G) {
+  return (G.D == 4 || G.D == 8) && G.TX == 32 && G.TY == 16 && G.TZ == 1;
+}
+
 // Kernel launchers (grid_push_i32.cu / grid_push_i64.cu, grid_bfs.cu). CapT: int or long long;
 // MaskT: uint32_t (at most 32 directions) or unsigned long long.
 template <typename CapT>
 void launch_push(cudaStream_t st, int blocks, int threads, size_t smem, CapT* caps, long long* excess, CapT* sink,
                  int* height, int* tile_active, const Geom& G, int rounds, int items, unsigned long long* prof,
-                 unsigned long long* pq, long long* plist, int* touched);
+                 unsigned long long* pq, long long* plist, int* touched, int chain, long long cap);
 void launch_list(cudaStream_t st, const int* tile_active, unsigned long long* pq, long long* plist, long long total,
                  unsigned long long* other);
 template <typename CapT, typename MaskT>

@@ -24,6 +24,13 @@
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
+// Chained pushes (option push_chain, grid_push.cuh): on a single grid of at least 512^2 nodes, in a cycle
+// whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become ceil(P / 16) chained ones (after the unchained
+// first), each visiting up to 16 times the listed tiles: tiles that flow enters, or that stay active, go
+// back into the launch's worklist, so flow crosses a tile border at the latency of a tile visit (~12 us)
+// instead of a launch's (~25-30 us). Session 9: 1.07-1.29x on the hard 512^2 and 1024^2 energies (fewer
+// relabels: 39 -> 26-38), the standard grids within their spread. Not on grids whose BFS is bound by its
+// visits (2048^2, batches): there every launch chained was 1.5-2x slower (more visits on stale heights).
 // Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
 // profile = 2 also prints one line per relabel cycle and push launch.
 #include <algorithm>
@@ -128,7 +135,17 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   int* hp = static_cast<int*>(alloc.device(total * sizeof(int)));
   MaskT* mp = static_cast<MaskT*>(alloc.device(total * sizeof(MaskT)));
   int* tap = static_cast<int*>(alloc.device(pt * sizeof(int)));
-  long long* plist = static_cast<long long*>(alloc.device(pt * sizeof(long long)));
+  // chained launches: the listed tiles and those appended during the launch, up to chain_max times
+  const bool chain_on = opts.push_chain >= 0 && push_chains(G);
+  const bool chain_always = opts.push_chain > 0;
+  // by default only on single grids of at least 512^2 nodes (session 9: the multi-label moves, batches and
+  // 288 x 384 grids, were 1.2x slower with it: Tsukuba 84 -> 104 ms, refine 145 -> 170 ms)
+  const bool chain_auto = chain_on && B == 1 && G.N >= (1LL << 18);
+  // session 9 sweeps: 8 gained less; 32 gained more on some hard energies, but cost 512^2 4c 1.2x
+  constexpr int kChainFactor = 16;
+  const int chain_max = chain_always ? (int)opts.push_chain : kChainFactor;
+  const long long plist_cap = (chain_on ? chain_max : 1) * pt;
+  long long* plist = static_cast<long long*>(alloc.device(plist_cap * sizeof(long long)));
   // Counters (slots k*): the active count, the profile counters, and the queue BFS's head, tail,
   // pending, max_gen, visits and stalled, each of those in its own 128-byte line (every visit updates
   // them, and idle blocks poll pending); the push walk's two counter pairs.
@@ -202,14 +219,20 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   const int64_t push_opt = opts.push_launches;
   const int64_t max_cycles = opts.max_cycles > 0 ? opts.max_cycles : 1000000;
   const int items = (int)B;
-  unsigned long long* pq0 = reinterpret_cast<unsigned long long*>(scp + kPushQueue);  // two pairs, zero at start
+  unsigned long long* pq0 = reinterpret_cast<unsigned long long*>(scp + kPushQueue);  // two quads, zero at start
   long long push_seq = 0;
-  auto push = [&]() {  // launch k uses pair k % 2; its list_kernel clears the other pair for launch k + 1
-    unsigned long long* pq = pq0 + 2 * (push_seq & 1);
-    unsigned long long* other = pq0 + 2 * ((push_seq + 1) & 1);
+  int64_t chained = 0;
+  // launch k uses quad k % 2; its list_kernel clears the other quad for launch k + 1
+  auto push = [&](bool chain) {
+    unsigned long long* pq = pq0 + 4 * (push_seq & 1);
+    unsigned long long* other = pq0 + 4 * ((push_seq + 1) & 1);
     ++push_seq;
+    chain = chain && chain_on;
+    chained += chain;
+    if (chain) TC_CUDA_CHECK(cudaMemsetAsync(plist, 0xff, plist_cap * sizeof(long long), st));  // -1: unwritten
     launch_list(st, tap, pq, plist, pt, other);
-    launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist, touched);
+    launch_push<CapT>(st, push_blocks, NT, smem, cp, ep, sp, hp, tap, G, rounds, items, prof, pq, plist, touched,
+                      chain ? chain_max : 0, plist_cap);
     TC_CUDA_CHECK(cudaGetLastError());
   };
   int clock_khz = 1;  // cycles per ms (profile counters are clock64 cycles)
@@ -252,6 +275,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   long long prev_active = -1;  // push_grow: active nodes after the last relabel, its push launches
   int last_P = 0;
   const int grow_depth = opts.push_grow > 0 ? (int)opts.push_grow : 12;
+  constexpr int kChainDepth = 12;  // chained pushes: after a BFS bound by its depth, at least this deep
   long long seen_visits = 0;  // BFS tile visits before this relabel
   bool full_by_visits = false;  // the last full BFS visited more tiles per tile of depth than bfs_blocks
   int status = kStatusOk;
@@ -279,7 +303,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     if (ahead) {
       TC_CUDA_CHECK(cudaEventRecord(ev.done, st));
-      push();
+      push(chain_always);  // before the counters are read: chained only where the option forces it
       TC_CUDA_CHECK(cudaEventSynchronize(ev.done));
     } else {
       TC_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -352,9 +376,12 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
       P = std::max(P, std::min(24, 2 * last_P));
     prev_active = hostp[kActive];
     last_P = P;
+    // Chained pushes (see the top): late cycles of a BFS bound by its depth
+    const bool chain = chain_always || (chain_auto && !full_by_visits && last_bfs >= kChainDepth);
+    if (chain && !chain_always) P = (ahead ? 1 : 0) + std::max(1, (P + kChainFactor - 1) / kChainFactor);
     for (int p = ahead ? 1 : 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));
-      push();
+      push(chain);
       if (trace) {
         TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
         TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
@@ -395,6 +422,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   s[kStBfsRelaxUs] = (int64_t)(hostp[kProf + 4] / khz * 1000);
   s[kStBfsPasses] = hostp[kProf + 5];
   s[kStRepairs] = repairs;
+  s[kStChained] = chained;
   s[kStStatus] = status;
 }
 

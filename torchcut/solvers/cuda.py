@@ -62,11 +62,17 @@ OPTIONS = {
     "push_grow": "twice the last cycle's push launches (at most 24) when the last cycle removed under a quarter of "
                  "the active nodes and its BFS, bound by its depth rather than its tile visits, was at least this "
                  "many tiles deep (default 12); -1: off",
+    "push_chain": "chained push launches, whose blocks also visit the tiles that flow enters during the launch: "
+                  "by default, on a single grid (not a batch) of at least 512^2 nodes, after a global relabel bound "
+                  "by its depth rather than its tile visits (and at least 12 tiles deep), one chained launch of up to 16 times the listed tiles replaces 16 plain ones; n > 0: "
+                  "every launch chained, up to n times; -1: never (2D 4/8-connected grids with the default tile "
+                  "only)",
 }
 _OPTS = tuple(OPTIONS)
 _STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
           "tile_z", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_us", "push_us", "bfs_visits", "bfs_depth",
           "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes", "repairs",
+          "chained_launches",
           "status")
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
