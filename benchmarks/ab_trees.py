@@ -115,6 +115,45 @@ def _kernel_totals(fn, top=10):
     return {k.split("<")[0].split("(")[0][:60]: [n, round(t, 1)] for k, n, t in rows[:top]}
 
 
+def _write(args, samples, digests, extras, kernels, rounds, final=False):
+    """The table (ab_trees.md, .json in --out) of the rounds so far: rewritten after every round, so that a
+    run stopped by a time limit leaves the rounds it finished."""
+    n = len(args.trees)
+    names = [chr(ord("A") + i) for i in range(n)]
+    lines = ["# A/B of source trees: " + ", ".join(f"{c} = `{t}`" for c, t in zip(names, args.trees)), "",
+             f"Medians over {rounds} worker processes per tree x {args.repeat} calls, alternated; "
+             "speed-up = A's median / the tree's median.", "",
+             "| case | " + " | ".join(f"{c} ms" for c in names) + " | " + " | ".join(f"{c} speed-up" for c in names[1:])
+             + " | " + " | ".join(f"{c} min" for c in names) + " | outputs equal | counters (A; ...) |",
+             "|---|" + "---:|" * (3 * n - 1) + "---|---|"]
+    rows = []
+    for case in digests:
+        ts = [samples[(case, i)] for i in range(n)]
+        med = [statistics.median(t) for t in ts]
+        eq = all(digests[case].get(i) == digests[case].get(0) for i in range(n))
+        rows.append(dict(case=case, trees=args.trees, ms=[m * 1e3 for m in med], samples_ms=[[v * 1e3 for v in t] for t in ts],
+                         equal=eq, counters=[extras[(case, i)] for i in range(n)]))
+        lines.append(f"| {case} | " + " | ".join(f"{m * 1e3:.2f}" for m in med) + " | "
+                     + " | ".join(f"{med[0] / m:.3f}x" for m in med[1:]) + " | "
+                     + " | ".join(f"{min(t) * 1e3:.2f}" for t in ts) + f" | {eq} | "
+                     + "; ".join(str(extras[(case, i)] or "") for i in range(n)) + " |")
+    if kernels:
+        lines += ["", "Kernel totals of one call (us, launches), torch.profiler:", "",
+                  "| case | kernel | " + " | ".join(f"{c} us" for c in names) + " | "
+                  + " | ".join(f"{c} launches" for c in names) + " |", "|---|---|" + "---:|" * (2 * n)]
+        for case in digests:
+            ks = [kernels.get((case, i), {}) for i in range(n)]
+            for k in sorted(set().union(*ks), key=lambda k: -max(kk.get(k, [0, 0])[1] for kk in ks)):
+                vals = [kk.get(k, ["-", "-"]) for kk in ks]
+                lines.append(f"| {case} | `{k}` | " + " | ".join(str(v[1]) for v in vals) + " | "
+                             + " | ".join(str(v[0]) for v in vals) + " |")
+    text = "\n".join(lines) + "\n"
+    if final:
+        print(text)
+    (args.out / "ab_trees.md").write_text(text)
+    (args.out / "ab_trees.json").write_text(json.dumps(rows, indent=1))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trees", nargs="+", default=None, help="two or more source trees; the first is the base")
@@ -159,38 +198,8 @@ def main(argv=None):
                 if row["kernels"]:
                     kernels[key] = row["kernels"]
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    names = [chr(ord("A") + i) for i in range(n)]
-    lines = ["# A/B of source trees: " + ", ".join(f"{c} = `{t}`" for c, t in zip(names, args.trees)), "",
-             f"Medians over {args.rounds} worker processes per tree x {args.repeat} calls, alternated; "
-             "speed-up = A's median / the tree's median.", "",
-             "| case | " + " | ".join(f"{c} ms" for c in names) + " | " + " | ".join(f"{c} speed-up" for c in names[1:])
-             + " | " + " | ".join(f"{c} min" for c in names) + " | outputs equal | counters (A; ...) |",
-             "|---|" + "---:|" * (3 * n - 1) + "---|---|"]
-    rows = []
-    for case in digests:
-        ts = [samples[(case, i)] for i in range(n)]
-        med = [statistics.median(t) for t in ts]
-        eq = all(digests[case].get(i) == digests[case].get(0) for i in range(n))
-        rows.append(dict(case=case, trees=args.trees, ms=[m * 1e3 for m in med], samples_ms=[[v * 1e3 for v in t] for t in ts],
-                         equal=eq, counters=[extras[(case, i)] for i in range(n)]))
-        lines.append(f"| {case} | " + " | ".join(f"{m * 1e3:.2f}" for m in med) + " | "
-                     + " | ".join(f"{med[0] / m:.3f}x" for m in med[1:]) + " | "
-                     + " | ".join(f"{min(t) * 1e3:.2f}" for t in ts) + f" | {eq} | "
-                     + "; ".join(str(extras[(case, i)] or "") for i in range(n)) + " |")
-    if kernels:
-        lines += ["", "Kernel totals of one call (us, launches), torch.profiler:", "",
-                  "| case | kernel | " + " | ".join(f"{c} us" for c in names) + " | "
-                  + " | ".join(f"{c} launches" for c in names) + " |", "|---|---|" + "---:|" * (2 * n)]
-        for case in digests:
-            ks = [kernels.get((case, i), {}) for i in range(n)]
-            for k in sorted(set().union(*ks), key=lambda k: -max(kk.get(k, [0, 0])[1] for kk in ks)):
-                vals = [kk.get(k, ["-", "-"]) for kk in ks]
-                lines.append(f"| {case} | `{k}` | " + " | ".join(str(v[1]) for v in vals) + " | "
-                             + " | ".join(str(v[0]) for v in vals) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    (args.out / "ab_trees.md").write_text(text)
-    (args.out / "ab_trees.json").write_text(json.dumps(rows, indent=1))
+        _write(args, samples, digests, extras, kernels, r + 1)
+    _write(args, samples, digests, extras, kernels, args.rounds, final=True)
 
 
 if __name__ == "__main__":

@@ -45,17 +45,8 @@ def timeit(g, opts, reps=3):
     return statistics.median(ts), r
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", default="", help="JSON list of option dicts")
-    ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch",
-                    help="comma-separated names: 512-4 ... batch, or hard-<family>-<n>-<conn> (grid.py --family hard)")
-    ap.add_argument("--reps", type=int, default=3, help="timed rounds over the sweep")
-    ap.add_argument("--verify-all", action="store_true", help="verify the certificate of every timed run too")
-    ap.add_argument("--trace", action="store_true", help="after the timing, one solve with profile=2 per profiled option")
-    ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
-                    help="the benchmark's own energy or the library's segmentation_graph (see grid.py)")
-    args = ap.parse_args()
+def cases():
+    """The named cases of ``--cases``: spec dicts of grid.py (``B.make_case``)."""
     specs = {
         "512-4": dict(kind="2d", n=512, conn=4, batch=1, pic=0),
         "1024-4": dict(kind="2d", n=1024, conn=4, batch=1, pic=1),
@@ -70,6 +61,24 @@ def main():
     }
     for spec in B.hard_cases():  # --family hard of grid.py, e.g. "hard-lowcontrast-1024-4"
         specs[f"hard-{spec['family']}-{spec['n']}-{spec['conn']}"] = spec
+    return specs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sweep", default="", help="JSON list of option dicts")
+    ap.add_argument("--cases", default="1024-4,2048-4,128-6,batch",
+                    help="comma-separated names: 512-4 ... batch, or hard-<family>-<n>-<conn> (grid.py --family hard)")
+    ap.add_argument("--reps", type=int, default=3, help="timed rounds over the sweep")
+    ap.add_argument("--verify-all", action="store_true", help="verify the certificate of every timed run too")
+    ap.add_argument("--each", action="store_true", help="also print every timed run in order (ms, relabels, repairs, push launches; with option profile the BFS and push GPU ms)")
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="release the caching allocator's free blocks before every timed solve (placement study)")
+    ap.add_argument("--trace", action="store_true", help="after the timing, one solve with profile=2 per profiled option")
+    ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
+                    help="the benchmark's own energy or the library's segmentation_graph (see grid.py)")
+    args = ap.parse_args()
+    specs = cases()
     sweep = json.loads(args.sweep) if args.sweep else [{}]
     for name in args.cases.split(","):
         t0 = time.perf_counter()
@@ -96,6 +105,9 @@ def main():
         for _ in range(args.reps):
             for k, opts in enumerate(good):
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if args.empty_cache:
+                    r = None
+                    torch.cuda.empty_cache()
                 torch.cuda.synchronize()
                 a.record()
                 r = torchcut.maxflow(g, **opts)
@@ -113,11 +125,17 @@ def main():
                 "bfs_depth", "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes",
                 "repairs", "chained_launches")
         for opts, rs in zip(good, runs):
+            in_order = list(rs)
             rs.sort(key=lambda x: x[0])
             ms = statistics.median(x[0] for x in rs)
             st = {k: rs[len(rs) // 2][1].get(k) for k in keys if rs[len(rs) // 2][1].get(k)}
             print(f"  {json.dumps(opts):<50} median {ms:8.2f} ms  min {rs[0][0]:7.2f}  max {rs[-1][0]:7.2f}  {st}",
                   flush=True)
+            if args.each:  # every run, in the order timed: time / relabels / repairs / push launches
+                def run(t, s):
+                    phases = f" bfs {s['bfs_us'] / 1000:.2f} push {s['push_us'] / 1000:.2f}" if s.get("bfs_us") else ""
+                    return f"{t:.2f} ({s.get('global_relabels')}/{s.get('repairs')}/{s.get('push_launches')}{phases})"
+                print("    runs in order: " + ", ".join(run(t, s) for t, s in in_order), flush=True)
         for opts in [o for o in good if args.trace and "profile" in o]:  # traced solves (profile=2, stderr)
             print(f"  trace {json.dumps(opts)}", flush=True)
             sys.stderr.flush()

@@ -49,8 +49,8 @@ struct Options {
   int64_t item_skip = 0;      // batches: an item left with no active node is left out of every later BFS
                               // (its heights are final); -1: every BFS relabels every item
   int64_t repair = 0;         // global relabels after the first may repair the last one's distances (only
-                              // the tiles the pushes changed and what depends on them): default, where it
-                              // measured faster than a full BFS (see grid_solve.cpp); 1: always; -1: never
+                              // the tiles the pushes changed and what depends on them): default, after a
+                              // full BFS bound by its visits (see grid_solve.cpp); 1: always; -1: never
   int64_t push_grow = 0;      // twice the last cycle's push launches (at most 24) when it removed under a
                               // quarter of the active nodes and its BFS, bound by its depth, was at least
                               // this many tiles deep (default 12); -1: off

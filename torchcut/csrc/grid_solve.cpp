@@ -18,9 +18,9 @@
 // fewer tiles, but its two passes are each a wavefront: it pays where a full BFS is bound by tile visits
 // (large grids, batches: twice the BFS blocks in visits per tile of depth), not where it is bound
 // by its depth (hard energies, small grids). So by default, on grids of at least 4 BFS tiles per
-// resident BFS block, a repair is tried only after a full BFS bound by its visits, each relabel is timed
-// (two events), and repairs go on while the last one took no longer than the last full BFS (tried again
-// after 2, 4, 8 ... full ones when it did not).
+// resident BFS block, every relabel after a full BFS bound by its visits is a repair. (Until session 10
+// each relabel was timed and repairs went on only while the last took no longer than the last full BFS:
+// a choice by timings, which made the schedule of 256^3 change from run to run, 9 against 14 ms.)
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
@@ -115,12 +115,9 @@ struct Events {
   cudaEvent_t e[3];
   int n = 0;
   cudaEvent_t done = nullptr;
-  cudaEvent_t r[2] = {nullptr, nullptr};  // start and end of a global relabel (the repair's choice)
   ~Events() {
     for (int k = 0; k < n; ++k) cudaEventDestroy(e[k]);
     if (done != nullptr) cudaEventDestroy(done);
-    for (cudaEvent_t x : r)
-      if (x != nullptr) cudaEventDestroy(x);
   }
 };
 
@@ -210,9 +207,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     for (; ev.n < 3; ++ev.n) TC_CUDA_CHECK(cudaEventCreate(&ev.e[ev.n]));
   else
     TC_CUDA_CHECK(cudaEventCreateWithFlags(&ev.done, cudaEventDisableTiming));
-  const bool timed = repair && !repair_always;
-  if (timed)
-    for (cudaEvent_t& x : ev.r) TC_CUDA_CHECK(cudaEventCreate(&x));
   const size_t smem = (size_t)NT * (sizeof(long long) + (G.D + 1) * sizeof(CapT)) + (size_t)G.boxN * sizeof(int);
   const int flat_blocks = (int)std::min<long long>((total + 255) / 256, 16LL * sms);
   const int rounds = opts.rounds > 0 ? (int)opts.rounds : 16;
@@ -267,10 +261,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // The depth in tiles that sets the push launches per relabel: the last BFS's, at least the last full
   // one's after a repair (whose own depth counts only the tiles it visited).
   int full_depth = 0;
-  // The repair's choice: GPU time of the last full and the last repaired relabel (ms, < 0: none yet),
-  // full relabels to wait before the next repair is tried, and the wait after the next loss.
-  float t_full = -1, t_repair = -1;
-  int wait = 0, backoff = 2;
   int64_t repairs = 0;
   long long prev_active = -1;  // push_grow: active nodes after the last relabel, its push launches
   int last_P = 0;
@@ -284,9 +274,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
     const ItemCounts& ic = ic_pair[syncs & 1];  // this BFS counts into the buffer the last one read
     bool warm = repair && syncs > 0;
-    if (warm && !repair_always)
-      warm = full_by_visits && (t_repair < 0 || t_repair <= t_full || --wait <= 0);
-    if (timed) TC_CUDA_CHECK(cudaEventRecord(ev.r[0], st));
+    if (warm && !repair_always) warm = full_by_visits;
     launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic, warm);
     if (warm) {
       launch_repair_seed(st, touched, pt, G, GB, W);
@@ -299,7 +287,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     launch_bfs_queue<MaskT>(st, bfs_blocks, NTB, mp, hp, GB, W);
     launch_count(st, items, ep, hp, tap, reinterpret_cast<unsigned long long*>(scp + kActive), G, ic);
     TC_CUDA_CHECK(cudaGetLastError());
-    if (timed) TC_CUDA_CHECK(cudaEventRecord(ev.r[1], st));
     TC_CUDA_CHECK(cudaMemcpyAsync(hostp, scp, kSlots * sizeof(long long), cudaMemcpyDeviceToHost, st));
     if (ahead) {
       TC_CUDA_CHECK(cudaEventRecord(ev.done, st));
@@ -310,18 +297,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     }
     ++syncs;
     repairs += warm;
-    if (timed) {
-      float ms = 0;
-      TC_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.r[0], ev.r[1]));
-      if (!warm) {
-        t_full = ms;
-      } else if ((t_repair = ms) > t_full) {  // lost: full relabels for a while, then try again
-        wait = backoff;
-        backoff *= 2;
-      } else {
-        backoff = 2;
-      }
-    }
     if (hostp[kStalled] != 0) {  // never expected; reported by the Python layer (no exception crosses the op)
       status = kStatusStalled;
       break;

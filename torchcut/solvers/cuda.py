@@ -56,9 +56,9 @@ OPTIONS = {
     "item_skip": "batches: an item left with no active node after a global relabel is left out of every later "
                  "one (its heights are final; default on); -1: every global relabel covers every item",
     "repair": "global relabels after the first may repair the last one's distances where the pushes changed "
-              "them instead of a full BFS from the sink (default: when few tiles are active and the last repair "
-              "took less GPU time than the last full BFS; only where every offset stays within the neighbouring "
-              "BFS tiles); 1: always; -1: never",
+              "them instead of a full BFS from the sink (default: on grids of at least 4 BFS tiles per resident BFS "
+              "block, after a full BFS bound by its tile visits rather than its depth; only where every offset "
+              "stays within the neighbouring BFS tiles); 1: always; -1: never",
     "push_grow": "twice the last cycle's push launches (at most 24) when the last cycle removed under a quarter of "
                  "the active nodes and its BFS, bound by its depth rather than its tile visits, was at least this "
                  "many tiles deep (default 12); -1: off",
