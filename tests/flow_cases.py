@@ -1,4 +1,5 @@
-"""Random general flow networks and independent oracles (scipy, PyMaxflow) for the FlowGraph tests.
+"""Random general flow networks and independent oracles (scipy, PyMaxflow) for the FlowGraph tests,
+and the long-path grid strip of the CPU and CUDA grid tests (``strip``).
 
 A *network* here is ``(n, tail, head, cap, s, t)``: a directed graph on nodes ``0..n-1`` whose
 terminals are two of its nodes, the form of a DIMACS file. Oracles work on these raw arrays and
@@ -123,3 +124,21 @@ def terminal_network(n, u, v, cap, rcap, source, sink):
     head = np.concatenate([v, u, ids, np.full(n, n + 1)])
     caps = np.concatenate([cap, rcap, source, sink])
     return n + 2, tail, head, caps, n, n + 1
+
+
+def strip(shape, offsets, seed):
+    """A grid strip whose augmenting paths are all about as long as it is wide: random arcs (20-59) in
+    both directions, sources (200-899) in the first 4 columns and sinks in the last 4.
+
+    Returns int64 arrays ``(source, sink, edges, reverse)`` for ``GridGraph(source, sink, edges,
+    offsets, reverse=reverse)``. The worst case of Boykov-Kolmogorov's tree adoption, and a grid whose
+    BFS is many tiles deep for the CUDA solver.
+    """
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(20, 60, size=(len(offsets),) + tuple(shape)).astype(np.int64)
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source = np.zeros(shape, np.int64)
+    sink = np.zeros(shape, np.int64)
+    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
+    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    return source, sink, edges, rev

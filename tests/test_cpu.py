@@ -122,14 +122,7 @@ def test_long_strip_adoption_stays_local(conn, most):
     order found (15.3 M and 38.0 M orphans before, 3.1 M and 2.7 M now: 5x and 14x faster). Flow equal to
     PyMaxflow's (where installed), certificate verified; the bound on orphans guards the adoption order."""
     offs = grid_offsets(2, conn)
-    shape = (64, 1024)
-    rng = np.random.default_rng(60 + conn)
-    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int64)
-    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
-    source = np.zeros(shape, np.int64)
-    sink = np.zeros(shape, np.int64)
-    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
-    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    source, sink, edges, rev = fc.strip((64, 1024), offs, seed=60 + conn)
     g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
                   reverse=torch.as_tensor(rev))
     r = torchcut.maxflow(g, backend="cpu")

@@ -20,6 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import flow_cases as fc
 import torchcut
 from torchcut import GridGraph, grid_offsets
 from torchcut import solvers
@@ -237,14 +238,7 @@ def test_default_chains_only_single_large_grids(conn):
     by the certificates (``verify``: a cut whose capacity equals the flow) and against plain launches,
     not PyMaxflow: its Boykov-Kolmogorov search takes 16-24 s on this strip (session 9)."""
     offs = grid_offsets(2, conn)
-    shape = (128, 2048)
-    rng = np.random.default_rng(60 + conn)
-    edges = rng.integers(20, 60, size=(len(offs),) + shape).astype(np.int64)
-    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
-    source = np.zeros(shape, np.int64)
-    sink = np.zeros(shape, np.int64)
-    source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
-    sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
+    source, sink, edges, rev = fc.strip((128, 2048), offs, seed=60 + conn)
 
     def solve(s, t, e, r, **opts):
         g = GridGraph(*(torch.as_tensor(x, device="cuda") for x in (s, t, e)), offs,
