@@ -57,8 +57,9 @@ struct Options {
   int64_t push_chain = 0;     // chained push launches: blocks also visit the tiles that flow enters during
                               // the launch (a worklist), up to this many times the listed tiles. Default:
                               // on one grid of >= 512^2 nodes, after a BFS bound by its depth, ceil(P / 16)
-                              // launches of factor 16 instead of P plain ones (see grid_solve.cpp); n > 0: every launch chained, factor
-                              // n; -1: never. Only on 2D 4/8-connected grids with the default push tile.
+                              // launches of factor 16 instead of P plain ones (see grid_solve.cpp); n > 0:
+                              // every launch chained, factor n; -1: never. Only on 2D 4/8-connected grids
+                              // with the default push tile.
   static constexpr int kCount = 16;
   // From the op's list (missing entries: 0 = default).
   static Options from(const std::vector<int64_t>& v) {

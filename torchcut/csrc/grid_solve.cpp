@@ -24,13 +24,14 @@
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
-// Chained pushes (option push_chain, grid_push.cuh): on a single grid of at least 512^2 nodes, in a cycle
-// whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become ceil(P / 16) chained ones (after the unchained
-// first), each visiting up to 16 times the listed tiles: tiles that flow enters, or that stay active, go
-// back into the launch's worklist, so flow crosses a tile border at the latency of a tile visit (~12 us)
-// instead of a launch's (~25-30 us). Session 9: 1.07-1.29x on the hard 512^2 and 1024^2 energies (fewer
-// relabels: 39 -> 26-38), the standard grids within their spread. Not on grids whose BFS is bound by its
-// visits (2048^2, batches): there every launch chained was 1.5-2x slower (more visits on stale heights).
+// Chained pushes (option push_chain, grid_push.cuh): on a single 2D grid of at least 512^2 nodes, in a
+// cycle whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become
+// ceil(P / 16) chained ones (after the unchained first), each visiting up to 16 times the listed tiles:
+// tiles that flow enters, or that stay active, go back into the launch's worklist, so flow crosses a
+// tile border at the latency of a tile visit (~12 us) instead of a launch's (~25-30 us). Session 9 A/B:
+// hard 1024^2 energies 1.10-1.14x, hard 512^2 1.00-1.18x (fewer relabels: thin 1024^2 40 -> 32),
+// standard grids within their spread. Not on grids whose BFS is bound by its visits (2048^2, batches):
+// there every launch chained was 1.5-2x slower (more visits on stale heights).
 // Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
 // profile = 2 also prints one line per relabel cycle and push launch.
 #include <algorithm>
