@@ -142,6 +142,72 @@ def test_csr_invariants():
     assert bool((g.tail != g.head).all())
 
 
+_LAYOUT = ("row_ptr", "tail", "head", "rev", "caps", "pair_fwd", "pair_bwd", "source", "sink")
+
+
+def _tensor_layout(monkeypatch, *args, **kwargs):
+    """The FlowGraph built by the tensor version of the layout (not torchcut_cpu.pairs_csr)."""
+    with monkeypatch.context() as m:
+        m.setenv("TORCHCUT_PY_LAYOUT", "1")
+        return FlowGraph.from_edges(*args, **kwargs)
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 40), m=st.integers(0, 200), seed=st.integers(0, 2**31 - 1), big=st.booleans())
+def test_property_compiled_layout_equals_tensor_version(n, m, seed, big):
+    """CPU graphs with integer capacities are laid out by one compiled pass (pairs merged, self-loops
+    dropped, CSR rows by head): every tensor equal to the tensor version's, dtype included, and the
+    caller's arrays unchanged."""
+    if torchcut.solvers.cpu.load_error() is not None:
+        pytest.skip("the CPU extension cannot be built here")
+    rng = np.random.default_rng(seed)
+    top = 2**40 if big else 50
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    cap, rc = rng.integers(0, top, m), rng.integers(0, top, m)
+    src, snk = rng.integers(0, top, n), rng.integers(0, top, n)
+    before = [a.copy() for a in (u, v, cap, rc, src, snk)]
+    with pytest.MonkeyPatch.context() as mp:
+        ref = _tensor_layout(mp, u, v, cap, rc, source=src, sink=snk, num_nodes=n)
+    g = FlowGraph.from_edges(u, v, cap, rc, source=src, sink=snk, num_nodes=n)
+    for name in _LAYOUT:
+        a, b = getattr(g, name), getattr(ref, name)
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    assert g.is_float is ref.is_float is False and g.scale is ref.scale is None
+    assert all(np.array_equal(a, b) for a, b in zip(before, (u, v, cap, rc, src, snk)))
+
+
+def test_compiled_layout_is_used_and_solves(monkeypatch):
+    """A BVZ-like lattice given as arc lists, both ways: same layout, same flow and mask."""
+    if torchcut.solvers.cpu.load_error() is not None:
+        pytest.skip("the CPU extension cannot be built here")
+    rng = np.random.default_rng(3)
+    H, W = 30, 40
+    ids = np.arange(H * W).reshape(H, W)
+    u = np.concatenate([ids[:, :-1].ravel(), ids[:-1].ravel()])
+    v = np.concatenate([ids[:, 1:].ravel(), ids[1:].ravel()])
+    cap = rng.integers(0, 30, u.size)
+    src, snk = rng.integers(0, 60, H * W), rng.integers(0, 60, H * W)
+    calls = []
+    real = torch.ops.torchcut_cpu.pairs_csr
+    monkeypatch.setattr(torch.ops.torchcut_cpu, "pairs_csr", lambda *a: calls.append(1) or real(*a), raising=False)
+    g = FlowGraph.from_edges(u, v, cap, cap, source=src, sink=snk)
+    assert calls == [1]
+    ref = _tensor_layout(monkeypatch, u, v, cap, cap, source=src, sink=snk)
+    assert calls == [1]
+    r, r_ref = torchcut.maxflow(g, backend="cpu"), torchcut.maxflow(ref, backend="cpu")
+    assert r.verify() and r.flow_value == r_ref.flow_value and torch.equal(r.mask, r_ref.mask)
+
+
+def test_compiled_layout_rejects_out_of_range_nodes():
+    if torchcut.solvers.cpu.load_error() is not None:
+        pytest.skip("the CPU extension cannot be built here")
+    z = torch.zeros(1, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match=r"arc 0 \(0 -> 5\) has a node outside \[0, 3\)"):
+        torch.ops.torchcut_cpu.pairs_csr(z, torch.tensor([5]), z, z, 3)
+    with pytest.raises(RuntimeError, match="expected contiguous 1-D int64 CPU tensors"):
+        torch.ops.torchcut_cpu.pairs_csr(z.int(), z, z, z, 3)
+
+
 def test_float_capacities_quantized():
     g = FlowGraph.from_edges([0], [1], [0.5], source=[1.0, 0.0], sink=[0.0, 0.25])
     r = torchcut.maxflow(g, lattice=False)

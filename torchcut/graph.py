@@ -25,6 +25,8 @@ Lattices: a graph whose pairs all join ``p`` to ``p + 1`` within a row or ``p`` 
 from __future__ import annotations
 
 
+import os
+
 import numpy as np
 import torch
 
@@ -38,6 +40,17 @@ def _sort_values(x: torch.Tensor) -> torch.Tensor:
     if x.device.type == "cpu":
         return torch.from_numpy(np.sort(x.numpy()))
     return torch.sort(x).values
+
+
+def _compiled_layout() -> bool:
+    """Whether the compiled CSR layout (``torchcut_cpu.pairs_csr``) can be used: the CPU extension loads
+    (the first call compiles it, like the first CPU solve) and has the op (``TORCHCUT_PY_LAYOUT=1``:
+    never, the tensor version instead)."""
+    if os.environ.get("TORCHCUT_PY_LAYOUT", "") not in ("", "0"):
+        return False
+    from . import _ext
+
+    return _ext.load_error("torchcut_cpu") is None and hasattr(torch.ops.torchcut_cpu, "pairs_csr")
 
 
 def _index_tensor(x, name: str, device=None) -> torch.Tensor:
@@ -228,6 +241,14 @@ class FlowGraph:
         self.node_ids = None
         self.terminal_ids = None
         self.id_base = 0
+        if device.type == "cpu" and not any(t.is_floating_point() for t in (cf, cb, src, snk)) and _compiled_layout():
+            if scale is not None:
+                raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
+            # the same pairs and layout as below, in one compiled pass (torchcut_cpu.pairs_csr)
+            row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd = torch.ops.torchcut_cpu.pairs_csr(
+                u.contiguous(), v.contiguous(), cf.to(torch.int64).contiguous(), cb.to(torch.int64).contiguous(), N)
+            return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd,
+                                src.to(torch.int64), snk.to(torch.int64), None, N)
         loop = u == v
         if bool(loop.any()):
             u, v, cf, cb = u[~loop], v[~loop], cf[~loop], cb[~loop]
@@ -282,10 +303,6 @@ class FlowGraph:
             self.scale = float(scale)
         else:
             self.scale = None
-        total = int(src.sum()) + int(snk.sum()) + int(p_fwd.sum()) + int(p_bwd.sum())
-        check_sum(total, "FlowGraph")
-        peak = max(int(snk.max()), int((p_fwd + p_bwd).max()) if M else 0)
-        cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
         # CSR rows: node p's arcs to lower nodes (backward arcs of pairs (q, p)) then to higher ones
         # (forward arcs of pairs (p, q)); pairs are sorted by (lo, hi), so both groups come out sorted
         # by head without a full sort.
@@ -305,15 +322,27 @@ class FlowGraph:
         hs = p_hi.index_select(0, by_hi)
         pos_b = torch.empty_like(ar).index_copy_(0, by_hi, (row_ptr[:-1] - b_start[:-1]).index_select(0, hs) + ar)
         A = 2 * M
-        self.tail = torch.empty(A, dtype=torch.int64, device=device)
-        self.head = torch.empty(A, dtype=torch.int64, device=device)
-        self.rev = torch.empty(A, dtype=torch.int64, device=device)
-        self.caps = torch.empty(A, dtype=cap_dtype, device=device)
+        tail = torch.empty(A, dtype=torch.int64, device=device)
+        head = torch.empty(A, dtype=torch.int64, device=device)
+        rev = torch.empty(A, dtype=torch.int64, device=device)
+        caps = torch.empty(A, dtype=torch.int64, device=device)
         for pos, t, h, c, r in ((pos_f, p_lo, p_hi, p_fwd, pos_b), (pos_b, p_hi, p_lo, p_bwd, pos_f)):
-            self.tail.index_copy_(0, pos, t)
-            self.head.index_copy_(0, pos, h)
-            self.caps.index_copy_(0, pos, c.to(cap_dtype))
-            self.rev.index_copy_(0, pos, r)
+            tail.index_copy_(0, pos, t)
+            head.index_copy_(0, pos, h)
+            caps.index_copy_(0, pos, c)
+            rev.index_copy_(0, pos, r)
+        return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, self.scale, N)
+
+    def _finish(self, row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N) -> "FlowGraph":
+        """Check the capacity sum, pick the capacity dtype and keep the layout (int64 capacities in)."""
+        self.scale = scale
+        self.is_float = scale is not None
+        total = int(src.sum()) + int(snk.sum()) + int(p_fwd.sum()) + int(p_bwd.sum())
+        check_sum(total, "FlowGraph")
+        peak = max(int(snk.max()), int((p_fwd + p_bwd).max()) if p_fwd.numel() else 0)
+        cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
+        self.tail, self.head, self.rev = tail, head, rev
+        self.caps = caps.to(cap_dtype)
         self.pair_fwd = pos_f  # arc index of lo -> hi
         self.pair_bwd = pos_b  # arc index of hi -> lo
         self.row_ptr = row_ptr
