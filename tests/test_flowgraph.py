@@ -208,6 +208,20 @@ def test_compiled_layout_rejects_out_of_range_nodes():
         torch.ops.torchcut_cpu.pairs_csr(z.int(), z, z, z, 3)
 
 
+@pytest.mark.parametrize("layout", ["0", "1"])
+def test_capacity_sums_that_would_wrap_are_rejected(monkeypatch, layout):
+    """Parallel arcs (or terminal arcs of one node) whose int64 sum wraps around once gave a graph of
+    zero capacities and a wrong flow of 0; now the sum is checked before merging, in float64."""
+    monkeypatch.setenv("TORCHCUT_PY_LAYOUT", layout)
+    big = 2**62
+    with pytest.raises(ValueError, match=r"FlowGraph: the capacities sum to 9223372036854775808, at or above 2\*\*62"):
+        FlowGraph.from_edges([0, 0], [1, 1], [big, big], source=[1, 0], sink=[0, 1])
+    with pytest.raises(ValueError, match=r"at or above 2\*\*62"):
+        FlowGraph.from_edges([0], [1], [1], source=[big, big, 0], sink=[0, 0, 1])
+    with pytest.raises(ValueError, match=r"at or above 2\*\*62"):  # arcs out of the source, summed per head
+        FlowGraph.from_network([0, 0, 2], [2, 2, 1], [big, big, 1], 0, 1, 3)
+
+
 def test_float_capacities_quantized():
     g = FlowGraph.from_edges([0], [1], [0.5], source=[1.0, 0.0], sink=[0.0, 0.25])
     r = torchcut.maxflow(g, lattice=False)

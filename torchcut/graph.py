@@ -211,6 +211,7 @@ class FlowGraph:
             zero = torch.zeros(N, dtype=torch.float64, device=device)
         else:
             cap = cap.to(torch.int64)
+            check_sum((cap,), "FlowGraph")  # the terminal sums below (index_add_) must not wrap around
             zero = torch.zeros(N, dtype=torch.int64, device=device)
 
         def remap(x):
@@ -241,6 +242,9 @@ class FlowGraph:
         self.node_ids = None
         self.terminal_ids = None
         self.id_base = 0
+        if not any(t.is_floating_point() for t in (cf, cb, src, snk)):
+            # before merging: parallel arcs summed in int64 could wrap around (float64 sums cannot)
+            check_sum((cf, cb, src, snk), "FlowGraph")
         if device.type == "cpu" and not any(t.is_floating_point() for t in (cf, cb, src, snk)) and _compiled_layout():
             if scale is not None:
                 raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
@@ -337,8 +341,8 @@ class FlowGraph:
         """Check the capacity sum, pick the capacity dtype and keep the layout (int64 capacities in)."""
         self.scale = scale
         self.is_float = scale is not None
-        total = int(src.sum()) + int(snk.sum()) + int(p_fwd.sum()) + int(p_bwd.sum())
-        check_sum(total, "FlowGraph")
+        if self.is_float:  # the quantized capacities (integer ones were checked before merging)
+            check_sum(int(src.sum()) + int(snk.sum()) + int(p_fwd.sum()) + int(p_bwd.sum()), "FlowGraph")
         peak = max(int(snk.max()), int((p_fwd + p_bwd).max()) if p_fwd.numel() else 0)
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
         self.tail, self.head, self.rev = tail, head, rev
