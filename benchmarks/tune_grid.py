@@ -30,19 +30,15 @@ def graph_of(spec, energy="builtin"):
     return torchcut.GridGraph(*B.case_tensors(items, "cuda"), offs)
 
 
-def timeit(g, opts, reps=3):
-    """Median of ``reps`` solves of ``g`` with ``opts`` (ms, CUDA events) and the last result."""
+def solve_ms(g, opts):
+    """One solve of ``g`` with ``opts``: its time in ms (CUDA events, the device idle before) and result."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    a.record()
     r = torchcut.maxflow(g, **opts)
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        a.record()
-        r = torchcut.maxflow(g, **opts)
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts), r
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b), r
 
 
 def cases():
@@ -104,16 +100,11 @@ def main():
         runs = [[] for _ in good]
         for _ in range(args.reps):
             for k, opts in enumerate(good):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 if args.empty_cache:
                     r = None
                     torch.cuda.empty_cache()
-                torch.cuda.synchronize()
-                a.record()
-                r = torchcut.maxflow(g, **opts)
-                b.record()
-                torch.cuda.synchronize()
-                runs[k].append((a.elapsed_time(b), r.stats))
+                ms, r = solve_ms(g, opts)
+                runs[k].append((ms, r.stats))
                 if r.flow_values.tolist() != flows:
                     print(f"  MISMATCH {json.dumps(opts)}: flow {r.flow_values.tolist()[:1]}", flush=True)
                 if args.verify_all:
