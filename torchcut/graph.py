@@ -242,12 +242,13 @@ class FlowGraph:
         self.node_ids = None
         self.terminal_ids = None
         self.id_base = 0
-        if not any(t.is_floating_point() for t in (cf, cb, src, snk)):
-            # before merging: parallel arcs summed in int64 could wrap around (float64 sums cannot)
-            check_sum((cf, cb, src, snk), "FlowGraph")
-        if device.type == "cpu" and not any(t.is_floating_point() for t in (cf, cb, src, snk)) and _compiled_layout():
+        floating = any(t.is_floating_point() for t in (cf, cb, src, snk))
+        if not floating:
             if scale is not None:
                 raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
+            # before merging: parallel arcs summed in int64 could wrap around (float64 sums cannot)
+            check_sum((cf, cb, src, snk), "FlowGraph")
+        if device.type == "cpu" and not floating and _compiled_layout():
             # the same pairs and layout as below, in one compiled pass (torchcut_cpu.pairs_csr)
             row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd = torch.ops.torchcut_cpu.pairs_csr(
                 u.contiguous(), v.contiguous(), cf.to(torch.int64).contiguous(), cb.to(torch.int64).contiguous(), N)
@@ -256,13 +257,9 @@ class FlowGraph:
         loop = u == v
         if bool(loop.any()):
             u, v, cf, cb = u[~loop], v[~loop], cf[~loop], cb[~loop]
-        floating = any(t.is_floating_point() for t in (cf, cb, src, snk))
-        self.is_float = floating
         if floating:
             cf, cb, src, snk = (t.to(torch.float64) for t in (cf, cb, src, snk))
         else:
-            if scale is not None:
-                raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
             cf, cb, src, snk = (t.to(torch.int64) for t in (cf, cb, src, snk))
         # orient every arc as (lo, hi) and merge duplicates
         swap = u > v
@@ -304,9 +301,7 @@ class FlowGraph:
             top = max(tops)
             scale = quantization_scale(top, scale)
             p_fwd, p_bwd, src, snk = (torch.round(t * scale).to(torch.int64) for t in (p_fwd, p_bwd, src, snk))
-            self.scale = float(scale)
-        else:
-            self.scale = None
+            scale = float(scale)
         # CSR rows: node p's arcs to lower nodes (backward arcs of pairs (q, p)) then to higher ones
         # (forward arcs of pairs (p, q)); pairs are sorted by (lo, hi), so both groups come out sorted
         # by head without a full sort.
@@ -335,7 +330,7 @@ class FlowGraph:
             head.index_copy_(0, pos, h)
             caps.index_copy_(0, pos, c)
             rev.index_copy_(0, pos, r)
-        return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, self.scale, N)
+        return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N)
 
     def _finish(self, row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N) -> "FlowGraph":
         """Check the capacity sum, pick the capacity dtype and keep the layout (int64 capacities in)."""
