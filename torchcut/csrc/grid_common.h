@@ -101,6 +101,10 @@ struct Geom {
   int plin[kMaxDirs];        // linear offset in the padded layout
   int axm[3], axp[3];        // direction of the unit step -1 / +1 along x, y, z (-1: none)
   unsigned long long other;  // directions that the axis scans do not cover (diagonals, long offsets)
+  // 2D diagonals: direction of the step (-1, -1) / (+1, +1) (dgm[0] / dgp[0]) and (+1, -1) / (-1, +1)
+  // (dgm[1] / dgp[1]), -1: none; other_diag: other without them (the 32 x 16 BFS tile scans diagonals)
+  int dgm[2], dgp[2];
+  unsigned long long other_diag;
 };
 
 // Slots of the solver's counter array (long long): hot counters of the queue BFS sit 16 slots apart.

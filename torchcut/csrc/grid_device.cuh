@@ -38,6 +38,7 @@ struct Local {
 template <int TXc = 0, int TYc = 0, int TZc = 0>
 struct Sh {
   static constexpr bool fixed = TXc > 0 && TYc > 0 && TZc > 0;
+  static constexpr int cx = TXc, cy = TYc, cz = TZc;
   static __device__ __forceinline__ int tx(const Geom& G) { return TXc ? TXc : G.TX; }
   static __device__ __forceinline__ int ty(const Geom& G) { return TYc ? TYc : G.TY; }
   static __device__ __forceinline__ int tz(const Geom& G) { return TZc ? TZc : G.TZ; }

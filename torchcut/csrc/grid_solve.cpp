@@ -106,6 +106,15 @@ void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
       G.other |= 1ULL << d;
     }
   }
+  G.other_diag = G.other;
+  G.dgm[0] = G.dgp[0] = G.dgm[1] = G.dgp[1] = -1;
+  for (int d = 0; d < G.D; ++d) {
+    if (G.dz[d] != 0 || std::abs(G.dx[d]) != 1 || std::abs(G.dy[d]) != 1) continue;
+    const int f = G.dx[d] == G.dy[d] ? 0 : 1;  // 0: (-1, -1) and (1, 1); 1: (1, -1) and (-1, 1)
+    (G.dy[d] < 0 ? G.dgm : G.dgp)[f] = d;
+  }
+  if (std::min({G.dgm[0], G.dgp[0], G.dgm[1], G.dgp[1]}) >= 0)
+    for (int f = 0; f < 2; ++f) G.other_diag &= ~((1ULL << G.dgm[f]) | (1ULL << G.dgp[f]));
 }
 
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
