@@ -139,6 +139,34 @@ def test_segmentation_like_long_paths():
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("shape", [(70, 100), (37, 131)])
+def test_diagonal_only_paths(shape, directed):
+    """8-connected grids whose only residual arcs are diagonal: every path to the sink runs diagonally
+    through many BFS tiles and across the x edges of their wrapped diagonal lines (the 8-connected BFS
+    scans diagonals like axes). Flows equal PyMaxflow's, masks repeat, certificates verify; and the same
+    with the axis arcs present but weak, so that shortest paths still prefer the diagonals."""
+    offs = grid_offsets(2, 8)
+    H, W = shape
+    rng = np.random.default_rng(H * W + directed)
+    diagonal = np.array([abs(dy) == 1 and abs(dx) == 1 for dy, dx in offs])
+    edges = rng.integers(5, 40, size=(len(offs), H, W)).astype(np.int64)
+    edges[~diagonal] = 0
+    reverse = rng.integers(5, 40, size=edges.shape).astype(np.int64) if directed else edges.copy()
+    reverse[~diagonal] = 0
+    source = np.zeros((H, W), np.int64)
+    sink = np.zeros((H, W), np.int64)
+    source[:4, :] = 400  # top rows to bottom rows: about H diagonal steps
+    sink[-4:, :] = 400
+    _check(source, sink, edges, offs, reverse, reference=False, repeats=2)
+    weak = edges.copy()
+    weak[~diagonal] = 1
+    weak_rev = reverse.copy()
+    weak_rev[~diagonal] = 1
+    _check(source, sink, weak, offs, weak_rev, reference=False, repeats=2)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("ndim,conn,opts", [
     (2, 4, {}), (2, 8, {}),
     (2, 4, {"tile_x": 16, "tile_y": 8}),  # push tiles inside BFS tiles
