@@ -94,6 +94,23 @@ def _check(source, sink, edges, offsets, reverse, *, batch=False, reference=True
     return first
 
 
+def _long_path_batch(shape, K, seed):
+    """A batch of three long-path energies with many relabels: strong arcs (20-59) both ways, sources
+    (200-899) in the first 2 columns and sinks in the last 2; item 1 has a weak wall across the middle,
+    item 2 sink arcs scattered everywhere. Returns int64 ``(source, sink, edges, reverse)``."""
+    rng = np.random.default_rng(seed)
+    B = 3
+    edges = rng.integers(20, 60, size=(K, B) + shape).astype(np.int64)
+    edges[:, 1, ..., shape[-1] // 2] = rng.integers(0, 3, size=(K,) + shape[:-1])  # item 1: a weak wall
+    source = np.zeros((B,) + shape, np.int64)
+    sink = np.zeros((B,) + shape, np.int64)
+    source[..., :2] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
+    sink[..., -2:] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
+    sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
+    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    return source, sink, edges, rev
+
+
 CASES = [
     (2, 4, (23, 37)),
     (2, 8, (29, 18)),
@@ -180,16 +197,7 @@ def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
     sink arcs). On grids this small every BFS is bound by its depth, so the default never repairs."""
     offs = grid_offsets(ndim, conn)
     shape = (96, 160) if ndim == 2 else (12, 16, 40)
-    rng = np.random.default_rng(21 + conn)
-    K, B = len(offs), 3
-    edges = rng.integers(20, 60, size=(K, B) + shape).astype(np.int64)
-    edges[:, 1, ..., shape[-1] // 2] = rng.integers(0, 3, size=(K,) + shape[:-1])  # item 1: a weak wall
-    source = np.zeros((B,) + shape, np.int64)
-    sink = np.zeros((B,) + shape, np.int64)
-    source[..., :2] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
-    sink[..., -2:] = rng.integers(200, 900, size=(B,) + shape[:-1] + (2,))
-    sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
-    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source, sink, edges, rev = _long_path_batch(shape, len(offs), seed=21 + conn)
     opts = {"push_chain": -1, **opts}  # plain push launches: many relabels to repair
     fast = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, repair=1, **opts)
     full = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, repair=-1, **opts)
@@ -235,17 +243,7 @@ def test_chained_pushes_equal_plain_ones(conn, chain):
     certificates equal to PyMaxflow's on long-path energies (strong arcs, a weak wall, scattered sink
     arcs), with more tile visits than listed tiles where it chains."""
     offs = grid_offsets(2, conn)
-    shape = (96, 224)
-    rng = np.random.default_rng(40 + conn)
-    K, B = len(offs), 3
-    edges = rng.integers(20, 60, size=(K, B) + shape).astype(np.int64)
-    edges[:, 1, :, shape[-1] // 2] = rng.integers(0, 3, size=(K, shape[0]))  # item 1: a weak wall
-    source = np.zeros((B,) + shape, np.int64)
-    sink = np.zeros((B,) + shape, np.int64)
-    source[..., :2] = rng.integers(200, 900, size=(B, shape[0], 2))
-    sink[..., -2:] = rng.integers(200, 900, size=(B, shape[0], 2))
-    sink[2] += rng.integers(0, 2, size=shape) * 3  # item 2: sink arcs scattered everywhere
-    rev = rng.integers(20, 60, size=edges.shape).astype(np.int64)
+    source, sink, edges, rev = _long_path_batch((96, 224), len(offs), seed=40 + conn)
     chained = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, push_chain=chain,
                      profile=1)
     plain = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, push_chain=-1, profile=1)
