@@ -94,6 +94,7 @@ void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
   G.SX = G.TX + 1;
   G.other = 0;
   for (int a = 0; a < 3; ++a) G.axm[a] = G.axp[a] = -1;
+  G.dgm[0] = G.dgp[0] = G.dgm[1] = G.dgp[1] = -1;  // 2D diagonals (the 32 x 16 BFS tile scans them)
   for (int d = 0; d < G.D; ++d) {
     G.boff[d] = G.dx[d] + G.BX * (G.dy[d] + G.BY * G.dz[d]);
     G.plin[d] = G.dx[d] + G.SX * (G.dy[d] + G.TY * G.dz[d]);
@@ -104,15 +105,13 @@ void finish_geom(Geom& G, const std::vector<int64_t>& offsets, int nd) {
       (step < 0 ? G.axm : G.axp)[a] = d;
     } else {
       G.other |= 1ULL << d;
+      if (az == 0 && ax == 1 && ay == 1) {
+        const int f = G.dx[d] == G.dy[d] ? 0 : 1;  // 0: (-1, -1) and (1, 1); 1: (1, -1) and (-1, 1)
+        (G.dy[d] < 0 ? G.dgm : G.dgp)[f] = d;
+      }
     }
   }
   G.other_diag = G.other;
-  G.dgm[0] = G.dgp[0] = G.dgm[1] = G.dgp[1] = -1;
-  for (int d = 0; d < G.D; ++d) {
-    if (G.dz[d] != 0 || std::abs(G.dx[d]) != 1 || std::abs(G.dy[d]) != 1) continue;
-    const int f = G.dx[d] == G.dy[d] ? 0 : 1;  // 0: (-1, -1) and (1, 1); 1: (1, -1) and (-1, 1)
-    (G.dy[d] < 0 ? G.dgm : G.dgp)[f] = d;
-  }
   if (std::min({G.dgm[0], G.dgp[0], G.dgm[1], G.dgp[1]}) >= 0)
     for (int f = 0; f < 2; ++f) G.other_diag &= ~((1ULL << G.dgm[f]) | (1ULL << G.dgp[f]));
 }
