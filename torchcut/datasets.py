@@ -47,7 +47,13 @@ TSUKUBA_TRUTH = "middlebury/tsukuba/truedisp.row3.col3.pgm"
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """A registered file is in no local folder and could not be downloaded."""
+    """A registered file is in no local folder and could not be downloaded.
+
+    Examples
+    --------
+    >>> issubclass(DatasetNotFoundError, FileNotFoundError)  # ``except FileNotFoundError`` catches it
+    True
+    """
 
 
 def data_dir() -> Path | None:

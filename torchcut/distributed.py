@@ -149,6 +149,14 @@ class Slab:
 
     ``caps`` ``[2K, *shape]`` holds the capacity of every arc leaving a node of the slab, border arcs
     included (direction ``K + k`` is ``-offsets[k]``); ``source`` and ``sink`` the terminal capacities.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> s = Slab(torchcut.grid_offsets(2, 4), (1, 2), 0, 0, torch.tensor([[5, 0]]), torch.tensor([[0, 5]]),
+    ...          torch.zeros(4, 1, 2, dtype=torch.int64))
+    >>> s.directions, s.num_nodes, s.batch_size
+    (((0, 1), (1, 0), (0, -1), (-1, 0)), 2, 1)
     """
 
     offsets: tuple
@@ -163,18 +171,22 @@ class Slab:
 
     @property
     def directions(self):
+        """All 2K directions: the offsets, then their negations (the rows of ``caps``)."""
         return self.offsets + tuple(tuple(-v for v in o) for o in self.offsets)
 
     @property
     def num_nodes(self) -> int:
+        """Nodes of the slab."""
         return math.prod(self.shape)
 
     @property
     def batch_size(self) -> int:
+        """Always 1: a slab is one part of one grid."""
         return 1
 
     @property
     def device(self):
+        """The device that holds the slab's tensors."""
         return self.caps.device
 
 

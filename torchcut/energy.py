@@ -100,6 +100,14 @@ class EnergyInfo:
         Number of spatial dimensions (2 or 3).
     channel_axis : int or None
         The axis of the input image that held the channels (None for one-channel images).
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> seeds = torch.tensor([[1, 0, 0, 2]])
+    >>> info = torchcut.segmentation_graph(torch.tensor([[0., 0., 9., 9.]]), seeds, lam=1.0).energy
+    >>> info.lam, info.connectivity, info.ndim, info.channels
+    (1.0, 4, 2, 1)
     """
 
     lam: float

@@ -364,6 +364,7 @@ class FlowGraph:
 
     @property
     def device(self) -> torch.device:
+        """The device that holds the graph's tensors."""
         return self.caps.device
 
     def degree(self) -> torch.Tensor:

@@ -356,6 +356,7 @@ class GridGraph:
 
     @property
     def device(self) -> torch.device:
+        """The device that holds the graph's tensors."""
         return self.caps.device if self._pending is None else self._pending[0].device
 
     @property

@@ -11,7 +11,20 @@ __all__ = ["CutResult", "CertificateError"]
 
 
 class CertificateError(AssertionError):
-    """Raised by :meth:`CutResult.verify` when the flow or the cut fails a check."""
+    """Raised by :meth:`CutResult.verify` when the flow or the cut fails a check.
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> r = torchcut.maxflow(torchcut.GridGraph(torch.tensor([[5, 0]]), torch.tensor([[0, 5]]),
+    ...                                         torch.tensor([[[3, 0]]]), [(0, 1)]))
+    >>> r.flow_values[0] = 4  # tampered with
+    >>> try:
+    ...     r.verify()
+    ... except CertificateError as e:
+    ...     print("rejected")
+    rejected
+    """
 
 
 @dataclass

@@ -64,6 +64,14 @@ class ExpansionMove:
     source, sink : int64 arrays ``[H * W]``: terminal capacities.
     labels : int array ``[H, W]``: the labelling after the move.
     flow : int: the move's max-flow value.
+
+    Examples
+    --------
+    >>> D = np.array([[[0, 9]], [[9, 0]]])  # two labels, one row of two pixels
+    >>> u, v, c, rc, s, t = move_graph(D, np.zeros((1, 2), int), 1, np.array([[4]]), np.zeros((0, 2), int))
+    >>> m = ExpansionMove(1, (1, 2), u, v, c, rc, s, t, None, 0)
+    >>> m.num_nodes, m.u.tolist(), m.v.tolist()
+    (2, [0], [1])
     """
 
     alpha: int
@@ -79,6 +87,7 @@ class ExpansionMove:
 
     @property
     def num_nodes(self) -> int:
+        """Pixels of the move's grid (one node each)."""
         return self.shape[0] * self.shape[1]
 
     def flowgraph(self, device=None):
