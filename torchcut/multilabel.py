@@ -48,6 +48,7 @@ import torch
 
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import grid_offsets, overlap_slices, shift
+from .solvers.warm import WarmGrid
 
 __all__ = ["expansion", "labeling_energy", "refine", "check_metric"]
 
@@ -462,10 +463,7 @@ class _FusedMoves:
         self.state = None
         self.log = []  # the solver's counters of every solve
 
-    def keep(self, index: torch.Tensor) -> None:
-        """Keep the state of the graph items ``index`` (in that order) for the next solve."""
-        if self.state is not None:
-            self.state = tuple(t.index_select(0, index) for t in self.state)
+    keep = WarmGrid.keep  # the same state tuple, indexed by graph item
 
     def solve(self, E: _Energy, U, W, f, alphas: torch.Tensor) -> torch.Tensor:
         """Source side ``[M * B, *S]`` of the moves ``alphas`` (int64 device tensor) from labels ``f``."""
@@ -615,8 +613,6 @@ def _auto_schedule(E: "_Energy") -> str:
 
 
 def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=True):
-    from .solvers.warm import WarmGrid
-
     e = E.energy(f)
     info["trace"].append((None, e))
     items = torch.arange(E.B, device=E.device)  # the items not yet at a local minimum
