@@ -19,7 +19,11 @@ Peak memory: each solver runs once more in a fresh child process; the growth of 
 (high-water mark after the solve minus the resident set right before it, inputs already loaded) is
 reported in bytes per node.
 
-    python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5]
+With ``--family hard``: the 2D hard energies of ``benchmarks/grid.py --family hard`` up to 512^2
+(strong smoothness, thin structures, low contrast; 4- and 8-connected), where pseudoflow is the fastest
+CPU peer; written as OUT/cpu-hard.*.
+
+    python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5] [--family hard]
 
 Writes OUT/cpu.md, OUT/cpu.json and OUT/cpu.png (time against nodes, log-log).
 """
@@ -169,7 +173,10 @@ def available(name):
 
 
 # -------------------------------------------------------------------------------------------- cases
-def cases(quick):
+def cases(quick, family="standard"):
+    if family == "hard":  # 1024^2 left out: PyMaxflow takes up to ~20 s per solve there
+        return [dict(h, name=f"{h['name']} {h['conn']}-conn") for h in G.hard_cases()
+                if h["kind"] == "2d" and h["n"] <= 512]
     c = [
         dict(name="2D 512^2 4-conn", kind="2d", n=512, conn=4, batch=1, pic=0),
         dict(name="2D 512^2 8-conn", kind="2d", n=512, conn=8, batch=1, pic=0),
@@ -302,7 +309,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="512^2 and BVZ only")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--family", choices=("standard", "hard"), default="standard")
     args = ap.parse_args(argv)
+    stem = "cpu" if args.family == "standard" else "cpu-hard"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -324,7 +333,7 @@ def main(argv=None):
         pass
     print(f"# {meta}", flush=True)
     rows = []
-    for spec in cases(args.quick):
+    for spec in cases(args.quick, args.family):
         offs, items, nodes = load_case(spec)
         big = nodes > 2_000_000
         repeat = max(1, args.repeat - 2) if big else args.repeat
@@ -363,9 +372,9 @@ def main(argv=None):
                                              if row.get(s + "_bytes_per_node") else "") for s in solvers)
               + " | " + " ".join(f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers), flush=True)
     meta["load_after"] = os.getloadavg()
-    (out / "cpu.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (out / "cpu.md").write_text(render(meta, rows, solvers))
-    plot(rows, solvers, out / "cpu.png")
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (out / f"{stem}.md").write_text(render(meta, rows, solvers))
+    plot(rows, solvers, out / f"{stem}.png")
     print(render(meta, rows, solvers))
     return 0
 
