@@ -1,5 +1,5 @@
-"""The compiled CPU backend (Boykov-Kolmogorov): flows equal to PyMaxflow and scipy, canonical cuts,
-certificates, batches, the int64 path, fallbacks and errors."""
+"""The compiled CPU backend (Boykov-Kolmogorov, and pseudoflow on grids): flows equal to PyMaxflow and
+scipy, canonical cuts, certificates, batches, the int64 path, the algorithm choice, fallbacks and errors."""
 
 from __future__ import annotations
 
@@ -125,8 +125,8 @@ def test_long_strip_adoption_stays_local(conn, most):
     source, sink, edges, rev = fc.strip((64, 1024), offs, seed=60 + conn)
     g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
                   reverse=torch.as_tensor(rev))
-    r = torchcut.maxflow(g, backend="cpu")
-    assert r.stats["backend"] == "cpu" and r.verify()
+    r = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")  # "auto" takes pseudoflow here
+    assert r.stats["backend"] == "cpu" and r.stats["algorithm"] == "boykov-kolmogorov" and r.verify()
     assert 0 < r.stats["orphans"] < most
     if importlib.util.find_spec("maxflow") is not None:  # the oracle, where installed
         assert r.flow_value == pymaxflow_grid(source, sink, edges, offs, rev)
@@ -172,10 +172,11 @@ def test_inputs_are_not_modified():
     assert all(torch.equal(a, b) for a, b in zip(before, (g.caps, g.source, g.sink)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=90, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=st.integers(1, 9), w=st.integers(1, 9), conn=st.sampled_from([4, 8]), directed=st.booleans(),
-       seed=st.integers(0, 2**32 - 1), hi=st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32)))
-def test_property_grid(h, w, conn, directed, seed, hi):
+       seed=st.integers(0, 2**32 - 1), hi=st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32)),
+       algorithm=st.sampled_from(["auto", "boykov-kolmogorov", "pseudoflow"]))
+def test_property_grid(h, w, conn, directed, seed, hi, algorithm):
     rng = np.random.default_rng(seed)
     offsets = grid_offsets(2, conn)
     shape = (h, w)
@@ -183,10 +184,104 @@ def test_property_grid(h, w, conn, directed, seed, hi):
     snk = rng.integers(0, hi, size=shape, endpoint=True)
     edges = rng.integers(0, hi, size=(len(offsets),) + shape, endpoint=True)
     reverse = rng.integers(0, hi, size=(len(offsets),) + shape, endpoint=True) if directed else None
-    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets, reverse), backend="cpu")
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets, reverse), backend="cpu", algorithm=algorithm)
     assert r.verify()
     assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets, reverse)
     assert_canonical_grid(r)
+
+
+# --------------------------------------------------------------------------- pseudoflow on grids
+@pytest.mark.parametrize("seed", range(1, 300, 2))
+def test_pseudoflow_matches_pymaxflow(seed):
+    """Hochbaum's pseudoflow (then Boykov-Kolmogorov from its flow) on the random grids of every family:
+    PyMaxflow's flow, a verified certificate, the canonical cut."""
+    pytest.importorskip("maxflow")
+    src, snk, edges, offsets, reverse = grid_cases.make_case(seed)
+    r = torchcut.maxflow(GridGraph(src, snk, edges, offsets, reverse), backend="cpu", algorithm="pseudoflow")
+    assert r.stats["algorithm"] == "pseudoflow" and r.verify()
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets, reverse)
+    assert_canonical_grid(r)
+
+
+def _smooth_and_weak(shape, offsets, seed):
+    """Two grids: n-links far above the (sparse) terminals, and n-links far below dense terminals."""
+    rng = np.random.default_rng(seed)
+    K = len(offsets)
+    strong = (rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1),
+              rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1), rng.integers(50, 100, size=(K,) + shape))
+    weak = (rng.integers(0, 100, size=shape), rng.integers(0, 100, size=shape), rng.integers(0, 4, size=(K,) + shape))
+    return strong, weak
+
+
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (30, 41)), (2, 8, (23, 19)), (3, 26, (7, 6, 9))])
+def test_auto_takes_pseudoflow_where_smoothness_is_strong(ndim, conn, shape):
+    """algorithm="auto" (the default) runs pseudoflow on an item whose n-links sum to more than twice its
+    terminal capacities, Boykov-Kolmogorov otherwise, per item of a batch; every choice gives the
+    flows and cuts of both forced algorithms."""
+    offsets = grid_offsets(ndim, conn)
+    strong, weak = _smooth_and_weak(shape, offsets, seed=ndim * 100 + conn)
+    for case, want in ((strong, "pseudoflow"), (weak, "boykov-kolmogorov")):
+        g = GridGraph(*case, offsets)
+        r = torchcut.maxflow(g, backend="cpu")
+        assert r.stats["algorithm"] == want and r.verify()
+        for forced in ("pseudoflow", "boykov-kolmogorov"):
+            f = torchcut.maxflow(g, backend="cpu", algorithm=forced)
+            assert f.stats["algorithm"] == forced and f.verify()
+            assert f.flow_value == r.flow_value and torch.equal(f.mask, r.mask)
+    batch = GridGraph(*(np.stack([a, b], axis=1 if a.ndim == ndim + 1 else 0) for a, b in zip(strong, weak)), offsets)
+    r = torchcut.maxflow(batch, backend="cpu", threads=1)
+    assert r.stats["algorithm"] == "mixed" and r.stats["pseudoflow_items"] == 1 and r.verify()
+    assert r.flow_value == [torchcut.maxflow(GridGraph(*c, offsets), backend="cpu").flow_value
+                                     for c in (strong, weak)]
+
+
+def test_pseudoflow_on_long_paths_and_strong_smoothness():
+    """The strips (augmenting paths ~1000 long) and a strongly smooth segmentation energy: pseudoflow
+    alone reaches the maximum flow there (Boykov-Kolmogorov, run after it, augments nothing)."""
+    for conn in (4, 8):
+        offs = grid_offsets(2, conn)
+        source, sink, edges, rev = fc.strip((64, 256), offs, seed=60 + conn)
+        g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
+                      reverse=torch.as_tensor(rev))
+        r = torchcut.maxflow(g, backend="cpu")
+        b = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")
+        assert r.stats["algorithm"] == "pseudoflow" and r.stats["augmentations"] == 0 and r.stats["mergers"] > 0
+        assert r.verify() and r.flow_value == b.flow_value and torch.equal(r.mask, b.mask)
+    image = torch.rand(48, 64, generator=torch.Generator().manual_seed(3))
+    seeds = torch.zeros(48, 64, dtype=torch.uint8)
+    seeds[20:28, 28:36], seeds[:2], seeds[-2:] = 1, 2, 2
+    g = torchcut.segmentation_graph(image, seeds, lam=200.0)
+    r = torchcut.maxflow(g, backend="cpu")
+    b = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")
+    assert r.stats["algorithm"] == "pseudoflow" and r.verify()
+    assert r.flow_value == b.flow_value and torch.equal(r.mask, b.mask)
+
+
+def test_pseudoflow_warm_sequence_matches_cold_solves():
+    """WarmGrid (alpha-expansion's re-fitted residuals) with pseudoflow: each solve starts from the last
+    flow, and the masks equal cold Boykov-Kolmogorov solves of the same networks."""
+    from torchcut.solvers.warm import WarmGrid
+
+    rng = np.random.default_rng(8)
+    offsets = grid_offsets(2, 4)
+    shape = (1, 17, 23)
+    w = WarmGrid(offsets, backend="cpu", algorithm="pseudoflow")
+    for _ in range(4):
+        caps = torch.from_numpy(rng.integers(30, 90, size=(1, 4) + shape[1:])).to(torch.int32)
+        src = torch.from_numpy(rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.2))
+        snk = torch.from_numpy(rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.2))
+        mask = w.solve(caps, src, snk)
+        cold = torchcut.maxflow(GridGraph(src, snk, caps[:, :2].transpose(0, 1), offsets,
+                                          reverse=caps[:, 2:].transpose(0, 1)), backend="cpu",
+                                algorithm="boykov-kolmogorov")
+        assert torch.equal(mask, cold.mask.reshape(mask.shape))
+
+
+def test_algorithm_is_checked():
+    g = GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], grid_offsets(2, 4))
+    with pytest.raises(ValueError, match=r"algorithm: expected one of \['auto', 'boykov-kolmogorov', "
+                                         r"'pseudoflow'\], got 'hpf'"):
+        torchcut.maxflow(g, backend="cpu", algorithm="hpf")
 
 
 # -------------------------------------------------------------------------------- general graphs

@@ -1,4 +1,5 @@
-// CPU max-flow ops (torch.ops.torchcut_cpu.*): Boykov-Kolmogorov (cpu_bk.h) on grids and CSR graphs.
+// CPU max-flow ops (torch.ops.torchcut_cpu.*): Boykov-Kolmogorov (cpu_bk.h) on grids and CSR graphs, on grids
+// optionally after Hochbaum's pseudoflow (cpu_hpf.h).
 //
 // grid_solve: the layout of torchcut/grid.py ([B, 2K, *shape] residuals, direction d < K along
 // offsets[d], d >= K along -offsets[d - K]). Each item is copied into a padded, node-major buffer: the
@@ -30,11 +31,18 @@
 #include <vector>
 
 #include "cpu_bk.h"
+#include "cpu_hpf.h"
 
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kStats = 8;  // flow, augmentations, orphans, growths, then load/solve/cut/store microseconds
+constexpr int kStats = 12;  // flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
+                            // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
+// Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow, then Boykov-Kolmogorov from its flow; 2 (auto) pseudoflow
+// where the n-links carry more than kHpfRatio times the terminal capacities (strong smoothness: long
+// augmenting paths, BK's weak case), else BK. benchmarks/NOTES-cpu.md: the standard energies measured
+// 0.30-0.67 (BK 1.25-4x faster there), the hard ones and the long-path strips 3.2-67 (pseudoflow 1.7-6.6x).
+constexpr int64_t kHpfRatio = 2;
 
 // ------------------------------------------------------------------------------------------- grids
 template <class CapT>
@@ -163,13 +171,15 @@ struct Layout {
 template <class Cap>
 void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
                      Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
-                     const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis) {
+                     const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
   const auto Ts = std::chrono::steady_clock::now();
   w.resize(lay.n_pad, D);
   Cap* rc = w.rc.get();
   int64_t* tr = w.tr.get();
+  // both arcs of every pair (as double: no overflow) and the terminal capacities, for algorithm 2
+  double nsum = 0, tsum = 0;
   // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
   lay.for_each_row([&](int64_t v0, int64_t q0) {
     if (q0 < 0) {
@@ -183,9 +193,14 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
-      tr[v] = source[q] - static_cast<int64_t>(sink[q]);
+      const int64_t t = source[q] - static_cast<int64_t>(sink[q]);
+      tr[v] = t;
+      tsum += t < 0 ? -t : t;
       Cap* r = rc + v * D;
-      for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
+      for (int d = 0; d < D; ++d) {
+        r[d] = caps[d * n + q];
+        nsum += r[d];
+      }
     }
   });
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
@@ -204,6 +219,13 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     for (int64_t v = v0; v < v0 + px; ++v) close_into(v);
     for (int64_t v = v0 + px + W; v < v0 + L; ++v) close_into(v);
   });
+  const auto Th = std::chrono::steady_clock::now();
+  HPFStats hs;
+  const bool hpf = algorithm == 1 || (algorithm == 2 && nsum > 2.0 * kHpfRatio * tsum);
+  if (hpf) {  // pseudoflow first; Boykov-Kolmogorov then finishes from its flow (cpu_hpf.h)
+    HPF<Cap> hpf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
+    hs = hpf.run();
+  }
   const auto T0 = std::chrono::steady_clock::now();
   GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
   BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
@@ -228,7 +250,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   const auto T3 = std::chrono::steady_clock::now();
   auto us = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count(); };
   stats[0] = s.flow, stats[1] = s.augmentations, stats[2] = s.orphans, stats[3] = s.growths;
-  stats[4] = us(Ts, T0), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
+  stats[4] = us(Ts, Th), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
+  stats[8] = hs.mergers, stats[9] = hs.relabels, stats[10] = hpf ? us(Th, T0) : 0, stats[11] = hpf;
 }
 
 // Runs job(item, worker) for items 0..B-1 on up to `threads` threads; rethrows the first exception.
@@ -260,7 +283,9 @@ void parallel_items(int64_t B, int64_t threads, Job job) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
     const at::Tensor& caps_, const at::Tensor& source_, const at::Tensor& sink_, at::IntArrayRef shape_,
-    at::IntArrayRef offsets, int64_t threads) {
+    at::IntArrayRef offsets, int64_t threads, int64_t algorithm) {
+  TORCH_CHECK(algorithm >= 0 && algorithm <= 2, "torchcut_cpu.grid_solve: algorithm: expected 0 (Boykov-Kolmogorov), "
+              "1 (pseudoflow, then Boykov-Kolmogorov) or 2 (auto), got ", algorithm);
   const int64_t nd = static_cast<int64_t>(shape_.size());
   TORCH_CHECK(nd >= 1 && nd <= 3, "torchcut_cpu.grid_solve: shape: expected 1 to 3 dims, got ", nd);
   TORCH_CHECK(offsets.size() % nd == 0 && !offsets.empty(), "torchcut_cpu.grid_solve: offsets: expected K * ", nd,
@@ -317,7 +342,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
     int64_t* st = stats.data_ptr<int64_t>();
     parallel_items(B, threads, [&](int64_t b, int64_t t) {
       solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, r + b * D * n, e + b * n,
-                           so + b * n, m + b * n, st + b * kStats, delta, sis);
+                           so + b * n, m + b * n, st + b * kStats, delta, sis, algorithm);
     });
   });
   return {mask, stats, res, excess, sink_out};
@@ -481,7 +506,7 @@ std::vector<at::Tensor> pairs_csr(at::Tensor u, at::Tensor v, at::Tensor cf, at:
 }  // namespace torchcut_cpu
 
 TORCH_LIBRARY(torchcut_cpu, m) {
-  m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int threads)"
+  m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int threads, int algorithm=2)"
         " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("csr_solve(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink)"
         " -> (Tensor, Tensor)");

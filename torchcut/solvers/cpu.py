@@ -8,7 +8,9 @@ needed) or ahead of time by ``python -m torchcut.build``. When no compiler is av
 
 Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augmenting paths with
 search trees that are reused between augmentations do far less work on vision graphs than
-push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Grids use implicit
+push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Where the smoothness
+is strong (n-links far above the terminal capacities: long augmenting paths), grids go to Hochbaum's
+pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.7-6.6x faster there. Grids use implicit
 neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one byte per node for tree
 and parent), as in GridCut; items of a batch are solved on parallel threads.
 
@@ -32,7 +34,12 @@ EXT = "torchcut_cpu"
 # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
 # grid solve saves over the CSR solve (benchmarks/NOTES-cpu.md).
 ROUTE_LATTICES = False
-_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us")
+_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us", "mergers",
+          "hpf_relabels", "hpf_us", "pseudoflow_items")
+# Grid algorithms (the op's codes): Boykov-Kolmogorov; Hochbaum's pseudoflow first and Boykov-Kolmogorov
+# finishing from its flow (torchcut/csrc/cpu_hpf.h); "auto" picks pseudoflow per item where the n-link
+# capacities sum to more than twice the terminal ones (strong smoothness), else Boykov-Kolmogorov.
+ALGORITHMS = {"auto": 2, "boykov-kolmogorov": 0, "pseudoflow": 1}
 
 
 def load_error():
@@ -56,16 +63,26 @@ def _threads(threads) -> int:
     return threads
 
 
-def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
+def _algorithm(algorithm) -> int:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: expected one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    return ALGORITHMS[algorithm]
+
+
+def _stats(raw: torch.Tensor, t0: float, threads: int, algorithm: str = "auto") -> dict:
     totals = raw.sum(0).tolist()
-    out = {k: v for k, v in zip(_STATS[1:], totals[1:]) if not (k.endswith("_us") and v == 0)}
-    out.update(backend="cpu", algorithm="boykov-kolmogorov", threads=threads, seconds=time.perf_counter() - t0)
+    hpf = totals[_STATS.index("pseudoflow_items")]
+    out = {k: v for k, v in zip(_STATS[1:], totals[1:])
+           if (hpf or k not in _STATS[8:]) and not (k.endswith("_us") and v == 0)}
+    used = "pseudoflow" if hpf == raw.shape[0] else "boykov-kolmogorov" if hpf == 0 else "mixed"
+    out.update(backend="cpu", algorithm=used, threads=threads, seconds=time.perf_counter() - t0)
     return out
 
 
-def _grid_op(caps, source, sink, offsets, threads):
+def _grid_op(caps, source, sink, offsets, threads, algorithm="auto"):
     """Run the grid op: (mask, residual, excess, sink residual, stats), inputs left untouched."""
     t0 = time.perf_counter()
+    code = _algorithm(algorithm)
     _ext.load_named(EXT)
     threads = _threads(threads)
     offsets = tuple(tuple(int(v) for v in o) for o in offsets)
@@ -79,16 +96,18 @@ def _grid_op(caps, source, sink, offsets, threads):
         raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
     shape = tuple(caps.shape[2:])
     flat = [v for o in offsets for v in o]
-    mask, raw, res, excess, sink_out = torch.ops.torchcut_cpu.grid_solve(caps, source, sink, list(shape), flat, threads)
+    mask, raw, res, excess, sink_out = torch.ops.torchcut_cpu.grid_solve(caps, source, sink, list(shape), flat, threads,
+                                                                         code)
     full = (caps.shape[0],) + shape
-    return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads)
+    return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads, algorithm)
 
 
-def solve_grid_graph(graph, *, threads=None):
+def solve_grid_graph(graph, *, threads=None, algorithm="auto"):
     """Solve a :class:`torchcut.GridGraph` without copying or modifying its tensors.
 
     What :func:`torchcut.maxflow` calls: the op reads the capacities and writes the results into new
-    tensors, so the dispatcher's terminal reduction and residual copy are not needed.
+    tensors, so the dispatcher's terminal reduction and residual copy are not needed. ``threads`` and
+    ``algorithm`` are as for :func:`solve_grid`.
 
     Returns
     -------
@@ -102,10 +121,10 @@ def solve_grid_graph(graph, *, threads=None):
     >>> mask.tolist(), excess.tolist(), sink.tolist()
     ([[[True, True]]], [[[1, 0]]], [[[0, 0]]])
     """
-    return _grid_op(graph.caps, graph.source, graph.sink, graph.offsets, threads)
+    return _grid_op(graph.caps, graph.source, graph.sink, graph.offsets, threads, algorithm)
 
 
-def solve_grid(caps, excess, sink, offsets, *, threads=None):
+def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
     """Maximum flow of a batched grid network on the CPU, in place.
 
     Same contract as :func:`torchcut.solvers.reference.solve_grid`.
@@ -121,20 +140,28 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None):
     offsets : the K offsets of the grid.
     threads : int, optional
         Items of the batch solved at once (default ``torch.get_num_threads()``).
+    algorithm : {"auto", "boykov-kolmogorov", "pseudoflow"}
+        "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
+        (lowest label, with the gap rule), after which Boykov-Kolmogorov runs from its flow and proves
+        it optimal (it augments whatever path is still open). "auto" (default) picks pseudoflow for an
+        item whose n-link capacities sum to more than twice its (netted) terminal capacities: strong
+        smoothness, where augmenting paths are long; Boykov-Kolmogorov otherwise
+        (``benchmarks/NOTES-cpu.md``: 1.7-6.6x one way, 1.25-4x the other).
 
     Returns
     -------
-    (mask, stats): bool ``[B, *shape]`` source side, and a dict of counters.
+    (mask, stats): bool ``[B, *shape]`` source side, and a dict of counters (``stats["algorithm"]``:
+    what ran, "mixed" when a batch used both).
 
     Examples
     --------
     >>> caps = torch.zeros(1, 4, 1, 2, dtype=torch.int32); caps[0, 0, 0, 0] = 5
     >>> excess = torch.tensor([[[3, 0]]]); sink = torch.tensor([[[0, 2]]], dtype=torch.int32)
     >>> mask, stats = solve_grid(caps, excess, sink, ((0, 1), (1, 0)))
-    >>> mask.tolist(), sink.tolist(), excess.tolist()
-    ([[[True, True]]], [[[0, 0]]], [[[1, 0]]])
+    >>> mask.tolist(), sink.tolist(), excess.tolist(), stats["algorithm"]
+    ([[[True, True]]], [[[0, 0]]], [[[1, 0]]], 'boykov-kolmogorov')
     """
-    mask, res, ex, snk, stats = _grid_op(caps, excess, sink, offsets, threads)
+    mask, res, ex, snk, stats = _grid_op(caps, excess, sink, offsets, threads, algorithm)
     caps.copy_(res)
     excess.copy_(ex)
     sink.copy_(snk)

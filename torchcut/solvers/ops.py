@@ -31,7 +31,7 @@ __all__ = ["register_fakes", "compiled_maxflow", "segment_mask", "options_string
 
 # Lengths of the stats vectors the compiled ops return (cpu_ops.cpp kStats, grid_common.h kNumStats,
 # csr_common.h kNumStats).
-_CPU_STATS = 8
+_CPU_STATS = 12
 _CSR_STATS = 5
 
 
@@ -41,7 +41,7 @@ def _grid_stats() -> int:
     return len(_STATS)
 
 
-def _fake_cpu_grid(caps, source, sink, shape, offsets, threads):
+def _fake_cpu_grid(caps, source, sink, shape, offsets, threads, algorithm=2):
     B, n = caps.shape[0], math.prod(shape)
     return (caps.new_empty((B, n), dtype=torch.bool), caps.new_empty((B, _CPU_STATS), dtype=torch.int64),
             torch.empty_like(caps, memory_format=torch.contiguous_format), source.new_empty((B, n)), sink.new_empty((B, n)))
