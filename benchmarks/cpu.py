@@ -53,12 +53,15 @@ SOLVERS = ("torchcut", "pymaxflow", "thinhpf")
 
 
 # ------------------------------------------------------------------------------------------ solvers
-def solve_torchcut(offs, items, threads=None):
+def solve_torchcut(offs, items, threads=None, algorithm=None):
     """GridGraph from the int32 arrays, maxflow on the CPU backend, the mask. Returns (flows, mask, stats)."""
     import torchcut
 
     g = torchcut.GridGraph(*G.case_tensors(items, "cpu"), offs)
-    r = torchcut.maxflow(g, backend="cpu", **({} if threads is None else {"threads": threads}))
+    opts = {} if threads is None else {"threads": threads}
+    if algorithm is not None:
+        opts["algorithm"] = algorithm
+    r = torchcut.maxflow(g, backend="cpu", **opts)
     mask = r.mask
     return r.flow_values.tolist(), mask, r.stats
 
@@ -166,7 +169,8 @@ def bvz_thinhpf(moves):
 
 def available(name):
     try:
-        __import__({"torchcut": "torchcut", "pymaxflow": "maxflow", "thinhpf": "thinhpf"}[name])
+        __import__({"torchcut": "torchcut", "torchcut-pseudoflow": "torchcut", "pymaxflow": "maxflow",
+                    "thinhpf": "thinhpf"}[name])
         return True
     except ImportError:
         return False
@@ -232,6 +236,8 @@ def runner(spec, solver, offs, items, threads=None):
         return {"pymaxflow": bvz_pymaxflow, "thinhpf": bvz_thinhpf}[solver], (items,)
     if solver == "torchcut":
         return solve_torchcut, (offs, items, threads)
+    if solver == "torchcut-pseudoflow":  # the hard family: the algorithm forced, whatever "auto" picks
+        return solve_torchcut, (offs, items, threads, "pseudoflow")
     return {"pymaxflow": solve_pymaxflow, "thinhpf": solve_thinhpf}[solver], (offs, items)
 
 
@@ -322,6 +328,8 @@ def main(argv=None):
     if err is not None:
         raise SystemExit(f"the compiled CPU solver is unavailable: {err}")
     solvers = [s for s in SOLVERS if available(s)]
+    if args.family == "hard":
+        solvers.insert(1, "torchcut-pseudoflow")
     meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers,
             "load_before": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -366,7 +374,7 @@ def main(argv=None):
             for s in solvers:
                 row[s + "_bytes_per_node"] = peak_memory(spec, s, (offs, items, nodes))
         rows.append(row)
-        peers = [s for s in solvers if s != "torchcut"]
+        peers = [s for s in solvers if not s.startswith("torchcut")]
         print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(
             f"{s} {row[s] * 1e3:8.1f} ms" + (f" ({row[s + '_bytes_per_node']:.0f} B/node)"
                                              if row.get(s + "_bytes_per_node") else "") for s in solvers)
@@ -380,24 +388,29 @@ def main(argv=None):
 
 
 def render(meta, rows, solvers):
-    peers = [s for s in solvers if s != "torchcut"]
-    lines = [f"# CPU max-flow: torchcut (compiled, Boykov-Kolmogorov) vs {', '.join(peers)}", "",
+    peers = [s for s in solvers if not s.startswith("torchcut")]
+    mine = [s for s in solvers if s.startswith("torchcut")]  # torchcut ("auto"), and a forced algorithm
+    lines = [f"# CPU max-flow: torchcut (compiled: Boykov-Kolmogorov, pseudoflow where the smoothness is strong) vs "
+             f"{', '.join(peers)}", "",
              f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), torch {meta['torch']}, PyMaxflow "
              f"{meta.get('pymaxflow', '-')}; load average before/after "
              f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}. Time to the mask (build + solve + mask), "
              "median of the runs after a warm-up; flows asserted equal across solvers; peak memory = growth of the "
              "resident set during one solve in a fresh process, per node (thinhpf's time leaves out reading its "
-             "labels, see the script).", "",
-             "| case | nodes | flow | torchcut | " + " | ".join(peers) + " | " + " | ".join(f"speed-up vs {p}" for p in peers)
-             + " | bytes/node (" + ", ".join(solvers) + ") |",
-             "|---|---:|---:|---:|" + "---:|" * (2 * len(peers)) + "---|"]
+             "labels, see the script). torchcut = the default algorithm (\"auto\"; its pick in brackets); "
+             "torchcut-pseudoflow = algorithm=\"pseudoflow\".", "",
+             "| case | nodes | flow | " + " | ".join(mine) + " | " + " | ".join(peers) + " | "
+             + " | ".join(f"{m} vs {p}" for m in mine for p in peers) + " | bytes/node (" + ", ".join(solvers) + ") |",
+             "|---|---:|---:|" + "---:|" * (len(mine) + len(peers) + len(mine) * len(peers)) + "---|"]
     for r in rows:
         mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
                         for s in solvers)
+        pick = r.get("torchcut_stats", {}).get("algorithm")
         tc = _t(r["torchcut"]) + (f" ({_t(r['torchcut_1thread'])} on 1 thread)" if "torchcut_1thread" in r else "")
-        lines.append(f"| {r['case']} | {r['nodes']:,} | {r['flow']} | {tc} | "
-                     + " | ".join(_t(r[p]) for p in peers) + " | "
-                     + " | ".join(f"{r[p] / r['torchcut']:.2f}x" for p in peers) + f" | {mem} |")
+        tc += f" [{pick}]" if pick in ("pseudoflow", "mixed") else ""
+        lines.append(f"| {r['case']} | {r['nodes']:,} | {r['flow']} | " + " | ".join([tc] + [_t(r[m]) for m in mine[1:]])
+                     + " | " + " | ".join(_t(r[p]) for p in peers) + " | "
+                     + " | ".join(f"{r[p] / r[m]:.2f}x" for m in mine for p in peers) + f" | {mem} |")
     return "\n".join(lines) + "\n"
 
 
@@ -417,7 +430,7 @@ def plot(rows, solvers, png):
     groups = {"2D 4-conn": lambda r: r["kind"] == "2d" and r["conn"] == 4 and r["batch"] == 1,
               "2D 8-conn": lambda r: r["kind"] == "2d" and r["conn"] == 8,
               "3D 6-conn": lambda r: r["kind"] == "3d"}
-    styles = {"torchcut": "-o", "pymaxflow": "--s", "thinhpf": ":^"}
+    styles = {"torchcut": "-o", "torchcut-pseudoflow": "-.D", "pymaxflow": "--s", "thinhpf": ":^"}
     colors = {"2D 4-conn": "C0", "2D 8-conn": "C1", "3D 6-conn": "C2"}
     for g, pick in groups.items():
         sel = sorted((r for r in rows if pick(r)), key=lambda r: r["nodes"])

@@ -215,8 +215,8 @@ def _smooth_and_weak(shape, offsets, seed):
 
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (30, 41)), (2, 8, (23, 19)), (3, 26, (7, 6, 9))])
 def test_auto_takes_pseudoflow_where_smoothness_is_strong(ndim, conn, shape):
-    """algorithm="auto" (the default) runs pseudoflow on an item whose n-links sum to more than twice its
-    terminal capacities, Boykov-Kolmogorov otherwise, per item of a batch; every choice gives the
+    """algorithm="auto" (the default) runs pseudoflow on an item whose n-links sum to more than 8 times
+    its terminal capacities, Boykov-Kolmogorov otherwise, per item of a batch; every choice gives the
     flows and cuts of both forced algorithms."""
     offsets = grid_offsets(ndim, conn)
     strong, weak = _smooth_and_weak(shape, offsets, seed=ndim * 100 + conn)
@@ -236,11 +236,12 @@ def test_auto_takes_pseudoflow_where_smoothness_is_strong(ndim, conn, shape):
 
 
 def test_pseudoflow_on_long_paths_and_strong_smoothness():
-    """The strips (augmenting paths ~1000 long) and a strongly smooth segmentation energy: pseudoflow
-    alone reaches the maximum flow there (Boykov-Kolmogorov, run after it, augments nothing)."""
+    """The strips (augmenting paths ~1000 long; "auto" takes pseudoflow) and a smooth segmentation energy:
+    pseudoflow alone reaches the maximum flow on the strips (Boykov-Kolmogorov, run after it, augments
+    nothing), and both algorithms give the same flow and cut."""
     for conn in (4, 8):
         offs = grid_offsets(2, conn)
-        source, sink, edges, rev = fc.strip((64, 256), offs, seed=60 + conn)
+        source, sink, edges, rev = fc.strip((64, 1024), offs, seed=60 + conn)
         g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
                       reverse=torch.as_tensor(rev))
         r = torchcut.maxflow(g, backend="cpu")
@@ -250,10 +251,10 @@ def test_pseudoflow_on_long_paths_and_strong_smoothness():
     image = torch.rand(48, 64, generator=torch.Generator().manual_seed(3))
     seeds = torch.zeros(48, 64, dtype=torch.uint8)
     seeds[20:28, 28:36], seeds[:2], seeds[-2:] = 1, 2, 2
-    g = torchcut.segmentation_graph(image, seeds, lam=200.0)
-    r = torchcut.maxflow(g, backend="cpu")
-    b = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")
-    assert r.stats["algorithm"] == "pseudoflow" and r.verify()
+    g = torchcut.segmentation_graph(image, seeds, lam=200.0)  # below auto's ratio: asked for by name
+    r = torchcut.maxflow(g, backend="cpu", algorithm="pseudoflow")
+    b = torchcut.maxflow(g, backend="cpu")
+    assert r.stats["algorithm"] == "pseudoflow" and b.stats["algorithm"] == "boykov-kolmogorov" and r.verify()
     assert r.flow_value == b.flow_value and torch.equal(r.mask, b.mask)
 
 

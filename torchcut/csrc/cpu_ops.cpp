@@ -39,10 +39,12 @@ namespace {
 constexpr int kStats = 12;  // flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
                             // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow, then Boykov-Kolmogorov from its flow; 2 (auto) pseudoflow
-// where the n-links carry more than kHpfRatio times the terminal capacities (strong smoothness: long
-// augmenting paths, BK's weak case), else BK. benchmarks/NOTES-cpu.md: the standard energies measured
-// 0.30-0.67 (BK 1.25-4x faster there), the hard ones and the long-path strips 3.2-67 (pseudoflow 1.7-6.6x).
-constexpr int64_t kHpfRatio = 2;
+// where the n-links sum to more than kHpfRatio times the (netted) terminal capacities, else BK.
+// benchmarks/NOTES-cpu.md, "Pseudoflow on grids": the standard energies measure 0.3-0.7 (BK 1.25-4x faster),
+// segmentation energies 1.4-3.6, the BVZ expansion moves 5.3-7.4 (BK 1.4x faster over the 16 moves), the
+// strips and the strongly smooth energies 9-67 (pseudoflow 1.5-6.6x faster). Thin structures and low
+// contrast (3.2-7.0) gain ~3x from pseudoflow too, but share the BVZ moves' range: they take it by option.
+constexpr int64_t kHpfRatio = 8;
 
 // ------------------------------------------------------------------------------------------- grids
 template <class CapT>
@@ -178,7 +180,9 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   w.resize(lay.n_pad, D);
   Cap* rc = w.rc.get();
   int64_t* tr = w.tr.get();
-  // both arcs of every pair (as double: no overflow) and the terminal capacities, for algorithm 2
+  // algorithm 2: both arcs of every pair and the terminal capacities, summed per row in 64-bit integers
+  // (int32 arcs: a row sums below 2^63; int64 arcs per node in double), in double across rows
+  const bool count = algorithm == 2;
   double nsum = 0, tsum = 0;
   // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
   lay.for_each_row([&](int64_t v0, int64_t q0) {
@@ -193,15 +197,26 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
-      const int64_t t = source[q] - static_cast<int64_t>(sink[q]);
-      tr[v] = t;
-      tsum += t < 0 ? -t : t;
+      tr[v] = source[q] - static_cast<int64_t>(sink[q]);
       Cap* r = rc + v * D;
-      for (int d = 0; d < D; ++d) {
-        r[d] = caps[d * n + q];
-        nsum += r[d];
+      for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
+    }
+    if (!count) return;
+    double row_t = 0, row_n = 0;
+    int64_t row_n32 = 0;
+    for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+      row_t += static_cast<double>(tr[v] < 0 ? -tr[v] : tr[v]);
+      const Cap* r = rc + v * D;
+      if constexpr (sizeof(Cap) == 4) {
+        for (int d = 0; d < D; ++d) row_n32 += r[d];
+      } else {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += static_cast<double>(r[d]);
+        row_n += s;
       }
     }
+    tsum += row_t;
+    nsum += row_n + static_cast<double>(row_n32);
   });
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
   // onto a border node, whose own neighbours may lie outside the padded array.
@@ -221,7 +236,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   });
   const auto Th = std::chrono::steady_clock::now();
   HPFStats hs;
-  const bool hpf = algorithm == 1 || (algorithm == 2 && nsum > 2.0 * kHpfRatio * tsum);
+  const bool hpf = algorithm == 1 || (count && nsum > 2.0 * kHpfRatio * tsum);
   if (hpf) {  // pseudoflow first; Boykov-Kolmogorov then finishes from its flow (cpu_hpf.h)
     HPF<Cap> hpf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
     hs = hpf.run();

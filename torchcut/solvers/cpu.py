@@ -10,7 +10,7 @@ Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augm
 search trees that are reused between augmentations do far less work on vision graphs than
 push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Where the smoothness
 is strong (n-links far above the terminal capacities: long augmenting paths), grids go to Hochbaum's
-pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.7-6.6x faster there. Grids use implicit
+pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there. Grids use implicit
 neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one byte per node for tree
 and parent), as in GridCut; items of a batch are solved on parallel threads.
 
@@ -38,7 +38,7 @@ _STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", 
           "hpf_relabels", "hpf_us", "pseudoflow_items")
 # Grid algorithms (the op's codes): Boykov-Kolmogorov; Hochbaum's pseudoflow first and Boykov-Kolmogorov
 # finishing from its flow (torchcut/csrc/cpu_hpf.h); "auto" picks pseudoflow per item where the n-link
-# capacities sum to more than twice the terminal ones (strong smoothness), else Boykov-Kolmogorov.
+# capacities sum to more than 8 times the terminal ones (strong smoothness), else Boykov-Kolmogorov.
 ALGORITHMS = {"auto": 2, "boykov-kolmogorov": 0, "pseudoflow": 1}
 
 
@@ -144,9 +144,11 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
         (lowest label, with the gap rule), after which Boykov-Kolmogorov runs from its flow and proves
         it optimal (it augments whatever path is still open). "auto" (default) picks pseudoflow for an
-        item whose n-link capacities sum to more than twice its (netted) terminal capacities: strong
-        smoothness, where augmenting paths are long; Boykov-Kolmogorov otherwise
-        (``benchmarks/NOTES-cpu.md``: 1.7-6.6x one way, 1.25-4x the other).
+        item whose n-link capacities sum to more than 8 times its (netted) terminal capacities: strong
+        smoothness and long augmenting paths, where it measured 1.5-6.6x faster; Boykov-Kolmogorov
+        otherwise (1.25-4x faster on the usual energies). Thin structures and low contrast below that
+        ratio also gain ~3x from "pseudoflow"; alpha-expansion moves lose 1.4x
+        (``benchmarks/NOTES-cpu.md``, "Pseudoflow on grids").
 
     Returns
     -------
