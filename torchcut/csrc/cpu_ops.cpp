@@ -238,8 +238,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   HPFStats hs;
   const bool hpf = algorithm == 1 || (count && nsum > 2.0 * kHpfRatio * tsum);
   if (hpf) {  // pseudoflow first; Boykov-Kolmogorov then finishes from its flow (cpu_hpf.h)
-    HPF<Cap> hpf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
-    hs = hpf.run();
+    HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
+    hs = pf.run();
   }
   const auto T0 = std::chrono::steady_clock::now();
   GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
