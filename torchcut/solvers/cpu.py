@@ -10,9 +10,9 @@ Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augm
 search trees that are reused between augmentations do far less work on vision graphs than
 push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Where the smoothness
 is strong (n-links far above the terminal capacities: long augmenting paths), grids go to Hochbaum's
-pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there. Grids use implicit
-neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one byte per node for tree
-and parent), as in GridCut; items of a batch are solved on parallel threads.
+pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there.
+Grids use implicit neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one
+byte per node for tree and parent), as in GridCut; items of a batch are solved on parallel threads.
 
 Result contract (shared with the other backends, see :mod:`torchcut.solvers`): the residuals, the
 excess and the residual sink capacities are written back in place; an unsaturated source residual is
@@ -34,8 +34,9 @@ EXT = "torchcut_cpu"
 # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
 # grid solve saves over the CSR solve (benchmarks/NOTES-cpu.md).
 ROUTE_LATTICES = False
-_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us", "mergers",
-          "hpf_relabels", "hpf_us", "pseudoflow_items")
+# The op's counters (cpu_ops.cpp kStats): Boykov-Kolmogorov's, then the pseudoflow phase's (grids only).
+_HPF_STATS = ("mergers", "hpf_relabels", "hpf_us", "pseudoflow_items")
+_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us") + _HPF_STATS
 # Grid algorithms (the op's codes): Boykov-Kolmogorov; Hochbaum's pseudoflow first and Boykov-Kolmogorov
 # finishing from its flow (torchcut/csrc/cpu_hpf.h); "auto" picks pseudoflow per item where the n-link
 # capacities sum to more than 8 times the terminal ones (strong smoothness), else Boykov-Kolmogorov.
@@ -69,11 +70,11 @@ def _algorithm(algorithm) -> int:
     return ALGORITHMS[algorithm]
 
 
-def _stats(raw: torch.Tensor, t0: float, threads: int, algorithm: str = "auto") -> dict:
+def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
     totals = raw.sum(0).tolist()
     hpf = totals[_STATS.index("pseudoflow_items")]
     out = {k: v for k, v in zip(_STATS[1:], totals[1:])
-           if (hpf or k not in _STATS[8:]) and not (k.endswith("_us") and v == 0)}
+           if (hpf or k not in _HPF_STATS) and not (k.endswith("_us") and v == 0)}
     used = "pseudoflow" if hpf == raw.shape[0] else "boykov-kolmogorov" if hpf == 0 else "mixed"
     out.update(backend="cpu", algorithm=used, threads=threads, seconds=time.perf_counter() - t0)
     return out
@@ -99,7 +100,7 @@ def _grid_op(caps, source, sink, offsets, threads, algorithm="auto"):
     mask, raw, res, excess, sink_out = torch.ops.torchcut_cpu.grid_solve(caps, source, sink, list(shape), flat, threads,
                                                                          code)
     full = (caps.shape[0],) + shape
-    return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads, algorithm)
+    return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads)
 
 
 def solve_grid_graph(graph, *, threads=None, algorithm="auto"):

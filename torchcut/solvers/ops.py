@@ -29,9 +29,8 @@ from torch import Tensor
 
 __all__ = ["register_fakes", "compiled_maxflow", "segment_mask", "options_string"]
 
-# Lengths of the stats vectors the compiled ops return (cpu_ops.cpp kStats, grid_common.h kNumStats,
-# csr_common.h kNumStats).
-_CPU_STATS = 12
+# Length of the stats vector of the CUDA CSR op (csr_common.h kNumStats); those of the CPU ops
+# (cpu_ops.cpp kStats) and the CUDA grid op (grid_common.h kNumStats) are their backends' _STATS.
 _CSR_STATS = 5
 
 
@@ -41,14 +40,20 @@ def _grid_stats() -> int:
     return len(_STATS)
 
 
+def _cpu_stats() -> int:
+    from .cpu import _STATS
+
+    return len(_STATS)
+
+
 def _fake_cpu_grid(caps, source, sink, shape, offsets, threads, algorithm=2):
     B, n = caps.shape[0], math.prod(shape)
-    return (caps.new_empty((B, n), dtype=torch.bool), caps.new_empty((B, _CPU_STATS), dtype=torch.int64),
+    return (caps.new_empty((B, n), dtype=torch.bool), caps.new_empty((B, _cpu_stats()), dtype=torch.int64),
             torch.empty_like(caps, memory_format=torch.contiguous_format), source.new_empty((B, n)), sink.new_empty((B, n)))
 
 
 def _fake_cpu_csr(row_ptr, head, rev, caps, excess, sink):
-    return excess.new_empty((excess.numel(),), dtype=torch.bool), excess.new_empty((1, _CPU_STATS))
+    return excess.new_empty((excess.numel(),), dtype=torch.bool), excess.new_empty((1, _cpu_stats()))
 
 
 def _fake_cuda_grid(caps, excess, sink, shape, offsets, opts):
