@@ -1,40 +1,160 @@
-"""``python -m torchcut.build``: names checked, one extension in process, several in parallel processes."""
+"""The compiled libraries: loaded at import, one op namespace, and the fallbacks when they do not fit.
+
+The end-to-end cases run in fresh processes on a copy of the installed package, so that the process
+under test decides alone what to load.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import torch
 
-from torchcut import _ext, build
+import torchcut
+from torchcut import _ops, build
+
+PKG = Path(torchcut.__file__).resolve().parent
+INSTALLED = _ops._installed("cpu") is not None
+
+needs_installed = pytest.mark.skipif(not INSTALLED, reason="the package was not built (no torchcut/_C library)")
+
+# A 64 x 64 segmentation whose flow the test knows from the reference solver.
+SNIPPET = """
+import sys, time, warnings
+warnings.simplefilter("always")
+t0 = time.perf_counter()
+import torch, torchcut
+from torchcut import _ops
+g = torch.Generator().manual_seed(3)
+img = torch.rand(64, 64, generator=g)
+seeds = torch.zeros(64, 64, dtype=torch.int64); seeds[28:36, 28:36] = 1; seeds[0] = 2
+mask, r = torchcut.segment(img, seeds, return_result=True)
+ref = torchcut.maxflow(r.graph, backend="reference")
+print("RESULT|" + "|".join(map(str, (_ops.status()["cpu"], r.stats["backend"], int(r.flow_value),
+                                      int(ref.flow_value), r.verify()))))
+"""
 
 
-def test_help_and_unknown_names(capsys):
+def _copy_package(tmp_path: Path, *, library: bool, info: dict | None) -> Path:
+    """A copy of the installed package (its library only when ``library``) with the given build info."""
+    root = tmp_path / "site"
+    shutil.copytree(PKG, root / "torchcut", ignore=shutil.ignore_patterns("__pycache__", "*.so", "_build_info.json"))
+    if library:
+        for so in PKG.glob("_C*.so"):
+            shutil.copy2(so, root / "torchcut" / so.name)
+    if info is not None:
+        (root / "torchcut" / "_build_info.json").write_text(json.dumps(info))
+    return root
+
+
+def _run(root: Path, tmp_path: Path, **env) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": str(root), "TORCHCUT_CACHE": str(tmp_path / "cache"), **env}
+    return subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=900, env=full,
+                          cwd=tmp_path)
+
+
+def _result(p: subprocess.CompletedProcess) -> list[str]:
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
+    assert p.returncode == 0 and lines, p.stdout[-2000:] + p.stderr[-3000:]
+    return lines[0].split("|")[1:]
+
+
+def test_one_namespace_and_names_from_the_library():
+    _ops.ensure("cpu")
+    ops = torch.ops.torchcut
+    for name in ("grid_solve", "grid_solve_", "csr_solve_", "pairs_csr", "grabcut_lloyd", "grabcut_models",
+                 "move_build", "move_apply", "names"):
+        assert hasattr(ops, name), name
+    assert _ops.names("grid_cpu_options") == ("threads", "algorithm")
+    assert _ops.names("grid_cpu_algorithms") == ("boykov-kolmogorov", "pseudoflow", "auto")
+    assert _ops.names("cpu_stats")[0] == "flow" and "pseudoflow_items" in _ops.names("cpu_stats")
+    assert _ops.names("grid_cuda_stats")[-1] == "status" and _ops.names("csr_cuda_stats")[-1] == "status"
+    with pytest.raises(RuntimeError, match="table: expected one of grid_cuda_options.*got 'nope'"):
+        torch.ops.torchcut.names("nope")
+
+
+def test_documented_cuda_options_are_the_library_options():
+    from torchcut.solvers.cuda import OPTIONS
+
+    assert tuple(OPTIONS) == _ops.names("grid_cuda_options")
+
+
+def test_the_cpu_op_is_dispatched_by_device_and_exact():
+    # the same op name serves both devices; on the CPU the functional form leaves its inputs alone
+    g = torchcut.GridGraph([[9, 0, 0]], [[0, 0, 9]], [[[4, 2, 0]], [[0, 0, 0]]], torchcut.grid_offsets(2, 4))
+    caps, flat = g.caps.clone(), [v for o in g.offsets for v in o]
+    mask, stats, res, excess, sink = torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, list(g.shape), flat,
+                                                                   [1, 0])
+    assert torch.equal(g.caps, caps)
+    assert mask.tolist() == [[True, True, False]] and stats[0, 0].item() == 2
+    assert sink.tolist() == [[0, 0, 7]] and excess.tolist() == [[7, 0, 0]]
+    ex, snk, c = excess.new_tensor([[9, 0, 0]]), sink.new_tensor([[0, 0, 9]]), g.caps.clone()
+    mask2, _ = torch.ops.torchcut.grid_solve_(c, ex, snk, list(g.shape), flat, [1, 0])
+    assert torch.equal(mask2, mask) and torch.equal(c, res) and snk.tolist() == [[0, 0, 7]]
+
+
+def test_import_loads_the_installed_library_without_compiling(tmp_path):
+    if not INSTALLED:
+        pytest.skip("the package was not built (no torchcut/_C library)")
+    code = ("import sys, torchcut; from torchcut import _ops; print(_ops.status()['cpu']); "
+            "print('cpp_extension' in ' '.join(sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TORCHCUT_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["installed", "False"]
+    assert not (tmp_path / "cache").exists()
+
+
+@needs_installed
+def test_version_mismatch_names_both_versions_then_falls_back(tmp_path):
+    """A library built for another torch is not loaded; the message names both versions. With no working
+    compiler the fallback build fails too, and the reference solver runs with one warning."""
+    root = _copy_package(tmp_path, library=True, info={"torch": "0.0.1", "cuda": None})
+    p = _run(root, tmp_path, CXX="false")
+    status, backend, flow, ref_flow, ok = _result(p)
+    assert backend == "reference" and flow == ref_flow and ok == "True"
+    assert "built for torch 0.0.1 and this is torch " + torch.__version__ in status + p.stderr
+    warnings = [ln for ln in p.stderr.splitlines() if "RuntimeWarning" in ln]
+    assert len(warnings) == 1 and "compiled CPU solver unavailable" in warnings[0]
+    assert "compiling it failed" in warnings[0]
+    assert _ops._mismatch("cuda", {"torch": torch.__version__, "cuda": "11.8"}) == (
+        f"it was built for CUDA 11.8 and this torch uses CUDA {torch.version.cuda}")
+
+
+@pytest.mark.slow
+def test_missing_library_is_compiled_once_with_its_messages(tmp_path):
+    """A source tree without a library compiles it into the cache on first use, saying so before and
+    after; the next process loads that build without compiling again."""
+    root = _copy_package(tmp_path, library=False, info=None)
+    p = _run(root, tmp_path)
+    status, backend, flow, ref_flow, ok = _result(p)
+    assert (status, backend, flow, ok) == ("built", "cpu", ref_flow, "True")
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("torchcut:")]
+    assert len(lines) == 2, p.stderr[-3000:]
+    assert "no compiled library is installed" in lines[0] and "compiling them once into" in lines[0]
+    assert "pip install --no-build-isolation ." in lines[0]
+    assert lines[1].startswith("torchcut: compiled the CPU solvers in ")
+    again = _run(root, tmp_path)
+    assert _result(again)[:2] == ["cached", "cpu"]
+    assert "torchcut:" not in again.stderr  # loaded from the cache: no compiler, no message
+
+
+def test_build_command(capsys):
     assert build.main(["--help"]) == 0
     assert "python -m torchcut.build" in capsys.readouterr().out
-    assert build.main(["torchcut_cpu", "torchcut_nope"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown extension(s) torchcut_nope" in err and "torchcut_grid" in err
-
-
-def test_one_extension_in_process(capsys):
-    assert build.main(["torchcut_cpu", "torchcut_cpu"]) == 0  # named twice, built once
-    out = capsys.readouterr().out
-    assert out.count("built torchcut_cpu in ") == 1
-    assert str(_ext.cache_dir("torchcut_cpu")) in out
-
-
-def test_several_in_parallel_processes():
-    """Each build's output comes back whole; a build that cannot be done (CUDA on a CPU-only torch)
-    fails alone and sets the exit code."""
-    p = subprocess.run([sys.executable, "-m", "torchcut.build", "torchcut_cpu", "torchcut_grid"],
-                       capture_output=True, text=True, timeout=900)
-    assert "built torchcut_cpu in " in p.stdout
+    assert build.main(["cpu", "gpu"]) == 2
+    assert "unknown part(s) gpu; expected some of cpu, cuda" in capsys.readouterr().out
+    assert build.main(["cpu", "cpu", "cuda"]) == 0  # each part once; CUDA absent is skipped, not failed
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(("cpu: installed", "cpu: built", "cpu: cached"))
     if torch.version.cuda is None:
-        assert p.returncode == 1
-        assert "FAILED torchcut_grid: RuntimeError: " in p.stdout and "has no CUDA support" in p.stdout
-        assert "built 1 of 2 extensions in " in p.stdout
+        assert out[1] == f"cuda: skipped (torch {torch.__version__} is not a CUDA build)"
     else:
-        assert p.returncode == 0, p.stdout[-3000:]
-        assert "built torchcut_grid in " in p.stdout and "built 2 of 2 extensions in " in p.stdout
+        assert out[1].startswith(("cuda: installed", "cuda: built", "cuda: cached", "cuda: skipped"))
+    assert len(out) == 2

@@ -158,12 +158,18 @@ def test_custom_ops_pass_opcheck():
 
 def test_compiled_op_fakes_match_real_outputs():
     # the C++ ops' stats hold timings, so only the schema and the fake (shapes, dtypes) are compared
-    torchcut.maxflow(GridGraph(*_grid("cpu"), OFF4))  # loads the CPU extension (and registers its fakes)
+    torchcut.maxflow(GridGraph(*_grid("cpu"), OFF4))  # loads the CPU library (and registers its fakes)
     src, snk, edges = _grid("cpu")
     g = GridGraph(src, snk, edges, OFF4)
-    args = (g.caps, g.source, g.sink, list(g.shape), [v for o in OFF4 for v in o], 1)
-    torch.library.opcheck(torch.ops.torchcut_cpu.grid_solve, args, test_utils=("test_schema", "test_faketensor"))
-    ops.register_fakes("torchcut_cpu")  # registering twice is harmless
+    flat = [v for o in OFF4 for v in o]
+    args = (g.caps, g.source, g.sink, list(g.shape), flat, [1, 2])
+    torch.library.opcheck(torch.ops.torchcut.grid_solve, args, test_utils=("test_schema", "test_faketensor"))
+    excess = g.source - torch.minimum(g.source, g.sink.long())
+    args = (g.caps.clone(), excess, g.sink.clone(), list(g.shape), flat, [1, 2])
+    torch.library.opcheck(torch.ops.torchcut.grid_solve_, args, test_utils=("test_schema", "test_faketensor"))
+    fg = torchcut.FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
+    args = (fg.row_ptr, fg.head, fg.rev, fg.caps.clone(), fg.source[0].clone(), fg.sink[0].clone(), [])
+    torch.library.opcheck(torch.ops.torchcut.csr_solve_, args, test_utils=("test_schema", "test_faketensor"))
 
 
 def test_options_string_rejects_objects():
@@ -195,6 +201,9 @@ def test_cuda_compiled_pipeline_batch():
     from torchcut.solvers.cuda import OPTIONS
 
     g = GridGraph(*_grid("cuda"), OFF4)
+    flat = [v for o in OFF4 for v in o]
     excess = g.source - torch.minimum(g.source, g.sink.long())
-    args = (g.caps.clone(), excess, g.sink.clone(), list(g.shape), [v for o in OFF4 for v in o], [0] * len(OPTIONS))
-    torch.library.opcheck(torch.ops.torchcut_grid.solve, args, test_utils=("test_schema", "test_faketensor"))
+    args = (g.caps.clone(), excess, g.sink.clone(), list(g.shape), flat, [0] * len(OPTIONS))
+    torch.library.opcheck(torch.ops.torchcut.grid_solve_, args, test_utils=("test_schema", "test_faketensor"))
+    args = (g.caps, g.source, g.sink, list(g.shape), flat, [0] * len(OPTIONS))
+    torch.library.opcheck(torch.ops.torchcut.grid_solve, args, test_utils=("test_schema", "test_faketensor"))

@@ -403,10 +403,8 @@ def test_no_compiler_falls_back_with_one_warning(monkeypatch):
 
 
 def test_missing_compiler_is_detected(monkeypatch, tmp_path):
-    from torchcut import _ext
+    from torchcut import _ops
 
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setattr(_ext, "_loaded", {})
-    monkeypatch.setattr(_ext, "_errors", {})
     with pytest.raises(RuntimeError, match="no C\\+\\+ compiler found"):
-        _ext.load_named("torchcut_cpu")
+        _ops._check_tools("cpu")

@@ -146,7 +146,7 @@ _LAYOUT = ("row_ptr", "tail", "head", "rev", "caps", "pair_fwd", "pair_bwd", "so
 
 
 def _tensor_layout(monkeypatch, *args, **kwargs):
-    """The FlowGraph built by the tensor version of the layout (not torchcut_cpu.pairs_csr)."""
+    """The FlowGraph built by the tensor version of the layout (not torch.ops.torchcut.pairs_csr)."""
     with monkeypatch.context() as m:
         m.setenv("TORCHCUT_PY_LAYOUT", "1")
         return FlowGraph.from_edges(*args, **kwargs)
@@ -188,8 +188,8 @@ def test_compiled_layout_is_used_and_solves(monkeypatch):
     cap = rng.integers(0, 30, u.size)
     src, snk = rng.integers(0, 60, H * W), rng.integers(0, 60, H * W)
     calls = []
-    real = torch.ops.torchcut_cpu.pairs_csr
-    monkeypatch.setattr(torch.ops.torchcut_cpu, "pairs_csr", lambda *a: calls.append(1) or real(*a), raising=False)
+    real = torch.ops.torchcut.pairs_csr
+    monkeypatch.setattr(torch.ops.torchcut, "pairs_csr", lambda *a: calls.append(1) or real(*a), raising=False)
     g = FlowGraph.from_edges(u, v, cap, cap, source=src, sink=snk)
     assert calls == [1]
     ref = _tensor_layout(monkeypatch, u, v, cap, cap, source=src, sink=snk)
@@ -203,9 +203,9 @@ def test_compiled_layout_rejects_out_of_range_nodes():
         pytest.skip("the CPU extension cannot be built here")
     z = torch.zeros(1, dtype=torch.int64)
     with pytest.raises(RuntimeError, match=r"arc 0 \(0 -> 5\) has a node outside \[0, 3\)"):
-        torch.ops.torchcut_cpu.pairs_csr(z, torch.tensor([5]), z, z, 3)
+        torch.ops.torchcut.pairs_csr(z, torch.tensor([5]), z, z, 3)
     with pytest.raises(RuntimeError, match="expected contiguous 1-D int64 CPU tensors"):
-        torch.ops.torchcut_cpu.pairs_csr(z.int(), z, z, z, 3)
+        torch.ops.torchcut.pairs_csr(z.int(), z, z, z, 3)
 
 
 @pytest.mark.parametrize("layout", ["0", "1"])

@@ -315,14 +315,14 @@ def test_compiled_cpu_models_give_the_tensor_versions_masks():
 
 
 def test_compiled_cpu_ops_check_their_inputs():
-    import torchcut._ext as ext
+    from torchcut import _ops
 
-    ext.load_named("torchcut_cpu")
+    _ops.ensure("cpu")
     x = torch.zeros(1, 4, 3, dtype=torch.float64)
     cls = torch.zeros(1, 4, dtype=torch.int64)
     with pytest.raises(RuntimeError, match="x: expected a contiguous float32 CPU tensor"):
-        torch.ops.torchcut_cpu.grabcut_lloyd(x, cls, cls, 2, 3)
+        torch.ops.torchcut.grabcut_lloyd(x, cls, cls, 2, 3)
     with pytest.raises(RuntimeError, match="x: expected 1 to 8 channels, got 9"):
-        torch.ops.torchcut_cpu.grabcut_lloyd(torch.zeros(1, 4, 9), cls, cls, 2, 3)
+        torch.ops.torchcut.grabcut_lloyd(torch.zeros(1, 4, 9), cls, cls, 2, 3)
     with pytest.raises(RuntimeError, match="cls, comp: expected contiguous int64 tensors"):
-        torch.ops.torchcut_cpu.grabcut_lloyd(torch.zeros(1, 4, 3), cls[:, :3], cls, 2, 3)
+        torch.ops.torchcut.grabcut_lloyd(torch.zeros(1, 4, 3), cls[:, :3], cls, 2, 3)

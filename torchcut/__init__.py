@@ -11,13 +11,17 @@ Examples
 
 from importlib import import_module
 
-from .grid import GridGraph, grid_offsets
-from .result import CertificateError, CutResult
-from .solvers import maxflow
+from . import _ops
+
+_ops._load_at_import()  # the installed CPU library, when it fits this torch (nothing is compiled here)
+
+from .grid import GridGraph, grid_offsets  # noqa: E402
+from .result import CertificateError, CutResult  # noqa: E402
+from .solvers import maxflow  # noqa: E402
 # Imported eagerly: the function shares its name with its module, and a lazy lookup would return the
 # module once anything imported ``torchcut.segment``.
-from .segment import segment
-from .grabcut import grabcut  # same reason as segment
+from .segment import segment  # noqa: E402
+from .grabcut import grabcut  # noqa: E402 - same reason as segment
 
 __version__ = "0.1.0"
 

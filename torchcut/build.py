@@ -1,72 +1,76 @@
-"""Build the CUDA extensions ahead of time: ``python -m torchcut.build [NAME ...]``.
+"""Compile what this machine can build into the run-time cache: ``python -m torchcut.build [cpu] [cuda]``.
 
-Compiles every extension in :data:`torchcut._ext.EXTENSIONS` (or the ones named) into the cache
-folder, so the first CUDA call does not pay the compile. It needs nvcc and a CUDA build of torch, not
-a GPU. Several extensions compile at once, each in its own process (each one's ninja compiles its
-files in parallel too; ``MAX_JOBS`` bounds each ninja). Exit code 1 when a build fails, with the
-compiler's message.
+For installs that come without compiled libraries (a source checkout that was not built, or one built
+for another torch): it does ahead of time what the first solve would do, so that no later process
+waits for a compiler. Installing with ``pip install --no-build-isolation .`` is the usual way and
+needs none of this.
+
+Each part prints one line: "installed" (the package already has a library that fits), "built"
+(compiled into the cache), "cached" (compiled there earlier), "skipped" (this machine cannot build it: no CUDA toolkit or a CPU-only
+torch) or "FAILED" with the compiler's last line. The exit code is 1 only when a part that this machine
+should be able to build fails.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 
+_PARTS = ("cpu", "cuda")
 
-def _build_one(name: str) -> int:
-    """Build extension ``name`` in this process; 0 when built."""
-    from . import _ext
 
-    try:
-        _ext.load_named(name)
-    except Exception as exc:
-        print(f"FAILED {name}: {exc}", file=sys.stderr)
-        return 1
-    print(f"built {name} in {_ext.cache_dir(name)}")
-    return 0
+def _cuda_skip_reason() -> str | None:
+    import torch
+    from torch.utils import cpp_extension
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is not a CUDA build"
+    if cpp_extension.CUDA_HOME is None:
+        return "no CUDA toolkit found (set CUDA_HOME)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the named extensions (default: all), in parallel processes; return 0 when all built.
-
-    Each build's output is printed when it ends, whole, so that the outputs do not interleave.
+    """Build the named parts (default: both); return 0 unless a buildable part failed.
 
     Examples
     --------
-    >>> main(["--help"])  # doctest: +SKIP
+    >>> main(["--help"])  # doctest: +ELLIPSIS
+    Compile what this machine can build ...
     0
-    >>> main(["torchcut_cpu"])  # doctest: +SKIP
-    built torchcut_cpu in /root/.cache/torchcut/torchcut_cpu-torch2.13.0-cuNone
-    0
+    >>> main(["gpu"])
+    torchcut.build: unknown part(s) gpu; expected some of cpu, cuda
+    2
     """
-    from . import _ext
+    from . import _ops
 
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0
-    names = list(dict.fromkeys(argv)) or list(_ext.EXTENSIONS)  # each once, in the order given
-    unknown = [n for n in names if n not in _ext.EXTENSIONS]
+    parts = list(dict.fromkeys(argv)) or list(_PARTS)
+    unknown = [p for p in parts if p not in _PARTS]
     if unknown:
-        print(f"torchcut.build: unknown extension(s) {', '.join(unknown)}; expected some of "
-              f"{', '.join(_ext.EXTENSIONS)}", file=sys.stderr)
+        print(f"torchcut.build: unknown part(s) {', '.join(unknown)}; expected some of {', '.join(_PARTS)}")
         return 2
-    os.environ.setdefault("TORCHCUT_VERBOSE", "1")
-    if len(names) == 1:
-        return _build_one(names[0])
-    t0 = time.perf_counter()
-    code = "import sys; from torchcut.build import _build_one; sys.exit(_build_one(sys.argv[1]))"
-    procs = {n: subprocess.Popen([sys.executable, "-c", code, n], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 text=True) for n in names}
     failed = 0
-    for name, p in procs.items():
-        out, _ = p.communicate()
-        sys.stdout.write(out)
-        failed += p.returncode != 0
-    print(f"built {len(names) - failed} of {len(names)} extensions in {time.perf_counter() - t0:.0f} s"
-          f" ({len(names)} processes)")
+    for part in parts:
+        skip = _cuda_skip_reason() if part == "cuda" else None
+        if skip:
+            print(f"{part}: skipped ({skip})")
+            continue
+        t0 = time.perf_counter()
+        err = _ops.load_error(part)
+        state = _ops.status()[part]
+        if err is None and state == "installed":
+            print(f"{part}: installed ({_ops._installed(part).name})")
+        elif err is None and state == "cached":
+            print(f"{part}: cached ({_ops.cache_dir(part)})")
+        elif err is None:
+            print(f"{part}: built in {time.perf_counter() - t0:.0f} s ({_ops.cache_dir(part)})")
+        else:
+            print(f"{part}: FAILED: {err}")
+            failed += 1
     return 1 if failed else 0
 
 

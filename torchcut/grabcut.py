@@ -160,8 +160,8 @@ def _kmeans(x: torch.Tensor, cls: torch.Tensor, K: int) -> torch.Tensor:
     n_cls = counts.gather(1, c_idx).clamp(min=1)
     comp = (within * K // n_cls).clamp_(0, K - 1)
     if _use_cpu_ops(x):  # the Lloyd iterations in one compiled pass per iteration (cpu_grabcut.cpp)
-        return torch.ops.torchcut_cpu.grabcut_lloyd(x.contiguous(), cls.contiguous(), comp.contiguous(), K,
-                                                    KMEANS_ITERS)
+        return torch.ops.torchcut.grabcut_lloyd(x.contiguous(), cls.contiguous(), comp.contiguous(), K,
+                                                KMEANS_ITERS)
     # per pixel: the first group of its class (2K for pixels of no class), and whether it is an object pixel
     first = torch.where(cls < 2, c_idx * K, 2 * K)
     obj = (c_idx == 0).unsqueeze(2)
@@ -294,7 +294,7 @@ def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
         comp = torch.where(c_idx.unsqueeze(2) == 0, loglik[:, :, 0], loglik[:, :, 1]).argmax(2)
     if _use_cpu_ops(x):  # fit, log-likelihoods and terminals in two compiled passes (cpu_grabcut.cpp)
         B = x.shape[0]
-        loglik, src, snk = torch.ops.torchcut_cpu.grabcut_models(
+        loglik, src, snk = torch.ops.torchcut.grabcut_models(
             x.contiguous(), cls.contiguous(), comp.contiguous(), seeds.reshape(B, -1).contiguous(),
             valid.reshape(B, -1).contiguous(), K, hard, COV_REG, SCALE, DATA_CAP)
         return loglik, src.view(seeds.shape), snk.view(seeds.shape)
@@ -302,8 +302,8 @@ def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
     return (loglik,) + _terminals(loglik, seeds, valid, hard)
 
 
-#: On the CPU, run the colour models with the compiled ops of cpu_grabcut.cpp (when the CPU extension
-#: builds); False: the tensor version (the benchmark's baseline, and the tests' reference).
+#: On the CPU, run the colour models with the compiled ops of cpu_grabcut.cpp (when the CPU library
+#: loads); False: the tensor version (the benchmark's baseline, and the tests' reference).
 CPU_OPS = True
 _CPU_OPS_OK = None
 
@@ -313,9 +313,9 @@ def _use_cpu_ops(x: torch.Tensor) -> bool:
     if not CPU_OPS or x.device.type != "cpu" or x.dtype != torch.float32 or not 1 <= x.shape[2] <= 8:
         return False
     if _CPU_OPS_OK is None:
-        from . import _ext
+        from . import _ops
 
-        _CPU_OPS_OK = _ext.load_error("torchcut_cpu") is None
+        _CPU_OPS_OK = _ops.load_error("cpu") is None
     return _CPU_OPS_OK
 
 

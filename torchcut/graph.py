@@ -43,14 +43,13 @@ def _sort_values(x: torch.Tensor) -> torch.Tensor:
 
 
 def _compiled_layout() -> bool:
-    """Whether the compiled CSR layout (``torchcut_cpu.pairs_csr``) can be used: the CPU extension loads
-    (the first call compiles it, like the first CPU solve) and has the op (``TORCHCUT_PY_LAYOUT=1``:
-    never, the tensor version instead)."""
+    """Whether the compiled CSR layout (``torch.ops.torchcut.pairs_csr``) can be used: the CPU library
+    loads (``TORCHCUT_PY_LAYOUT=1``: never, the tensor version instead)."""
     if os.environ.get("TORCHCUT_PY_LAYOUT", "") not in ("", "0"):
         return False
-    from . import _ext
+    from . import _ops
 
-    return _ext.load_error("torchcut_cpu") is None and hasattr(torch.ops.torchcut_cpu, "pairs_csr")
+    return _ops.load_error("cpu") is None
 
 
 def _index_tensor(x, name: str, device=None) -> torch.Tensor:
@@ -249,8 +248,8 @@ class FlowGraph:
             # before merging: parallel arcs summed in int64 could wrap around (float64 sums cannot)
             check_sum((cf, cb, src, snk), "FlowGraph")
         if device.type == "cpu" and not floating and _compiled_layout():
-            # the same pairs and layout as below, in one compiled pass (torchcut_cpu.pairs_csr)
-            row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd = torch.ops.torchcut_cpu.pairs_csr(
+            # the same pairs and layout as below, in one compiled pass (torch.ops.torchcut.pairs_csr)
+            row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd = torch.ops.torchcut.pairs_csr(
                 u.contiguous(), v.contiguous(), cf.to(torch.int64).contiguous(), cb.to(torch.int64).contiguous(), N)
             return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd,
                                 src.to(torch.int64), snk.to(torch.int64), None, N)

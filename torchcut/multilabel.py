@@ -445,7 +445,7 @@ def _fused(E: _Energy, backend) -> bool:
     from .solvers import _pick
 
     impl = _pick(E.device, backend)
-    return getattr(impl, "__name__", "") == "torchcut.solvers.cuda" and hasattr(torch.ops.torchcut_grid, "move_build")
+    return getattr(impl, "__name__", "") == "torchcut.solvers.cuda"
 
 
 def _pair_mode(E: _Energy) -> int:
@@ -472,8 +472,8 @@ class _FusedMoves:
         MB = alphas.numel() * f.shape[0]
         warm = self.state is not None and self.state[0].shape[0] == MB
         state = self.state if warm else (f,) * 6  # placeholders, not read on a cold start
-        C, R, e, r, s, k = torch.ops.torchcut_grid.move_build(U, f.contiguous(), W, E.Vflat, alphas, *state,
-                                                             list(E.shape), E.flat, self.mode, warm)
+        C, R, e, r, s, k = torch.ops.torchcut.move_build(U, f.contiguous(), W, E.Vflat, alphas, *state,
+                                                        list(E.shape), E.flat, self.mode, warm)
         mask, stats = cuda_backend.solve_grid(R.view((MB, 2 * E.K) + E.shape), e.view((MB,) + E.shape),
                                               r.view((MB,) + E.shape), E.offsets)
         self.log.append(stats)
@@ -511,8 +511,8 @@ def _move(E: _Energy, f, e_cur, take, alpha, items=None):
 def _apply(E: _Energy, f, e_cur, take, alpha, items, info, fused=False):
     if fused:  # the move kernels: its energy change per item, then the move where it is negative
         U, W = E.terms(items)
-        f, e_next = torch.ops.torchcut_grid.move_apply(U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur,
-                                                       int(alpha), list(E.shape), E.flat, _pair_mode(E))
+        f, e_next = torch.ops.torchcut.move_apply(U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur,
+                                                  int(alpha), list(E.shape), E.flat, _pair_mode(E))
     else:
         f, e_next = _move(E, f, e_cur, take, alpha, items)
     info["trace"].append((items, e_next))

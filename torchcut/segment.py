@@ -6,9 +6,14 @@ source side of the minimum cut. Everything runs on the image's device.
 
 from __future__ import annotations
 
+import json
+from typing import Optional
+
 import torch
+from torch import Tensor
 
 from .energy import DEFAULT_LAM, segmentation_graph
+from ._ops import CUDAGRAPH_UNSAFE
 from .solvers import consume_mask, maxflow
 
 __all__ = ["segment"]
@@ -103,7 +108,7 @@ def segment(
     """
     if torch.compiler.is_compiling() and not return_result:
         # One opaque custom op: the energy's checks and estimates depend on the data.
-        from .solvers.ops import options_string, segment_mask
+        from .solvers.ops import options_string
 
         return segment_mask(image, seeds, float(lam), sigma, connectivity, ndim, channel_axis, bins, scale,
                             None if spacing is None else [float(v) for v in spacing], backend,
@@ -127,3 +132,27 @@ def segment(
     if mask.dtype != torch.bool:  # pragma: no cover - backends return bool
         mask = mask.bool()
     return (mask, result) if return_result else mask
+
+
+@torch.library.custom_op("torchcut::segment_mask", mutates_args=(), tags=CUDAGRAPH_UNSAFE)
+def segment_mask(image: Tensor, seeds: Tensor, lam: float, sigma: Optional[float], connectivity: Optional[int],
+                 ndim: Optional[int], channel_axis: Optional[int], bins: Optional[int], scale: Optional[float],
+                 spacing: Optional[list[float]], backend: str, options: str) -> Tensor:
+    """``torchcut.segment(image, seeds, ...)`` as one op: what ``segment`` calls inside ``torch.compile``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> image = torch.zeros(4, 4); image[:2] = 1
+    >>> seeds = torch.zeros(4, 4, dtype=torch.int64); seeds[0, 0] = 1; seeds[3, 3] = 2
+    >>> segment_mask(image, seeds, 8.0, None, None, None, None, None, None, None, "auto", "{}").sum().item()
+    8
+    """
+    return segment(image, seeds, lam=lam, sigma=sigma, connectivity=connectivity, ndim=ndim,
+                   channel_axis=channel_axis, bins=bins, scale=scale, spacing=spacing, backend=backend,
+                   **json.loads(options))
+
+
+@segment_mask.register_fake
+def _(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, backend, options):
+    return torch.empty(seeds.shape, dtype=torch.bool, device=image.device)

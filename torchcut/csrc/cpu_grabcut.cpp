@@ -1,4 +1,4 @@
-// GrabCut's colour models on the CPU (torch.ops.torchcut_cpu.grabcut_lloyd / grabcut_models).
+// GrabCut's colour models on the CPU (torch.ops.torchcut.grabcut_lloyd / grabcut_models).
 //
 // torchcut/grabcut.py computes one iteration's models as ~100 tensor passes over the pixels; on a CPU
 // those passes, not the arithmetic, take the time (1.4-2.2x slower than cv2.grabCut on one thread).
@@ -290,13 +290,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> grabcut_models(at::Tensor x, at::
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(torchcut_cpu, m) {
-  m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
-  m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
-        "float cov_reg, float scale, float data_cap) -> (Tensor, Tensor, Tensor)");
-}
-
-TORCH_LIBRARY_IMPL(torchcut_cpu, CPU, m) {
+TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("grabcut_lloyd", &grabcut_lloyd);
   m.impl("grabcut_models", &grabcut_models);
 }

@@ -1,4 +1,5 @@
-// CPU max-flow ops (torch.ops.torchcut_cpu.*): Boykov-Kolmogorov (cpu_bk.h) on grids and CSR graphs, on grids
+// CPU max-flow ops (the CPU implementations of torch.ops.torchcut.grid_solve, grid_solve_, csr_solve_ and
+// pairs_csr; schemas in torchcut.cpp): Boykov-Kolmogorov (cpu_bk.h) on grids and CSR graphs, on grids
 // optionally after Hochbaum's pseudoflow (cpu_hpf.h).
 //
 // grid_solve: the layout of torchcut/grid.py ([B, 2K, *shape] residuals, direction d < K along
@@ -32,11 +33,12 @@
 
 #include "cpu_bk.h"
 #include "cpu_hpf.h"
+#include "layouts.h"
 
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kStats = 12;  // flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
+constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
                             // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow, then Boykov-Kolmogorov from its flow; 2 (auto) pseudoflow
 // where the n-links sum to more than kHpfRatio times the (netted) terminal capacities, else BK.
@@ -520,16 +522,47 @@ std::vector<at::Tensor> pairs_csr(at::Tensor u, at::Tensor v, at::Tensor cf, at:
 }  // namespace
 }  // namespace torchcut_cpu
 
-TORCH_LIBRARY(torchcut_cpu, m) {
-  m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int threads, int algorithm=2)"
-        " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-  m.def("csr_solve(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink)"
-        " -> (Tensor, Tensor)");
-  m.def("pairs_csr(Tensor u, Tensor v, Tensor cf, Tensor cb, int N) -> Tensor[]");
+namespace torchcut_cpu {
+namespace {
+
+// The registered signatures: options [threads, algorithm] (layouts.h, TORCHCUT_GRID_CPU_OPTIONS).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve_op(
+    at::Tensor caps, at::Tensor source, at::Tensor sink, at::IntArrayRef shape, at::IntArrayRef offsets,
+    at::IntArrayRef options) {
+  TORCH_CHECK(options.size() <= 2, "torchcut.grid_solve (CPU): options: expected [threads, algorithm], got ",
+              options.size(), " values");
+  const int64_t threads = options.size() > 0 ? options[0] : 0;
+  const int64_t algorithm = options.size() > 1 ? options[1] : 2;
+  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm);
 }
 
-TORCH_LIBRARY_IMPL(torchcut_cpu, CPU, m) {
-  m.impl("grid_solve", &torchcut_cpu::grid_solve);
-  m.impl("csr_solve", &torchcut_cpu::csr_solve);
+// In place: the functional solve, then its results copied into the inputs (the solver works on its own
+// padded copy either way).
+std::tuple<at::Tensor, at::Tensor> grid_solve_inplace_op(at::Tensor caps, at::Tensor excess, at::Tensor sink,
+                                                         at::IntArrayRef shape, at::IntArrayRef offsets,
+                                                         at::IntArrayRef options) {
+  TORCH_CHECK(excess.scalar_type() == at::kLong, "torchcut.grid_solve_: excess: expected int64, got ",
+              excess.scalar_type());
+  auto [mask, stats, res, ex, snk] = grid_solve_op(caps, excess, sink, shape, offsets, options);
+  caps.copy_(res.view(caps.sizes()));
+  excess.copy_(ex.view(excess.sizes()));
+  sink.copy_(snk.view(sink.sizes()));
+  return {mask, stats};
+}
+
+std::tuple<at::Tensor, at::Tensor> csr_solve_op(at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps,
+                                                at::Tensor excess, at::Tensor sink, at::IntArrayRef options) {
+  TORCH_CHECK(options.empty(), "torchcut.csr_solve_ (CPU): options: expected none, got ", options.size(), " values");
+  auto idx = [](const at::Tensor& t) { return t.scalar_type() == at::kLong ? t.contiguous() : t.to(at::kLong).contiguous(); };
+  return csr_solve(idx(row_ptr), idx(head), idx(rev), caps, excess, sink);
+}
+
+}  // namespace
+}  // namespace torchcut_cpu
+
+TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
+  m.impl("grid_solve", &torchcut_cpu::grid_solve_op);
+  m.impl("grid_solve_", &torchcut_cpu::grid_solve_inplace_op);
+  m.impl("csr_solve_", &torchcut_cpu::csr_solve_op);
   m.impl("pairs_csr", &torchcut_cpu::pairs_csr);
 }

@@ -1,10 +1,11 @@
-// Shared declarations of the general-graph push-relabel extension (torchcut_csr): plain C++ and the
+// Shared declarations of the CUDA general-graph push-relabel solver: plain C++ and the
 // CUDA runtime only, so that csr_kernels.cu compiles without torch headers; csr_ops.cpp binds the op.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
+#include "layouts.h"
 
 #define CSR_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_csr", expr)
 
@@ -13,7 +14,7 @@
 namespace torchcut_csr {
 
 constexpr int kNumCtr = 8;    // device counters (int)
-constexpr int kNumStats = 5;  // cycles, rounds, BFS levels, last BFS depth, status (1: max_cycles hit)
+constexpr int kNumStats = torchcut::kCsrCudaStats;  // layouts.h: cycles, rounds, BFS levels, last BFS depth, status
 
 // Push-relabel phase one in place (csr_kernels.cu). Buffers: h, q, act [max(n, 1)] int, c [kNumCtr] int
 // on the device, hc [kNumCtr] int pinned. Inf = n + 2 is the height of nodes that cannot reach the sink.

@@ -1,4 +1,4 @@
-// Bindings of the general-graph push-relabel extension: torch.ops.torchcut_csr.solve (argument checks,
+// CUDA implementation of torch.ops.torchcut.csr_solve_ for general graphs (argument checks,
 // buffers from torch's caching allocators, the current stream; the solver is in csr_kernels.cu).
 #include <ATen/TensorOperators.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -19,28 +19,28 @@ static std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor row_ptr, at::Tenso
                                                 int64_t max_cycles) {
   const auto dev = res.device();
   for (const auto* t : {&row_ptr, &head, &rev, &excess, &sink}) {
-    TORCH_CHECK(t->device() == dev, "torchcut_csr.solve: expected all tensors on ", dev, ", got one on ",
+    TORCH_CHECK(t->device() == dev, "torchcut.csr_solve_: expected all tensors on ", dev, ", got one on ",
                 t->device());
   }
-  TORCH_CHECK(dev.is_cuda(), "torchcut_csr.solve: expected CUDA tensors, got ", dev);
+  TORCH_CHECK(dev.is_cuda(), "torchcut.csr_solve_: expected CUDA tensors, got ", dev);
   TORCH_CHECK(row_ptr.scalar_type() == at::kInt && head.scalar_type() == at::kInt && rev.scalar_type() == at::kInt,
-              "torchcut_csr.solve: row_ptr, head, rev: expected int32, got ", row_ptr.scalar_type(), ", ",
+              "torchcut.csr_solve_: row_ptr, head, rev: expected int32, got ", row_ptr.scalar_type(), ", ",
               head.scalar_type(), ", ", rev.scalar_type());
   TORCH_CHECK(res.scalar_type() == at::kLong && excess.scalar_type() == at::kLong && sink.scalar_type() == at::kLong,
-              "torchcut_csr.solve: res, excess, sink: expected int64, got ", res.scalar_type(), ", ",
+              "torchcut.csr_solve_: res, excess, sink: expected int64, got ", res.scalar_type(), ", ",
               excess.scalar_type(), ", ", sink.scalar_type());
   for (const auto* t : {&row_ptr, &head, &rev, &res, &excess, &sink}) {
-    TORCH_CHECK(t->is_contiguous() && t->dim() == 1, "torchcut_csr.solve: expected contiguous 1-D tensors, got ",
+    TORCH_CHECK(t->is_contiguous() && t->dim() == 1, "torchcut.csr_solve_: expected contiguous 1-D tensors, got ",
                 t->sizes());
   }
   const int64_t n = excess.numel();
   const int64_t a = res.numel();
-  TORCH_CHECK(sink.numel() == n && row_ptr.numel() == n + 1, "torchcut_csr.solve: expected sink [", n,
+  TORCH_CHECK(sink.numel() == n && row_ptr.numel() == n + 1, "torchcut.csr_solve_: expected sink [", n,
               "] and row_ptr [", n + 1, "], got ", sink.sizes(), " and ", row_ptr.sizes());
-  TORCH_CHECK(head.numel() == a && rev.numel() == a, "torchcut_csr.solve: expected head and rev [", a, "], got ",
+  TORCH_CHECK(head.numel() == a && rev.numel() == a, "torchcut.csr_solve_: expected head and rev [", a, "], got ",
               head.sizes(), " and ", rev.sizes());
-  TORCH_CHECK(n + 2 < INT32_MAX && a < INT32_MAX, "torchcut_csr.solve: graph too large for int32 indices");
-  TORCH_CHECK(iters >= 1 && max_cycles >= 1, "torchcut_csr.solve: iters and max_cycles: expected >= 1, got ", iters,
+  TORCH_CHECK(n + 2 < INT32_MAX && a < INT32_MAX, "torchcut.csr_solve_: graph too large for int32 indices");
+  TORCH_CHECK(iters >= 1 && max_cycles >= 1, "torchcut.csr_solve_: iters and max_cycles: expected >= 1, got ", iters,
               " and ", max_cycles);
   c10::cuda::CUDAGuard guard(dev);
   const int nn = (int)n;
@@ -64,12 +64,23 @@ static std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor row_ptr, at::Tenso
   return {height.slice(0, 0, n) >= (int64_t)(n + 2), stats};
 }
 
-}  // namespace torchcut_csr
-
-TORCH_LIBRARY(torchcut_csr, m) {
-  m.def(
-      "solve(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) res, Tensor(b!) excess, Tensor(c!) sink, "
-      "int period, int iters, int max_cycles) -> (Tensor, Tensor)");
+// The registered signature: indices of any integer type (converted to int32), residuals of any integer type
+// (solved in int64 and copied back), options [period, iters, max_cycles] (layouts.h).
+static std::tuple<at::Tensor, at::Tensor> solve_registered(at::Tensor row_ptr, at::Tensor head, at::Tensor rev,
+                                                           at::Tensor caps, at::Tensor excess, at::Tensor sink,
+                                                           c10::IntArrayRef options) {
+  TORCH_CHECK(options.size() == 3, "torchcut.csr_solve_ (CUDA): options: expected [period, iters, max_cycles], got ",
+              options.size(), " values");
+  auto i32 = [](const at::Tensor& t) { return t.to(at::kInt).contiguous(); };
+  auto i64 = [](const at::Tensor& t) { return t.to(at::kLong).contiguous(); };
+  at::Tensor r = i64(caps), e = i64(excess), s = i64(sink);
+  auto out = solve_op(i32(row_ptr), i32(head), i32(rev), r, e, s, options[0], options[1], options[2]);
+  if (!r.is_same(caps)) caps.copy_(r);
+  if (!e.is_same(excess)) excess.copy_(e);
+  if (!s.is_same(sink)) sink.copy_(s);
+  return out;
 }
 
-TORCH_LIBRARY_IMPL(torchcut_csr, CUDA, m) { m.impl("solve", &torchcut_csr::solve_op); }
+}  // namespace torchcut_csr
+
+TORCH_LIBRARY_IMPL(torchcut, CUDA, m) { m.impl("csr_solve_", &torchcut_csr::solve_registered); }

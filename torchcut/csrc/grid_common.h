@@ -1,16 +1,17 @@
-// Shared declarations of the grid push-relabel extension (torchcut_grid): plain C++ and the CUDA
+// Shared declarations of the CUDA grid push-relabel solver: plain C++ and the CUDA
 // runtime only, no torch headers, so that the kernel files (grid_push*.cu, grid_bfs.cu) and the host
 // loop (grid_solve.cpp) compile fast and in parallel; only the bindings (grid_ops.cpp) include torch.
 //
 // Files: grid_device.cuh (device helpers shared by the kernels), grid_push.cuh + grid_push_i32.cu /
 // grid_push_i64.cu (push kernels, one file per capacity type), grid_bfs.cu (global relabel: the
 // worklist BFS, its init and seeds, the active count, the output mask), grid_solve.cpp (geometry and
-// the host loop), grid_ops.cpp (the op: argument checks, buffers, torch.ops.torchcut_grid.solve).
+// the host loop), grid_ops.cpp (the ops: argument checks, buffers, torch.ops.torchcut.grid_solve_).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
+#include "layouts.h"
 
 #define TC_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_grid", expr)
 
@@ -29,55 +30,47 @@ constexpr int kInf = 1 << 30;
 // thrown inside the op was measured to crash the process on the GPU machine, so the Python layer raises).
 constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
 
-// The tuning options of the solver, in the order of the op's `opts` list (torchcut/solvers/cuda.py,
-// _OPTS, holds the same names and their documentation for users). 0 always means "the default".
-// Variants that measured no faster were removed (benchmarks/NOTES-grid.md, "v8: lean kernels").
+// The tuning options of the solver, in the order of the op's `options` list (layouts.h, which also gives
+// their names to Python; torchcut/solvers/cuda.py documents them for users). 0 always means "the default".
+//   tile_x/y/z      push tile extent (default 2D 32x16, 32x8 beyond 8 dirs; 3D 8x8x8, 8x8x4 beyond 8 dirs)
+//   rounds          local push/relabel rounds per tile visit (default 16)
+//   push_launches   push launches between two global relabels (default: half the BFS depth in tiles, at most 4
+//                   on 4/6-connected grids, at least 6 on 18/26-connected 3D)
+//   max_cycles      give up (status kStatusCycles) after this many global relabels
+//   profile         1: events and per-visit cycle counters; 2: also a trace line per cycle
+//   persist         blocks per SM of the persistent push/BFS grids; -1: one block per tile
+//   bfs_tile_x/y/z  BFS tile extent (powers of two <= 32, 32 to 1024 nodes; default 2D 32x16, 3D 8x8x8)
+//   push_tail       push launches per relabel once at most a quarter as many tiles are active as there are
+//                   push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
+//   item_skip       batches: an item left with no active node is left out of every later BFS; -1: never
+//   repair          later global relabels may repair the last one's distances (see grid_solve.cpp)
+//   push_grow       twice the last cycle's push launches (at most 24) after a slow, deep cycle; -1: off
+//   push_chain      chained push launches (blocks also visit the tiles that flow enters during the launch);
+//                   see grid_solve.cpp for the default rule; n > 0: always, factor n; -1: never
 struct Options {
-  int64_t tile_x = 0, tile_y = 0, tile_z = 0;  // push tile extent (default 2D 32x16, 32x8 beyond 8 dirs;
-                                               // 3D 8x8x8, 8x8x4 beyond 8 dirs); 32 to 512 nodes
-  int64_t rounds = 0;         // local push/relabel rounds per tile visit (default 16)
-  int64_t push_launches = 0;  // push launches between two global relabels (default: half the BFS depth in
-                              // tiles, at most 4 on 4/6-connected grids, at least 6 on 18/26-connected 3D)
-  int64_t max_cycles = 0;     // give up (status kStatusCycles) after this many global relabels
-  int64_t profile = 0;        // 1: events and per-visit cycle counters; 2: also a trace line per cycle
-  int64_t persist = 0;        // blocks per SM of the persistent push/BFS grids (default 2 push, 2048 /
-                              // BFS tile threads BFS); -1: one block per tile
-  int64_t bfs_tile_x = 0, bfs_tile_y = 0, bfs_tile_z = 0;  // BFS tile extent (powers of two <= 32, 32 to
-                                                           // 1024 nodes; default 2D 32x16, 3D 8x8x8)
-  int64_t push_tail = 0;      // push launches per relabel once at most a quarter as many tiles are active as
-                              // there are push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
-  int64_t item_skip = 0;      // batches: an item left with no active node is left out of every later BFS
-                              // (its heights are final); -1: every BFS relabels every item
-  int64_t repair = 0;         // global relabels after the first may repair the last one's distances (only
-                              // the tiles the pushes changed and what depends on them): default, after a
-                              // full BFS bound by its visits (see grid_solve.cpp); 1: always; -1: never
-  int64_t push_grow = 0;      // twice the last cycle's push launches (at most 24) when it removed under a
-                              // quarter of the active nodes and its BFS, bound by its depth, was at least
-                              // this many tiles deep (default 12); -1: off
-  int64_t push_chain = 0;     // chained push launches: blocks also visit the tiles that flow enters during
-                              // the launch (a worklist), up to this many times the listed tiles. Default:
-                              // on one grid of >= 512^2 nodes, after a BFS bound by its depth, ceil(P / 16)
-                              // launches of factor 16 instead of P plain ones (see grid_solve.cpp); n > 0:
-                              // every launch chained, factor n; -1: never. Only on 2D 4/8-connected grids
-                              // with the default push tile.
-  static constexpr int kCount = 16;
+#define TORCHCUT_FIELD_(name) int64_t name = 0;
+  TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_FIELD_)
+#undef TORCHCUT_FIELD_
+  static constexpr int kCount = torchcut::kGridCudaOptions;
   // From the op's list (missing entries: 0 = default).
   static Options from(const std::vector<int64_t>& v) {
     Options o;
-    int64_t* f[kCount] = {&o.tile_x,   &o.tile_y,     &o.tile_z,     &o.rounds,     &o.push_launches, &o.max_cycles,
-                          &o.profile, &o.persist,    &o.bfs_tile_x, &o.bfs_tile_y, &o.bfs_tile_z,    &o.push_tail,
-                          &o.item_skip, &o.repair,   &o.push_grow,  &o.push_chain};
-    for (int k = 0; k < kCount && k < (int)v.size(); ++k) *f[k] = v[k];
+    int k = 0;
+#define TORCHCUT_READ_(name) if (k < (int)v.size()) o.name = v[k]; ++k;
+    TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_READ_)
+#undef TORCHCUT_READ_
     return o;
   }
 };
 
-// Counters returned by the op, in the order of _STATS in torchcut/solvers/cuda.py.
+// Counters returned by the op, in the order of layouts.h (kSt + the name in CamelCase is not generated:
+// the enum below follows TORCHCUT_GRID_CUDA_STATS entry for entry; a static_assert checks the count).
 enum Stat {
   kStRelabels = 0, kStBfsLaunches, kStPushLaunches, kStHostSyncs, kStRounds, kStTileX, kStTileY, kStTileZ,
   kStBfsTileX, kStBfsTileY, kStBfsTileZ, kStBfsUs, kStPushUs, kStBfsVisits, kStBfsDepth, kStPushVisits,
   kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStRepairs, kStChained, kStStatus, kNumStats
 };
+static_assert(kNumStats == torchcut::kGridCudaStats, "Stat must follow TORCHCUT_GRID_CUDA_STATS in layouts.h");
 
 struct Geom {
   int X, Y, Z;     // grid extent, x fastest

@@ -1,9 +1,10 @@
-// Bindings of the grid push-relabel extension: torch.ops.torchcut_grid.solve (argument checks, buffers
+// CUDA implementations of torch.ops.torchcut.grid_solve_ / grid_solve (argument checks, buffers
 // from torch's caching allocators, the current stream; the solver itself is in grid_solve.cpp), and the
 // expansion-move ops move_build / move_apply (kernels in grid_moves.cu).
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -38,32 +39,32 @@ struct TorchAlloc final : Alloc {
 std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor caps, at::Tensor excess, at::Tensor sink, c10::IntArrayRef shape,
                                             c10::IntArrayRef offsets, c10::IntArrayRef opts) {
   TORCH_CHECK(caps.is_cuda() && excess.is_cuda() && sink.is_cuda(),
-              "torchcut_grid.solve: expected caps, excess and sink on a CUDA device, got ", caps.device(), ", ",
+              "torchcut.grid_solve_: expected caps, excess and sink on a CUDA device, got ", caps.device(), ", ",
               excess.device(), ", ", sink.device());
   TORCH_CHECK(caps.device() == excess.device() && caps.device() == sink.device(),
-              "torchcut_grid.solve: expected caps, excess and sink on one device");
+              "torchcut.grid_solve_: expected caps, excess and sink on one device");
   TORCH_CHECK(caps.scalar_type() == at::kInt || caps.scalar_type() == at::kLong,
-              "torchcut_grid.solve: caps: expected int32 or int64, got ", caps.scalar_type());
-  TORCH_CHECK(sink.scalar_type() == caps.scalar_type(), "torchcut_grid.solve: sink: expected dtype ",
+              "torchcut.grid_solve_: caps: expected int32 or int64, got ", caps.scalar_type());
+  TORCH_CHECK(sink.scalar_type() == caps.scalar_type(), "torchcut.grid_solve_: sink: expected dtype ",
               caps.scalar_type(), " (that of caps), got ", sink.scalar_type());
-  TORCH_CHECK(excess.scalar_type() == at::kLong, "torchcut_grid.solve: excess: expected int64, got ",
+  TORCH_CHECK(excess.scalar_type() == at::kLong, "torchcut.grid_solve_: excess: expected int64, got ",
               excess.scalar_type());
   TORCH_CHECK(caps.is_contiguous() && excess.is_contiguous() && sink.is_contiguous(),
-              "torchcut_grid.solve: expected contiguous caps, excess and sink");
-  TORCH_CHECK(shape.size() == 2 || shape.size() == 3, "torchcut_grid.solve: shape: expected 2 or 3 dims, got ",
+              "torchcut.grid_solve_: expected contiguous caps, excess and sink");
+  TORCH_CHECK(shape.size() == 2 || shape.size() == 3, "torchcut.grid_solve_: shape: expected 2 or 3 dims, got ",
               shape.size());
   const int64_t nd = (int64_t)shape.size();
   TORCH_CHECK(offsets.size() % nd == 0 && offsets.size() > 0,
-              "torchcut_grid.solve: offsets: expected K*ndim integers, got ", offsets.size());
+              "torchcut.grid_solve_: offsets: expected K*ndim integers, got ", offsets.size());
   const int64_t K = (int64_t)offsets.size() / nd;
-  TORCH_CHECK(2 * K <= kMaxDirs, "torchcut_grid.solve: offsets: expected at most ", kMaxDirs / 2,
+  TORCH_CHECK(2 * K <= kMaxDirs, "torchcut.grid_solve_: offsets: expected at most ", kMaxDirs / 2,
               " offsets, got ", K);
   int64_t n = 1;
   for (auto s : shape) n *= s;
-  TORCH_CHECK(n > 0, "torchcut_grid.solve: shape: expected at least one node, got ", shape);
+  TORCH_CHECK(n > 0, "torchcut.grid_solve_: shape: expected at least one node, got ", shape);
   const int64_t B = excess.numel() / n;
   TORCH_CHECK(excess.numel() == B * n && sink.numel() == B * n && caps.numel() == B * 2 * K * n,
-              "torchcut_grid.solve: expected caps [B, 2K, *shape], excess and sink [B, *shape] with shape ", shape,
+              "torchcut.grid_solve_: expected caps [B, 2K, *shape], excess and sink [B, *shape] with shape ", shape,
               " and K=", K, ", got ", caps.sizes(), ", ", excess.sizes(), ", ", sink.sizes());
   c10::cuda::CUDAGuard guard(caps.device());
   at::Tensor out = at::empty({B * n}, excess.options().dtype(at::kBool));
@@ -79,6 +80,23 @@ std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor caps, at::Tensor excess, 
     TORCH_CHECK(false, e.what());
   }
   return {out, stats};
+}
+
+// The functional form: terminals netted into new tensors (excess = max(source - sink, 0), sink residual =
+// max(sink - source, 0)) and the residuals cloned, then the in-place solve on them.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve_functional_op(
+    at::Tensor caps, at::Tensor source, at::Tensor sink, c10::IntArrayRef shape, c10::IntArrayRef offsets,
+    c10::IntArrayRef opts) {
+  TORCH_CHECK(source.scalar_type() == at::kLong, "torchcut.grid_solve: source: expected int64, got ",
+              source.scalar_type());
+  c10::cuda::CUDAGuard guard(caps.device());
+  const int64_t B = caps.size(0);
+  at::Tensor diff = at::sub(source, sink.to(at::kLong)).reshape({B, -1});
+  at::Tensor sink_res = diff.clamp_max(0).neg_().to(sink.scalar_type());
+  diff.clamp_min_(0);
+  at::Tensor res = caps.clone(at::MemoryFormat::Contiguous);
+  auto [mask, stats] = solve_op(res, diff, sink_res, shape, offsets, opts);
+  return {mask.view({B, -1}), stats, res, diff, sink_res};
 }
 
 long long* ll(const at::Tensor& t) { return reinterpret_cast<long long*>(t.data_ptr<int64_t>()); }
@@ -136,7 +154,7 @@ std::vector<at::Tensor> move_build_op(at::Tensor U, at::Tensor f, at::Tensor W, 
                                       at::Tensor C0, at::Tensor R0, at::Tensor e0, at::Tensor r0, at::Tensor s0,
                                       at::Tensor k0, c10::IntArrayRef shape, c10::IntArrayRef offsets, int64_t mode,
                                       bool warm) {
-  const char* op = "torchcut_grid.move_build";
+  const char* op = "torchcut.move_build";
   MoveArgs A = move_args(op, U, f, W, V, shape, offsets, mode);
   TORCH_CHECK(alpha.device() == U.device() && alpha.scalar_type() == at::kLong && alpha.is_contiguous(), op,
               ": alpha: expected contiguous int64 labels on the device of U");
@@ -176,7 +194,7 @@ std::vector<at::Tensor> move_build_op(at::Tensor U, at::Tensor f, at::Tensor W, 
 std::tuple<at::Tensor, at::Tensor> move_apply_op(at::Tensor U, at::Tensor f, at::Tensor take, at::Tensor W,
                                                  at::Tensor V, at::Tensor e, int64_t alpha, c10::IntArrayRef shape,
                                                  c10::IntArrayRef offsets, int64_t mode) {
-  const char* op = "torchcut_grid.move_apply";
+  const char* op = "torchcut.move_apply";
   MoveArgs A = move_args(op, U, f, W, V, shape, offsets, mode);
   TORCH_CHECK(take.device() == U.device() && take.scalar_type() == at::kBool && take.is_contiguous() &&
                   take.numel() == f.numel(),
@@ -201,20 +219,9 @@ std::tuple<at::Tensor, at::Tensor> move_apply_op(at::Tensor U, at::Tensor f, at:
 
 }  // namespace torchcut_grid
 
-TORCH_LIBRARY(torchcut_grid, m) {
-  m.def(
-      "solve(Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink, int[] shape, int[] offsets, int[] opts) "
-      "-> (Tensor, Tensor)");
-  m.def(
-      "move_build(Tensor U, Tensor f, Tensor W, Tensor V, Tensor alpha, Tensor C0, Tensor R0, Tensor e0, Tensor r0, "
-      "Tensor s0, Tensor k0, int[] shape, int[] offsets, int mode, bool warm) -> Tensor[]");
-  m.def(
-      "move_apply(Tensor U, Tensor f, Tensor take, Tensor W, Tensor V, Tensor e, int alpha, int[] shape, "
-      "int[] offsets, int mode) -> (Tensor, Tensor)");
-}
-
-TORCH_LIBRARY_IMPL(torchcut_grid, CUDA, m) {
-  m.impl("solve", &torchcut_grid::solve_op);
+TORCH_LIBRARY_IMPL(torchcut, CUDA, m) {
+  m.impl("grid_solve_", &torchcut_grid::solve_op);
+  m.impl("grid_solve", &torchcut_grid::solve_functional_op);
   m.impl("move_build", &torchcut_grid::move_build_op);
   m.impl("move_apply", &torchcut_grid::move_apply_op);
 }

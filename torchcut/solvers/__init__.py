@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .._ops import check_not_capturing
 from ..grid import GridGraph
 from ..result import CutResult
 from . import reference
@@ -19,8 +20,8 @@ from ._choice import BACKENDS, BackendChoice
 __all__ = ["maxflow", "consume_mask", "BACKENDS"]
 
 # Grid backends: the reference, or the compiled solvers (CUDA kernels, CPU Boykov-Kolmogorov) when
-# their extension builds.
-_pick = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA extension"),
+# their library loads.
+_pick = BackendChoice(reference, {"cuda": ("torchcut.solvers.cuda", "CUDA solver"),
                                   "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
 
 
@@ -94,8 +95,6 @@ def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch
     if not isinstance(graph, GridGraph):
         raise TypeError(f"graph: expected a torchcut.GridGraph, got {type(graph).__name__}")
     if graph.device.type == "cuda":
-        from .cuda import check_not_capturing
-
         check_not_capturing("torchcut.segment")
     mask = _phase_one(graph, backend, True, options)[0]
     return mask if graph.batched else mask[0]
@@ -147,8 +146,6 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
         return compiled_maxflow(graph, backend, options)
     device = getattr(graph, "device", None)
     if isinstance(device, torch.device) and device.type == "cuda":
-        from .cuda import check_not_capturing
-
         check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):
         return _solve_grid(graph, backend, **options)

@@ -42,7 +42,7 @@ class BackendChoice:
         if kind not in self.warned:
             warnings.warn(
                 f"torchcut: {what} unavailable ({err}); using the reference push-relabel in torch ops, "
-                "which is much slower. Set TORCHCUT_VERBOSE=1 to see the build log.",
+                "which is much slower. Set TORCHCUT_VERBOSE=1 to see the compiler's log.",
                 RuntimeWarning,
                 stacklevel=4,
             )

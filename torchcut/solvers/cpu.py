@@ -1,10 +1,10 @@
-"""CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs (``torch.ops.torchcut_cpu``).
+"""CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs.
 
-The C++ sources are ``torchcut/csrc/cpu_bk.h`` (the algorithm, written once for any graph) and
-``torchcut/csrc/cpu_ops.cpp`` (grid and CSR layouts, op registration). They are compiled with the
-system C++ compiler on first use through :mod:`torchcut._ext` (about 20 s once, cached; no CUDA
-needed) or ahead of time by ``python -m torchcut.build``. When no compiler is available,
-:func:`torchcut.maxflow` falls back to the reference push-relabel with one warning.
+The CPU implementations of ``torch.ops.torchcut.grid_solve`` and ``csr_solve_``: ``torchcut/csrc/cpu_bk.h``
+(the algorithm, written once for any graph) and ``torchcut/csrc/cpu_ops.cpp`` (grid and CSR layouts),
+compiled into ``torchcut._C`` at install time (:mod:`torchcut._ops` loads it). When the library is
+unusable and cannot be compiled, :func:`torchcut.maxflow` falls back to the reference push-relabel with
+one warning.
 
 Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augmenting paths with
 search trees that are reused between augmentations do far less work on vision graphs than
@@ -26,34 +26,27 @@ import time
 
 import torch
 
-from .. import _ext
+from .. import _ops
 
 __all__ = ["load_error", "solve_grid", "solve_csr"]
 
-EXT = "torchcut_cpu"
 # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
 # grid solve saves over the CSR solve (benchmarks/NOTES-cpu.md).
 ROUTE_LATTICES = False
-# The op's counters (cpu_ops.cpp kStats): Boykov-Kolmogorov's, then the pseudoflow phase's (grids only).
+# Counters of the pseudoflow phase (grids only), left out of the stats when it did not run. The op's
+# counter names, option names and algorithm codes come from the library (torchcut/csrc/layouts.h).
 _HPF_STATS = ("mergers", "hpf_relabels", "hpf_us", "pseudoflow_items")
-_STATS = ("flow", "augmentations", "orphans", "growths", "load_us", "solve_us", "cut_us", "store_us") + _HPF_STATS
-# Grid algorithms (the op's codes): Boykov-Kolmogorov; Hochbaum's pseudoflow first and Boykov-Kolmogorov
-# finishing from its flow (torchcut/csrc/cpu_hpf.h); "auto" picks pseudoflow per item where the n-link
-# capacities sum to more than 8 times the terminal ones (strong smoothness), else Boykov-Kolmogorov.
-ALGORITHMS = {"auto": 2, "boykov-kolmogorov": 0, "pseudoflow": 1}
 
 
 def load_error():
     """Why the compiled CPU solver cannot be used, or None when it can.
-
-    The first call compiles it (about 20 s) unless it is cached.
 
     Examples
     --------
     >>> load_error() is None or isinstance(load_error(), str)
     True
     """
-    return _ext.load_error(EXT)
+    return _ops.load_error("cpu")
 
 
 def _threads(threads) -> int:
@@ -65,15 +58,17 @@ def _threads(threads) -> int:
 
 
 def _algorithm(algorithm) -> int:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm: expected one of {sorted(ALGORITHMS)}, got {algorithm!r}")
-    return ALGORITHMS[algorithm]
+    codes = _ops.names("grid_cpu_algorithms")
+    if algorithm not in codes:
+        raise ValueError(f"algorithm: expected one of {sorted(codes)}, got {algorithm!r}")
+    return codes.index(algorithm)
 
 
 def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
+    names = _ops.names("cpu_stats")
     totals = raw.sum(0).tolist()
-    hpf = totals[_STATS.index("pseudoflow_items")]
-    out = {k: v for k, v in zip(_STATS[1:], totals[1:])
+    hpf = totals[names.index("pseudoflow_items")]
+    out = {k: v for k, v in zip(names[1:], totals[1:])
            if (hpf or k not in _HPF_STATS) and not (k.endswith("_us") and v == 0)}
     used = "pseudoflow" if hpf == raw.shape[0] else "boykov-kolmogorov" if hpf == 0 else "mixed"
     out.update(backend="cpu", algorithm=used, threads=threads, seconds=time.perf_counter() - t0)
@@ -83,8 +78,8 @@ def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
 def _grid_op(caps, source, sink, offsets, threads, algorithm="auto"):
     """Run the grid op: (mask, residual, excess, sink residual, stats), inputs left untouched."""
     t0 = time.perf_counter()
+    _ops.ensure("cpu")
     code = _algorithm(algorithm)
-    _ext.load_named(EXT)
     threads = _threads(threads)
     offsets = tuple(tuple(int(v) for v in o) for o in offsets)
     ndim = len(offsets[0])
@@ -97,8 +92,8 @@ def _grid_op(caps, source, sink, offsets, threads, algorithm="auto"):
         raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
     shape = tuple(caps.shape[2:])
     flat = [v for o in offsets for v in o]
-    mask, raw, res, excess, sink_out = torch.ops.torchcut_cpu.grid_solve(caps, source, sink, list(shape), flat, threads,
-                                                                         code)
+    mask, raw, res, excess, sink_out = torch.ops.torchcut.grid_solve(caps, source, sink, list(shape), flat,
+                                                                     [threads, code])
     full = (caps.shape[0],) + shape
     return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads)
 
@@ -188,12 +183,12 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options):
     if options:
         raise TypeError(f"solve_csr: unexpected options {sorted(options)} for the CPU backend")
     t0 = time.perf_counter()
-    _ext.load_named(EXT)
+    _ops.ensure("cpu")
     if caps.device.type != "cpu":
         raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
     args = [t.contiguous() for t in (row_ptr, head, rev)]
     work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
-    mask, raw = torch.ops.torchcut_cpu.csr_solve(*args, *work)
+    mask, raw = torch.ops.torchcut.csr_solve_(*args, *work, [])
     for t, o in zip(work, (caps, excess, sink)):
         if t is not o:
             o.copy_(t)

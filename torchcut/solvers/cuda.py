@@ -1,12 +1,12 @@
-"""CUDA backend: push-relabel kernels for grid networks (``torch.ops.torchcut_grid``).
+"""CUDA backend: push-relabel kernels for grid networks (``torch.ops.torchcut.grid_solve_`` on CUDA).
 
 The kernels live in ``torchcut/csrc/grid_*`` (push kernels ``grid_push.cuh``, global relabel
-``grid_bfs.cu``, host loop ``grid_solve.cpp``, bindings ``grid_ops.cpp``) and are compiled on first use
-through :mod:`torchcut._ext`. This module is the thin layer between the dispatcher in
-:mod:`torchcut.solvers` and the compiled op: it checks the arguments and the tuning options (all of
-them listed in :data:`OPTIONS`, the one Python place for them; ``struct Options`` in
-``grid_common.h`` is the C++ one), that the solver's buffers fit on the GPU, and turns the op's
-counters into a dict.
+``grid_bfs.cu``, host loop ``grid_solve.cpp``, bindings ``grid_ops.cpp``), compiled into
+``torchcut._C_cuda`` at install time (:mod:`torchcut._ops` loads it). This module is the thin layer
+between the dispatcher in :mod:`torchcut.solvers` and the compiled op: it checks the arguments and the
+tuning options (their order and names come from the library, ``csrc/layouts.h``; :data:`OPTIONS`
+documents them for users, and a test keeps the two equal), that the solver's buffers fit on the GPU,
+and turns the op's counters into a dict.
 
 Algorithm: tile-local push/relabel rounds in shared memory with atomics across tile borders, and a
 global relabel (BFS from the sink) on the GPU as one worklist launch. Termination is exact: right
@@ -23,15 +23,15 @@ import time
 
 import torch
 
-from .. import _ext
+from .. import _ops
+from .._ops import check_not_capturing
 
 __all__ = ["load_error", "solve_grid", "workspace_bytes", "check_not_capturing", "INF", "OPTIONS"]
 
-EXT = "torchcut_grid"
 # Height of nodes that cannot reach the sink (kInf in grid_common.h).
 INF = 1 << 30
-# The tuning options of solve_grid, in the op's order (grid_common.h, struct Options), with what they
-# do. 0 or None always means the default. Variants that measured no faster were removed (see
+# The tuning options of solve_grid, with what they do (the op's order is the library's: layouts.h).
+# 0 or None always means the default. Variants that measured no faster were removed (see
 # benchmarks/NOTES-grid.md, "v8: lean kernels"): pipeline, walk, bfs_scan, bfs_queue, bfs_nodes,
 # bfs_batch, push_blocks, push_walk and the exp bits.
 OPTIONS = {
@@ -68,47 +68,20 @@ OPTIONS = {
                   "up to 16 times the listed tiles replaces 16 plain ones; n > 0: every launch chained, up to n "
                   "times; -1: never (2D 4/8-connected grids with the default tile only)",
 }
-_OPTS = tuple(OPTIONS)
-_STATS = ("global_relabels", "bfs_launches", "push_launches", "host_syncs", "rounds_per_launch", "tile_x", "tile_y",
-          "tile_z", "bfs_tile_x", "bfs_tile_y", "bfs_tile_z", "bfs_us", "push_us", "bfs_visits", "bfs_depth",
-          "push_visits", "push_visit_us", "push_rounds", "bfs_pop_us", "bfs_relax_us", "bfs_passes", "repairs",
-          "chained_launches",
-          "status")
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
            2: "the worklist BFS stalled; this is a bug in torchcut, please report it"}
 
 
-def check_not_capturing(what: str) -> None:
-    """Raise RuntimeError when the current CUDA stream is capturing a CUDA graph.
-
-    The CUDA solvers read counters back to the host between launches (their termination test), which
-    a graph capture cannot hold; called before anything is queued, it leaves the capture valid, so the
-    caller's ``torch.cuda.graph`` block ends cleanly and the CUDA context stays usable.
-
-    Examples
-    --------
-    >>> check_not_capturing("torchcut.maxflow")  # outside a capture: nothing happens
-    """
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(
-            f"{what}: the CUDA solver cannot run while a CUDA graph is being captured (it reads counters "
-            "back to the host between kernel launches to decide when to stop); call it outside "
-            "torch.cuda.graph(...) / stream capture"
-        )
-
-
 def load_error():
     """Why the CUDA extension cannot be used, or None when it can.
-
-    The first call compiles the extension (tens of seconds) unless it is cached.
 
     Examples
     --------
     >>> load_error() is None or isinstance(load_error(), str)  # doctest: +SKIP
     True
     """
-    return _ext.load_error(EXT)
+    return _ops.load_error("cuda")
 
 
 def workspace_bytes(num_nodes: int, num_dirs: int) -> int:
@@ -133,9 +106,10 @@ def _plan(dims, offsets, options):
     times): ``(shape, flat offsets, options in the op's order)``. ``dims``: ``caps.shape[1:]``;
     ``offsets``: tuples of ints; ``options``: sorted (name, value) pairs."""
     options = dict(options)
-    unknown = set(options) - set(_OPTS)
+    names = _ops.names("grid_cuda_options")
+    unknown = set(options) - set(names)
     if unknown:
-        raise TypeError(f"solve_grid: unexpected options {sorted(unknown)}; expected some of {_OPTS}")
+        raise TypeError(f"solve_grid: unexpected options {sorted(unknown)}; expected some of {names}")
     ndim = len(offsets[0])
     K = len(offsets)
     if len(dims) != ndim + 1 or dims[0] != 2 * K:
@@ -156,7 +130,7 @@ def _plan(dims, offsets, options):
     if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
         raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
                          f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
-    return tuple(dims[1:]), tuple(v for o in offsets for v in o), tuple(int(options.get(k) or 0) for k in _OPTS)
+    return tuple(dims[1:]), tuple(v for o in offsets for v in o), tuple(int(options.get(k) or 0) for k in names)
 
 
 def _check_memory(device, need: int, per_node, B: int, n: int) -> None:
@@ -209,6 +183,7 @@ def solve_grid(caps, excess, sink, offsets, **options):
     """
     check_not_capturing("torchcut.maxflow")
     t0 = time.perf_counter()
+    _ops.ensure("cuda")
     if caps.device.type != "cuda":
         raise ValueError(f"caps: expected a CUDA tensor, got one on {caps.device}")
     if sink.dtype != caps.dtype:
@@ -225,14 +200,14 @@ def solve_grid(caps, excess, sink, offsets, **options):
     need += sum(t.numel() * t.element_size() for t, o in zip(work, (caps, excess, sink)) if t is not o)
     _check_memory(caps.device, need, lambda: (caps.element_size() * 2 * K + 8 + sink.element_size())
                   + workspace_bytes(1, 2 * K), B, n)
-    mask, stats = torch.ops.torchcut_grid.solve(work[0], work[1], work[2], list(shape), list(flat), list(opts))
+    mask, stats = torch.ops.torchcut.grid_solve_(work[0], work[1], work[2], list(shape), list(flat), list(opts))
     for t, o in zip(work, (caps, excess, sink)):
         if t is not o:
             o.copy_(t)
-    out = dict(zip(_STATS, stats.tolist()))
+    out = dict(zip(_ops.names("grid_cuda_stats"), stats.tolist()))
     if out["status"]:
         max_cycles = int(options.get("max_cycles") or 1000000)
-        raise RuntimeError("torchcut_grid: " + _STATUS.get(out["status"], "error {status}").format(
+        raise RuntimeError("torchcut.grid_solve_: " + _STATUS.get(out["status"], "error {status}").format(
             max_cycles=max_cycles, status=out["status"]))
     out["backend"] = "cuda"
     out["seconds"] = time.perf_counter() - t0

@@ -1,9 +1,9 @@
-"""CUDA backend for general graphs: push-relabel kernels on CSR (``torch.ops.torchcut_csr``).
+"""CUDA backend for general graphs: push-relabel kernels on CSR (``torch.ops.torchcut.csr_solve_`` on CUDA).
 
 The kernels and the host loop live in ``torchcut/csrc/csr_kernels.cu`` (algorithm described at its
 top: an active-vertex queue rebuilt each round, one thread per low-degree vertex and a warp per high-degree vertex, a
-queue-based BFS global relabel on the GPU, one host read per cycle). This module converts the layout
-of :mod:`torchcut.graph` to the op's (int32 indices, int64 residuals) and back. When the extension
+queue-based BFS global relabel on the GPU, one host read per cycle); the op converts the layout of
+:mod:`torchcut.graph` to the kernels' (int32 indices, int64 residuals) and back. When the library
 cannot be built, :func:`torchcut.maxflow` falls back to :mod:`torchcut.solvers.csr_reference` with
 one warning. The host loop reads counters back between launches, so a solve cannot run inside a CUDA
 graph capture: :func:`solve_csr` raises a RuntimeError then, before anything is queued on the stream.
@@ -15,16 +15,14 @@ import time
 
 import torch
 
-from .. import _ext
-from .cuda import check_not_capturing
+from .. import _ops
+from .._ops import check_not_capturing
 
 __all__ = ["load_error", "solve_csr"]
 
-EXT = "torchcut_csr"
-
 
 def load_error():
-    """Why the CUDA CSR extension cannot be used, or None when it can (compiles on first use).
+    """Why the CUDA CSR solver cannot be used, or None when it can.
 
     Examples
     --------
@@ -33,7 +31,7 @@ def load_error():
     """
     if not torch.cuda.is_available():
         return "no CUDA device is available"
-    return _ext.load_error(EXT)
+    return _ops.load_error("cuda")
 
 
 def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, iters: int = 4,
@@ -65,26 +63,15 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, 
     """
     check_not_capturing("torchcut.maxflow")
     t0 = time.perf_counter()
-    _ext.load_named(EXT)
+    _ops.ensure("cuda")
     n = excess.numel()
     if max_cycles is None:
         max_cycles = 4 * n + 1000
-    rp = row_ptr.to(torch.int32)
-    hd = head.to(torch.int32)
-    rv = rev.to(torch.int32)
-    res = caps.to(torch.int64).contiguous()
-    e = excess.to(torch.int64).contiguous()
-    s = sink.to(torch.int64).contiguous()
-    mask, st = torch.ops.torchcut_csr.solve(rp, hd, rv, res, e, s, int(period), int(iters), int(max_cycles))
-    if res.data_ptr() != caps.data_ptr():
-        caps.copy_(res)
-    if e.data_ptr() != excess.data_ptr():
-        excess.copy_(e)
-    if s.data_ptr() != sink.data_ptr():
-        sink.copy_(s)
+    mask, st = torch.ops.torchcut.csr_solve_(row_ptr, head, rev, caps, excess, sink,
+                                             [int(period), int(iters), int(max_cycles)])
     torch.cuda.synchronize(caps.device)
-    st = st.tolist()
-    if st[4]:  # the op returns a status instead of throwing
-        raise RuntimeError(f"torchcut_csr: push-relabel did not converge in {max_cycles} cycles (global relabels)")
-    return mask, {"backend": "cuda_csr", "global_relabels": st[0] + 1, "rounds": st[1], "bfs_levels": st[2],
-                  "seconds": time.perf_counter() - t0}
+    st = dict(zip(_ops.names("csr_cuda_stats"), st.tolist()))
+    if st["status"]:  # the op returns a status instead of throwing
+        raise RuntimeError(f"torchcut.csr_solve_: push-relabel did not converge in {max_cycles} cycles (global relabels)")
+    return mask, {"backend": "cuda_csr", "global_relabels": st["cycles"] + 1, "rounds": st["rounds"],
+                  "bfs_levels": st["bfs_levels"], "seconds": time.perf_counter() - t0}

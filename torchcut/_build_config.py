@@ -1,0 +1,20 @@
+"""What the native libraries are built from: read by ``setup.py`` (at install) and by the run-time
+fallback build in :mod:`torchcut._ops`, so both compile the same sources with the same flags.
+
+This module imports nothing, so that ``setup.py`` can run it without importing the package.
+
+``_C``: the op schemas and every CPU implementation (C++ only, always built).
+``_C_cuda``: the CUDA implementations (built when torch has CUDA and nvcc is found).
+"""
+
+CPU_SOURCES = ["torchcut.cpp", "cpu_ops.cpp", "cpu_grabcut.cpp"]
+CUDA_SOURCES = ["grid_ops.cpp", "grid_solve.cpp", "grid_push_i32.cu", "grid_push_i64.cu", "grid_bfs.cu",
+                "grid_moves.cu", "csr_ops.cpp", "csr_kernels.cu"]
+CXX_FLAGS = ["-O3", "-std=c++17"]
+NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", "-std=c++17"]
+# Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,
+# Ampere and Hopper as machine code, plus Hopper's PTX, which the driver compiles for newer GPUs
+# (Blackwell). Every CUDA toolkit from 11.8 to 13 accepts this list.
+DEFAULT_CUDA_ARCHS = "7.5;8.0;8.6;9.0+PTX"
+# File written next to the libraries at build time: the torch and CUDA versions they were built for.
+BUILD_INFO = "_build_info.json"

@@ -1,0 +1,62 @@
+// The names of every option list and counter vector that crosses the op boundary, written once.
+//
+// Plain C++ (no torch, no CUDA headers): the CUDA host code builds its Options struct and Stat enum from
+// these lists, the CPU solver sizes its counters from them, and the op torch.ops.torchcut.names returns
+// them to Python, so no list is kept equal to another by hand.
+#pragma once
+
+#include <string>
+#include <vector>
+
+// CUDA grid solver options, in the order of the op's `options` list (0 = the default).
+#define TORCHCUT_GRID_CUDA_OPTIONS(X)                                                                  \
+  X(tile_x) X(tile_y) X(tile_z) X(rounds) X(push_launches) X(max_cycles) X(profile) X(persist)        \
+  X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(push_tail) X(item_skip) X(repair) X(push_grow) X(push_chain)
+
+// CUDA grid solver counters (one vector for the whole batch), `status` last.
+#define TORCHCUT_GRID_CUDA_STATS(X)                                                                    \
+  X(global_relabels) X(bfs_launches) X(push_launches) X(host_syncs) X(rounds_per_launch) X(tile_x)     \
+  X(tile_y) X(tile_z) X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(bfs_us) X(push_us) X(bfs_visits)     \
+  X(bfs_depth) X(push_visits) X(push_visit_us) X(push_rounds) X(bfs_pop_us) X(bfs_relax_us)           \
+  X(bfs_passes) X(repairs) X(chained_launches) X(status)
+
+// CPU grid solver options.
+#define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm)
+
+// CPU grid algorithms, by code (the `algorithm` option).
+#define TORCHCUT_GRID_CPU_ALGORITHMS(X) X(boykov-kolmogorov) X(pseudoflow) X(auto)
+
+// CPU counters, one row per batch item (grids) or one row (CSR): Boykov-Kolmogorov's, its timings, then
+// the pseudoflow phase's (grids only).
+#define TORCHCUT_CPU_STATS(X)                                                                          \
+  X(flow) X(augmentations) X(orphans) X(growths) X(load_us) X(solve_us) X(cut_us) X(store_us)          \
+  X(mergers) X(hpf_relabels) X(hpf_us) X(pseudoflow_items)
+
+// CUDA CSR solver options and counters (`status` last).
+#define TORCHCUT_CSR_CUDA_OPTIONS(X) X(period) X(iters) X(max_cycles)
+#define TORCHCUT_CSR_CUDA_STATS(X) X(cycles) X(rounds) X(bfs_levels) X(last_bfs_depth) X(status)
+
+namespace torchcut {
+
+#define TORCHCUT_COUNT_(name) +1
+constexpr int kGridCudaOptions = 0 TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_COUNT_);
+constexpr int kGridCudaStats = 0 TORCHCUT_GRID_CUDA_STATS(TORCHCUT_COUNT_);
+constexpr int kCpuStats = 0 TORCHCUT_CPU_STATS(TORCHCUT_COUNT_);
+constexpr int kCsrCudaStats = 0 TORCHCUT_CSR_CUDA_STATS(TORCHCUT_COUNT_);
+#undef TORCHCUT_COUNT_
+
+// The list called `table` (the op torch.ops.torchcut.names); empty for an unknown name.
+inline std::vector<std::string> names(const std::string& table) {
+#define TORCHCUT_NAME_(name) #name,
+  if (table == "grid_cuda_options") return {TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_NAME_)};
+  if (table == "grid_cuda_stats") return {TORCHCUT_GRID_CUDA_STATS(TORCHCUT_NAME_)};
+  if (table == "grid_cpu_options") return {TORCHCUT_GRID_CPU_OPTIONS(TORCHCUT_NAME_)};
+  if (table == "grid_cpu_algorithms") return {TORCHCUT_GRID_CPU_ALGORITHMS(TORCHCUT_NAME_)};
+  if (table == "cpu_stats") return {TORCHCUT_CPU_STATS(TORCHCUT_NAME_)};
+  if (table == "csr_cuda_options") return {TORCHCUT_CSR_CUDA_OPTIONS(TORCHCUT_NAME_)};
+  if (table == "csr_cuda_stats") return {TORCHCUT_CSR_CUDA_STATS(TORCHCUT_NAME_)};
+#undef TORCHCUT_NAME_
+  return {};
+}
+
+}  // namespace torchcut

@@ -1,0 +1,56 @@
+// The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
+//
+// Implementations are registered per dispatch key beside their code: cpu_ops.cpp and cpu_grabcut.cpp
+// (CPU, in the library torchcut._C together with this file), grid_ops.cpp and csr_ops.cpp (CUDA, in
+// torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
+// implementations for torch.compile are registered from Python (torchcut/_ops.py).
+//
+// Shared conventions of the max-flow ops (torchcut/grid.py and torchcut/graph.py give the layouts):
+// terminal capacities live on the nodes; `mask` is the source side of the canonical minimum cut (the
+// nodes that cannot reach the sink in the final residual network); `stats` is an int64 CPU tensor of
+// counters named by torch.ops.torchcut.names (layouts.h), and so are the `options` lists. A solver
+// reports "did not converge" as a status counter instead of throwing, and Python raises.
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+#include "layouts.h"
+
+namespace {
+
+std::vector<std::string> names_op(std::string table) {
+  auto out = torchcut::names(table);
+  TORCH_CHECK(!out.empty(), "torchcut.names: table: expected one of grid_cuda_options, grid_cuda_stats, "
+              "grid_cpu_options, grid_cpu_algorithms, cpu_stats, csr_cuda_options, csr_cuda_stats; got '", table, "'");
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(torchcut, m) {
+  m.def("names(str table) -> str[]", &names_op);
+  // Grid max-flow (push-relabel on CUDA; Boykov-Kolmogorov or pseudoflow then BK on the CPU).
+  // grid_solve reads the network and returns new tensors: the source side, the counters, the final
+  // residuals, the excess left (an unsaturated source residual, as a preflow) and the residual sink
+  // capacities, each [B, n]-shaped except the residuals ([B, 2K, *shape]).
+  m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int[] options) "
+        "-> (Tensor mask, Tensor stats, Tensor residual, Tensor excess, Tensor sink_residual)");
+  // grid_solve_ works in place on a network whose terminals are netted (excess = source - sink >= 0).
+  m.def("grid_solve_(Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink, int[] shape, int[] offsets, "
+        "int[] options) -> (Tensor mask, Tensor stats)");
+  // General graphs in CSR layout (row_ptr, head, rev: reverse-arc index), in place.
+  m.def("csr_solve_(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, "
+        "Tensor(c!) sink, int[] options) -> (Tensor mask, Tensor stats)");
+  // Arc pairs -> CSR layout with reverse-arc index (CPU).
+  m.def("pairs_csr(Tensor u, Tensor v, Tensor cf, Tensor cb, int N) -> Tensor[]");
+  // Expansion moves in one pass each (CUDA): build a move's graph with the warm re-fit, apply a move.
+  m.def("move_build(Tensor U, Tensor f, Tensor W, Tensor V, Tensor alpha, Tensor C0, Tensor R0, Tensor e0, "
+        "Tensor r0, Tensor s0, Tensor k0, int[] shape, int[] offsets, int mode, bool warm) -> Tensor[]");
+  m.def("move_apply(Tensor U, Tensor f, Tensor take, Tensor W, Tensor V, Tensor e, int alpha, int[] shape, "
+        "int[] offsets, int mode) -> (Tensor, Tensor)");
+  // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.
+  m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
+  m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
+        "float cov_reg, float scale, float data_cap) -> (Tensor, Tensor, Tensor)");
+}
