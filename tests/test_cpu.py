@@ -214,7 +214,7 @@ def _smooth_and_weak(shape, offsets, seed):
 
 
 # auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities of both arcs over twice the netted terminals
-AUTO_RATIO = {(2, 4): 3.25, (2, 8): 2.0, (3, 6): 4.0, (3, 18): 1.0, (3, 26): 1.0}
+AUTO_RATIO = {(2, 4): 3.4, (2, 8): 2.5, (3, 6): 4.0, (3, 18): 1.0, (3, 26): 1.0}
 
 
 @pytest.mark.parametrize("ndim,conn", sorted(AUTO_RATIO))

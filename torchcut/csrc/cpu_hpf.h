@@ -19,10 +19,12 @@
 //
 // The result is a pseudoflow: n-link residuals in rc, excess (> 0) and deficits (< 0) in tr, at roots
 // only. A deficit is at a node whose sink arc carries more than reaches it, so `tr < 0` reads as a
-// residual sink capacity and `tr > 0` as excess: a valid flow for the Boykov-Kolmogorov solver, which
-// the caller runs from this state to the end. That run proves optimality whatever this phase left (it
-// augments any path from an excess to a deficit still open), so this file only has to respect the
-// capacities and conserve flow; on the hard energies it leaves BK little to do.
+// residual sink capacity and `tr > 0` as excess: a valid flow for the Boykov-Kolmogorov solver. The
+// caller then searches from the deficits over residual arcs (grid_sink_side, below): when no excess is
+// reached the flow is maximum and the search is the canonical sink side; otherwise Boykov-Kolmogorov
+// runs from this state and augments whatever path is still open. Either way optimality never depends on
+// this phase being right, only on it respecting the capacities and conserving flow. On every grid
+// measured the search met no excess.
 #pragma once
 
 #include <algorithm>

@@ -45,7 +45,7 @@ constexpr int kStats = 12;  // flow, augmentations, orphans, growths, then load/
 // volumes), the hard energies and the standard ones (benchmarks/NOTES-cpu.md, "The choice of algorithm"):
 // the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
 double hpf_ratio(size_t ndim, int D) {
-  if (ndim == 2) return D <= 4 ? 3.25 : 2.0;
+  if (ndim == 2) return D <= 4 ? 3.4 : 2.5;
   if (ndim == 3) return D <= 6 ? 4.0 : 1.0;
   return 8.0;
 }
