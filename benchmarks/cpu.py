@@ -19,11 +19,23 @@ Peak memory: each solver runs once more in a fresh child process; the growth of 
 (high-water mark after the solve minus the resident set right before it, inputs already loaded) is
 reported in bytes per node.
 
-With ``--family hard``: the 2D hard energies of ``benchmarks/grid.py --family hard`` up to 512^2
-(strong smoothness, thin structures, low contrast; 4- and 8-connected), where pseudoflow is the fastest
-CPU peer; written as OUT/cpu-hard.*.
+With ``--family hard``: the hard energies of ``benchmarks/grid.py --family hard`` (2D up to 512^2:
+strong smoothness, thin structures, low contrast, 4- and 8-connected; 26-connected volumes), where
+pseudoflow is the fastest CPU peer; written as OUT/cpu-hard.*.
 
-    python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5] [--family hard]
+With ``--family segment``: ``torchcut.segmentation_graph`` energies (what ``torchcut.segment`` solves) on
+photographs of 0.24-4 MP (scikit-image pictures and, when the test data is present, GrabCut images),
+lam 1-100, 4- and 8-connected, and on blob volumes (64^3 and 96^3, 6- and 26-connected, lam 1-100);
+the pictures and volumes differ from those the choice of algorithm was tuned on
+(``benchmarks/NOTES-cpu.md``), so the table checks that choice; written as OUT/cpu-segment.*.
+
+Every family times torchcut three ways: the default (``algorithm="auto"``, its pick in brackets),
+``"boykov-kolmogorov"`` and ``"pseudoflow"``; the column "auto / best" is auto's time over the faster
+of the two forced algorithms (the choice is right when it is near 1). "solve" columns: torchcut's
+solve on a built graph (``torchcut.maxflow``) and PyMaxflow's ``maxflow()`` alone.
+
+    python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5] [--family hard|segment]
+        [--clock cpu] [--only TEXT]
 
 Writes OUT/cpu.md, OUT/cpu.json and OUT/cpu.png (time against nodes, log-log).
 """
@@ -49,7 +61,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import grid as G  # noqa: E402  (the energies of the GPU benchmark)
 
-SOLVERS = ("torchcut", "pymaxflow", "thinhpf")
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process, for a busy machine)
+SOLVERS = ("torchcut", "torchcut-bk", "torchcut-pseudoflow", "pymaxflow", "thinhpf")
+FORCED = {"torchcut-bk": "boykov-kolmogorov", "torchcut-pseudoflow": "pseudoflow"}
 
 
 # ------------------------------------------------------------------------------------------ solvers
@@ -67,8 +81,17 @@ def solve_torchcut(offs, items, threads=None, algorithm=None):
 
 
 def solve_pymaxflow(offs, items):
-    _, _, flows, masks = G._pymaxflow_once(items, offs)
-    return flows, masks, {}
+    _, solve_t, flows, masks = G._pymaxflow_once(items, offs)
+    return flows, masks, {"solve_s": solve_t}
+
+
+def solve_only_torchcut(graph, algorithm):
+    """torchcut.maxflow on a built graph, the mask read: the solve alone."""
+    import torchcut
+
+    r = torchcut.maxflow(graph, backend="cpu", algorithm=algorithm)
+    _ = r.mask
+    return r.flow_values.tolist(), None, r.stats
 
 
 def _hpf_arcs(offs, source, sink, edges):
@@ -118,15 +141,16 @@ def bvz_moves():
     return list(expansion_moves(left, right, 16, step=1, solver="pymaxflow"))
 
 
-def bvz_torchcut(moves, as_grid=True):
+def bvz_torchcut(moves, as_grid=True, algorithm=None):
     """Each move built as a GridGraph from its arrays (``ExpansionMove.gridgraph``), or, with
     ``as_grid=False``, as a FlowGraph from its edge list (the DIMACS path: pairs merged and sorted)."""
     import torchcut
 
     flows = []
+    opts = {} if algorithm is None else {"algorithm": algorithm}
     for m in moves:
         g = m.gridgraph() if as_grid else m.flowgraph()
-        r = torchcut.maxflow(g, backend="cpu")
+        r = torchcut.maxflow(g, backend="cpu", **opts)
         _ = r.mask
         flows.append(r.flow_value)
     return flows, None, {"route": r.stats.get("route", "grid")}
@@ -169,18 +193,37 @@ def bvz_thinhpf(moves):
 
 def available(name):
     try:
-        __import__({"torchcut": "torchcut", "torchcut-pseudoflow": "torchcut", "pymaxflow": "maxflow",
-                    "thinhpf": "thinhpf"}[name])
+        __import__({"torchcut": "torchcut", "torchcut-bk": "torchcut", "torchcut-pseudoflow": "torchcut",
+                    "pymaxflow": "maxflow", "thinhpf": "thinhpf"}[name])
         return True
     except ImportError:
         return False
 
 
 # -------------------------------------------------------------------------------------------- cases
+# --family segment: pictures (scikit-image name or GrabCut file, megapixels) and the smoothness weights.
+SEG_PHOTOS = [("chelsea", 0.25), ("gc:153077.jpg", 0.5), ("hubble_deep_field", 1.0), ("immunohistochemistry", 2.0),
+              ("coffee", 4.0)]
+SEG_LAMS = (1, 10, 100)
+
+
 def cases(quick, family="standard"):
     if family == "hard":  # 1024^2 left out: PyMaxflow takes up to ~20 s per solve there
         return [dict(h, name=f"{h['name']} {h['conn']}-conn") for h in G.hard_cases()
-                if h["kind"] == "2d" and h["n"] <= 512]
+                if h["kind"] == "3d" or h["n"] <= 512]
+    if family == "segment":
+        c = []
+        for pic, mp in SEG_PHOTOS[:3] if quick else SEG_PHOTOS:
+            for conn in (4, 8):
+                for lam in SEG_LAMS:
+                    c.append(dict(name=f"photo {pic.removeprefix('gc:')} {mp:g} MP {conn}-conn lam {lam}", kind="seg",
+                                  pic=pic, mp=mp, conn=conn, lam=lam, ndim=2))
+        for n in (64,) if quick else (64, 96):
+            for conn in (6, 26):
+                for lam in SEG_LAMS if n == 64 else (10,):
+                    c.append(dict(name=f"blobs {n}^3 {conn}-conn lam {lam}", kind="seg", n=n, seed=3, conn=conn,
+                                  lam=lam, ndim=3))
+        return c
     c = [
         dict(name="2D 512^2 4-conn", kind="2d", n=512, conn=4, batch=1, pic=0),
         dict(name="2D 512^2 8-conn", kind="2d", n=512, conn=8, batch=1, pic=0),
@@ -210,9 +253,46 @@ def load_case(spec):
         return None, _MOVES, sum(m.num_nodes for m in _MOVES)
     if spec["kind"] == "strip":
         offs, items = strip_case(spec)
+    elif spec["kind"] == "seg":
+        offs, items = segment_case(spec)
     else:
         offs, items = G.make_case(spec)
     return offs, items, sum(s.size for s, _, _ in items)
+
+
+def photo(name, mp):
+    """A scikit-image picture or a GrabCut image (``gc:<file>``), RGB float32, resized to ~mp megapixels."""
+    import math
+
+    from skimage import data, io, transform
+
+    if name.startswith("gc:"):
+        path = Path(os.environ.get("TORCHCUT_DATA", ROOT.parent / "shared" / "data")) / "grabcut" / "data_GT" / name[3:]
+        img = io.imread(path) if path.exists() else data.astronaut()
+    else:
+        img = getattr(data, name)()
+    img = np.asarray(img, np.float64)
+    if img.ndim == 2:
+        img = np.stack([img] * 3, -1)
+    img = img[..., :3] / (255.0 if img.max() > 1 else 1.0)
+    h, w = img.shape[:2]
+    s = math.sqrt(mp * 1e6 / (h * w))
+    return transform.resize(img, (round(h * s), round(w * s)), order=1, anti_aliasing=True).astype(np.float32)
+
+
+def segment_case(spec):
+    """The integer arrays of ``torchcut.segmentation_graph`` (seeds: a ball in the middle, the border)."""
+    import torch
+    import torchcut
+
+    nd = spec["ndim"]
+    img = photo(spec["pic"], spec["mp"]) if nd == 2 else G.volume(spec["n"], spec["seed"]).astype(np.float32)
+    seeds = G.seeds_for(img.shape[:nd])
+    g = torchcut.segmentation_graph(torch.from_numpy(img), torch.from_numpy(seeds.astype(np.int64)), lam=spec["lam"],
+                                    connectivity=spec["conn"], ndim=nd, channel_axis=-1 if img.ndim > nd else None)
+    K = len(g.offsets)
+    return g.offsets, [(g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
+                        g.caps[0, :K].numpy().copy())]
 
 
 def strip_case(spec):
@@ -231,13 +311,15 @@ def strip_case(spec):
 
 def runner(spec, solver, offs, items, threads=None):
     if spec["kind"] == "bvz":
-        if solver == "torchcut":
-            return bvz_torchcut, (items, not spec.get("edges"))
+        if solver.startswith("torchcut"):
+            if spec.get("edges") and solver != "torchcut":  # the CSR layout has Boykov-Kolmogorov only
+                return None, None
+            return bvz_torchcut, (items, not spec.get("edges"), FORCED.get(solver))
         return {"pymaxflow": bvz_pymaxflow, "thinhpf": bvz_thinhpf}[solver], (items,)
     if solver == "torchcut":
         return solve_torchcut, (offs, items, threads)
-    if solver == "torchcut-pseudoflow":  # the hard family: the algorithm forced, whatever "auto" picks
-        return solve_torchcut, (offs, items, threads, "pseudoflow")
+    if solver in FORCED:  # the algorithm forced, whatever "auto" picks
+        return solve_torchcut, (offs, items, threads, FORCED[solver])
     return {"pymaxflow": solve_pymaxflow, "thinhpf": solve_thinhpf}[solver], (offs, items)
 
 
@@ -246,9 +328,9 @@ def timed(fn, args, repeat):
     out = fn(*args)  # warm-up
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         out = fn(*args)
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return statistics.median(times), times, out
 
 
@@ -315,12 +397,19 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="512^2 and BVZ only")
     ap.add_argument("--no-memory", action="store_true")
-    ap.add_argument("--family", choices=("standard", "hard"), default="standard")
+    ap.add_argument("--family", choices=("standard", "hard", "segment"), default="standard")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: CPU seconds of the process instead of wall time (less disturbed on a busy machine; "
+                         "the solvers' solves are single-threaded)")
+    ap.add_argument("--only", default=None, help="run only the cases whose name contains this text")
     args = ap.parse_args(argv)
-    stem = "cpu" if args.family == "standard" else "cpu-hard"
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    stem = "cpu" if args.family == "standard" else f"cpu-{args.family}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import torch
+    import torchcut
 
     from torchcut.solvers import cpu
 
@@ -328,10 +417,8 @@ def main(argv=None):
     if err is not None:
         raise SystemExit(f"the compiled CPU solver is unavailable: {err}")
     solvers = [s for s in SOLVERS if available(s)]
-    if args.family == "hard":
-        solvers.insert(1, "torchcut-pseudoflow")
     meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers,
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers, "clock": args.clock,
             "load_before": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     try:
         import maxflow
@@ -341,76 +428,100 @@ def main(argv=None):
         pass
     print(f"# {meta}", flush=True)
     rows = []
-    for spec in cases(args.quick, args.family):
+    for spec in [c for c in cases(args.quick, args.family) if args.only is None or args.only in c["name"]]:
         offs, items, nodes = load_case(spec)
         big = nodes > 2_000_000
         repeat = max(1, args.repeat - 2) if big else args.repeat
         row = {"case": spec["name"], "kind": spec["kind"], "nodes": nodes, "conn": spec.get("conn"),
                "batch": spec.get("batch", 1), "repeat": repeat}
+        here = [s for s in solvers if runner(spec, s, offs, items)[0] is not None]
         flows = {}
-        runs = {s: [] for s in solvers}
-        for s in solvers:  # warm-up, flows
+        runs = {s: [] for s in here}
+        for s in here:  # warm-up, flows
             fl, _, st = runner(spec, s, offs, items)[0](*runner(spec, s, offs, items)[1])
             flows[s] = [int(round(f)) for f in fl]
             if s == "torchcut":
                 row["torchcut_stats"] = {k: v for k, v in st.items() if isinstance(v, (int, float, str))}
         for _ in range(repeat):  # interleaved, so that a slow spell of the machine hits every solver
-            for s in solvers:
+            for s in here:
                 fn, fargs = runner(spec, s, offs, items)
-                t0 = time.perf_counter()
-                fn(*fargs)
-                runs[s].append(time.perf_counter() - t0)
-        for s in solvers:
-            row[s] = statistics.median(runs[s])
+                t0 = CLOCK()
+                _, _, st = fn(*fargs)
+                runs[s].append(CLOCK() - t0)
+                if "solve_s" in st:
+                    row.setdefault(s + "_solve_runs", []).append(st["solve_s"])
+        if spec["kind"] != "bvz":  # the solve alone: torchcut on a built graph
+            g = torchcut.GridGraph(*G.case_tensors(items, "cpu"), offs)
+            for s in [x for x in here if x.startswith("torchcut")]:
+                alg = FORCED.get(s, "auto")
+                row[s + "_solve_runs"] = [timed(solve_only_torchcut, (g, alg), 1)[0] for _ in range(repeat)]
+        for s in here:
+            row[s] = min(runs[s])
             row[s + "_runs"] = runs[s]
+            if s + "_solve_runs" in row:
+                row[s + "_solve"] = min(row[s + "_solve_runs"])
         if spec.get("batch", 1) > 1:  # the same batch on one thread: what the parallel items buy
             t1, _, _ = timed(*runner(spec, "torchcut", offs, items, threads=1), repeat)
             row["torchcut_1thread"] = t1
         ref = flows.get("pymaxflow", flows["torchcut"])
         for s, f in flows.items():
             assert f == ref, (spec["name"], s, f, ref)
+        row["flows"] = {s: sum(f) for s, f in flows.items()}
         row["flow"] = sum(ref)
         if not args.no_memory:
-            for s in solvers:
+            for s in [x for x in here if x not in FORCED]:
                 row[s + "_bytes_per_node"] = peak_memory(spec, s, (offs, items, nodes))
         rows.append(row)
-        peers = [s for s in solvers if not s.startswith("torchcut")]
+        peers = [s for s in here if not s.startswith("torchcut")]
         print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(
-            f"{s} {row[s] * 1e3:8.1f} ms" + (f" ({row[s + '_bytes_per_node']:.0f} B/node)"
-                                             if row.get(s + "_bytes_per_node") else "") for s in solvers)
-              + " | " + " ".join(f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers), flush=True)
+            f"{s} {row[s] * 1e3:8.1f} ms" for s in here) + " | " + " ".join(
+            f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers) + (
+            f" | auto/best {_auto_best(row):.2f}" if _auto_best(row) else ""), flush=True)
     meta["load_after"] = os.getloadavg()
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (out / f"{stem}.md").write_text(render(meta, rows, solvers))
-    plot(rows, solvers, out / f"{stem}.png")
+    plot(rows, [s for s in solvers if s not in FORCED], out / f"{stem}.png")
     print(render(meta, rows, solvers))
     return 0
 
 
+def _auto_best(r):
+    """auto's time over the faster forced algorithm's (None when they were not both timed)."""
+    forced = [r[s] for s in FORCED if s in r]
+    return r["torchcut"] / min(forced) if len(forced) == 2 else None
+
+
 def render(meta, rows, solvers):
     peers = [s for s in solvers if not s.startswith("torchcut")]
-    mine = [s for s in solvers if s.startswith("torchcut")]  # torchcut ("auto"), and a forced algorithm
-    lines = [f"# CPU max-flow: torchcut (compiled: Boykov-Kolmogorov, pseudoflow where the smoothness is strong) vs "
-             f"{', '.join(peers)}", "",
+    mine = [s for s in solvers if s.startswith("torchcut")]  # auto, then the forced algorithms
+    lines = [f"# CPU max-flow: torchcut (compiled: Boykov-Kolmogorov, pseudoflow) vs {', '.join(peers)}", "",
              f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), torch {meta['torch']}, PyMaxflow "
              f"{meta.get('pymaxflow', '-')}; load average before/after "
-             f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}. Time to the mask (build + solve + mask), "
-             "median of the runs after a warm-up; flows asserted equal across solvers; peak memory = growth of the "
-             "resident set during one solve in a fresh process, per node (thinhpf's time leaves out reading its "
-             "labels, see the script). torchcut = the default algorithm (\"auto\"; its pick in brackets); "
-             "torchcut-pseudoflow = algorithm=\"pseudoflow\".", "",
-             "| case | nodes | flow | " + " | ".join(mine) + " | " + " | ".join(peers) + " | "
-             + " | ".join(f"{m} vs {p}" for m in mine for p in peers) + " | bytes/node (" + ", ".join(solvers) + ") |",
-             "|---|---:|---:|" + "---:|" * (len(mine) + len(peers) + len(mine) * len(peers)) + "---|"]
+             f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}; clock: {meta.get('clock', 'wall')}. Time to the "
+             "mask (build + solve + mask), "
+             "best of the runs after a warm-up, the solvers interleaved; flows asserted equal across solvers (the "
+             "flows columns); solve = the solve alone (torchcut on a built graph, PyMaxflow's maxflow()); peak "
+             "memory = growth of the resident set during one solve in a fresh process, per node (thinhpf's time "
+             "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
+             "in brackets: bk or pf); torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
+             "over the faster forced one.", "",
+             "| case | nodes | " + " | ".join(mine) + " | auto / best | " + " | ".join(peers) + " | "
+             + " | ".join(f"{p} / auto" for p in peers) + " | solve: auto, pymaxflow | flows ("
+             + ", ".join(solvers) + ") | bytes/node (torchcut, " + ", ".join(peers) + ") |",
+             "|---|---:|" + "---:|" * (len(mine) + 1 + 2 * len(peers) + 1) + "---|---|"]
     for r in rows:
         mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
-                        for s in solvers)
+                        for s in ["torchcut"] + peers)
         pick = r.get("torchcut_stats", {}).get("algorithm")
         tc = _t(r["torchcut"]) + (f" ({_t(r['torchcut_1thread'])} on 1 thread)" if "torchcut_1thread" in r else "")
-        tc += f" [{pick}]" if pick in ("pseudoflow", "mixed") else ""
-        lines.append(f"| {r['case']} | {r['nodes']:,} | {r['flow']} | " + " | ".join([tc] + [_t(r[m]) for m in mine[1:]])
-                     + " | " + " | ".join(_t(r[p]) for p in peers) + " | "
-                     + " | ".join(f"{r[p] / r[m]:.2f}x" for m in mine for p in peers) + f" | {mem} |")
+        tc += {"pseudoflow": " [pf]", "boykov-kolmogorov": " [bk]", "mixed": " [mixed]"}.get(pick, "")
+        ab = _auto_best(r)
+        solve = ", ".join(_t(r[s + "_solve"]) if s + "_solve" in r else "-" for s in ("torchcut", "pymaxflow"))
+        fl = ", ".join(str(r["flows"][s]) if s in r.get("flows", {}) else "-" for s in solvers)
+        lines.append(f"| {r['case']} | {r['nodes']:,} | " + " | ".join([tc] + [_t(r[m]) if m in r else "-" for m in mine[1:]])
+                     + f" | {f'{ab:.2f}' if ab else '-'} | " + " | ".join(_t(r[p]) if p in r else "-" for p in peers) + " | "
+                     + " | ".join(f"{r[p] / r['torchcut']:.2f}x" if p in r else "-" for p in peers)
+                     + f" | {solve} | {fl} | {mem} |")
     return "\n".join(lines) + "\n"
 
 
@@ -430,7 +541,7 @@ def plot(rows, solvers, png):
     groups = {"2D 4-conn": lambda r: r["kind"] == "2d" and r["conn"] == 4 and r["batch"] == 1,
               "2D 8-conn": lambda r: r["kind"] == "2d" and r["conn"] == 8,
               "3D 6-conn": lambda r: r["kind"] == "3d"}
-    styles = {"torchcut": "-o", "torchcut-pseudoflow": "-.D", "pymaxflow": "--s", "thinhpf": ":^"}
+    styles = {"torchcut": "-o", "pymaxflow": "--s", "thinhpf": ":^"}
     colors = {"2D 4-conn": "C0", "2D 8-conn": "C1", "3D 6-conn": "C2"}
     for g, pick in groups.items():
         sel = sorted((r for r in rows if pick(r)), key=lambda r: r["nodes"])

@@ -213,11 +213,41 @@ def _smooth_and_weak(shape, offsets, seed):
     return strong, weak
 
 
+# auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities of both arcs over twice the netted terminals
+AUTO_RATIO = {(2, 4): 3.4, (2, 8): 2.5, (3, 6): 4.0, (3, 18): 1.0, (3, 26): 1.0}
+
+
+@pytest.mark.parametrize("ndim,conn", sorted(AUTO_RATIO))
+def test_auto_threshold_per_dimension_and_connectivity(ndim, conn):
+    """"auto" takes pseudoflow just above its ratio for the grid's dimension and connectivity and
+    Boykov-Kolmogorov just below it (n-links scaled to 1.02 and 0.98 times the threshold); both picks
+    give the flow and cut of the other algorithm."""
+    offsets = grid_offsets(ndim, conn)
+    shape = {2: (24, 31), 3: (9, 8, 11)}[ndim]
+    rng = np.random.default_rng(ndim * 100 + conn)
+    source = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    sink = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    base = rng.integers(500, 1000, size=(len(offsets),) + shape)
+    probe = GridGraph(source, sink, base, offsets)
+    nsum = probe.caps.sum().item()  # both arcs of every pair (arcs leaving the grid are zero)
+    tsum = (probe.source - probe.sink).abs().sum().item()
+    for factor, want in ((1.02, "pseudoflow"), (0.98, "boykov-kolmogorov")):
+        scale = factor * 2 * AUTO_RATIO[ndim, conn] * tsum / nsum
+        edges = np.rint(base * scale).astype(np.int64)
+        g = GridGraph(source, sink, edges, offsets)
+        ratio = g.caps.sum().item() / (2 * tsum)
+        assert (ratio > AUTO_RATIO[ndim, conn]) == (want == "pseudoflow"), ratio
+        r = torchcut.maxflow(g, backend="cpu")
+        other = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
+        assert r.stats["algorithm"] == want and r.verify() and other.verify()
+        assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
+
+
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (30, 41)), (2, 8, (23, 19)), (3, 26, (7, 6, 9))])
 def test_auto_takes_pseudoflow_where_smoothness_is_strong(ndim, conn, shape):
-    """algorithm="auto" (the default) runs pseudoflow on an item whose n-links sum to more than 8 times
-    its terminal capacities, Boykov-Kolmogorov otherwise, per item of a batch; every choice gives the
-    flows and cuts of both forced algorithms."""
+    """algorithm="auto" (the default) runs pseudoflow on an item whose n-links sum to far more than its
+    terminal capacities, Boykov-Kolmogorov on one where they sum to far less, per item of a batch; every
+    choice gives the flows and cuts of both forced algorithms."""
     offsets = grid_offsets(ndim, conn)
     strong, weak = _smooth_and_weak(shape, offsets, seed=ndim * 100 + conn)
     for case, want in ((strong, "pseudoflow"), (weak, "boykov-kolmogorov")):
@@ -246,7 +276,9 @@ def test_pseudoflow_on_long_paths_and_strong_smoothness():
                       reverse=torch.as_tensor(rev))
         r = torchcut.maxflow(g, backend="cpu")
         b = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")
+        # no augmenting path left after pseudoflow: Boykov-Kolmogorov did not run
         assert r.stats["algorithm"] == "pseudoflow" and r.stats["augmentations"] == 0 and r.stats["mergers"] > 0
+        assert "solve_us" not in r.stats
         assert r.verify() and r.flow_value == b.flow_value and torch.equal(r.mask, b.mask)
     image = torch.rand(48, 64, generator=torch.Generator().manual_seed(3))
     seeds = torch.zeros(48, 64, dtype=torch.uint8)

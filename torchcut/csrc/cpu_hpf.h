@@ -19,10 +19,12 @@
 //
 // The result is a pseudoflow: n-link residuals in rc, excess (> 0) and deficits (< 0) in tr, at roots
 // only. A deficit is at a node whose sink arc carries more than reaches it, so `tr < 0` reads as a
-// residual sink capacity and `tr > 0` as excess: a valid flow for the Boykov-Kolmogorov solver, which
-// the caller runs from this state to the end. That run proves optimality whatever this phase left (it
-// augments any path from an excess to a deficit still open), so this file only has to respect the
-// capacities and conserve flow; on the hard energies it leaves BK little to do.
+// residual sink capacity and `tr > 0` as excess: a valid flow for the Boykov-Kolmogorov solver. The
+// caller then searches from the deficits over residual arcs (grid_sink_side, below): when no excess is
+// reached the flow is maximum and the search is the canonical sink side; otherwise Boykov-Kolmogorov
+// runs from this state and augments whatever path is still open. Either way optimality never depends on
+// this phase being right, only on it respecting the capacities and conserving flow. On every grid
+// measured the search met no excess.
 #pragma once
 
 #include <algorithm>
@@ -234,5 +236,31 @@ class HPF {
   int32_t cap_ = 0, limit_ = 0, lowest_ = 0;
   HPFStats st_;
 };
+
+// The canonical sink side of a pseudoflow on the padded grid: nodes that reach a deficit (tr < 0, a
+// residual sink arc) over residual arcs. Writes 1 there and 0 elsewhere into `reach` (queue: n int32).
+// Returns false when a node with excess (tr > 0, an unsent source residual) is among them: an augmenting
+// path is still open and the flow is not maximum yet; true when it is maximum (then reach is final).
+template <class Cap>
+bool grid_sink_side(int64_t n, int D, const Cap* rc, const int64_t* tr, const int64_t* delta, const uint8_t* sis,
+                    uint8_t* reach, int32_t* queue) {
+  int64_t qt = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    reach[v] = tr[v] < 0;
+    if (reach[v]) queue[qt++] = static_cast<int32_t>(v);
+  }
+  // deficits lie inside the grid, and arcs into the border are closed: every node dequeued is interior
+  for (int64_t qh = 0; qh < qt; ++qh) {
+    const int32_t v = queue[qh];
+    for (int d = 0; d < D; ++d) {
+      const int64_t u = v + delta[d];
+      if (reach[u] || rc[u * D + sis[d]] <= 0) continue;
+      if (tr[u] > 0) return false;
+      reach[u] = 1;
+      queue[qt++] = static_cast<int32_t>(u);
+    }
+  }
+  return true;
+}
 
 }  // namespace torchcut_cpu

@@ -40,13 +40,17 @@ namespace {
 
 constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
                             // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
-// Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow, then Boykov-Kolmogorov from its flow; 2 (auto) pseudoflow
-// where the n-links sum to more than kHpfRatio times the (netted) terminal capacities, else BK.
-// benchmarks/NOTES-cpu.md, "Pseudoflow on grids": the standard energies measure 0.3-0.7 (BK 1.25-4x faster),
-// segmentation energies 1.4-3.6, the BVZ expansion moves 5.3-7.4 (BK 1.4x faster over the 16 moves), the
-// strips and the strongly smooth energies 9-67 (pseudoflow 1.5-6.6x faster). Thin structures and low
-// contrast (3.2-7.0) gain ~3x from pseudoflow too, but share the BVZ moves' range: they take it by option.
-constexpr int64_t kHpfRatio = 8;
+// Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
+// (auto) pseudoflow where the n-link capacities (both arcs of a pair, summed once per pair) exceed
+// hpf_ratio(ndim, D) times the netted terminal capacities, else Boykov-Kolmogorov. The thresholds per
+// dimension and connectivity were measured on segmentation energies (photographs 0.25-1 MP, lam 1-100; blob
+// volumes), the hard energies and the standard ones (benchmarks/NOTES-cpu.md, "The choice of algorithm"):
+// the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
+double hpf_ratio(size_t ndim, int D) {
+  if (ndim == 2) return D <= 4 ? 3.4 : 2.5;
+  if (ndim == 3) return D <= 6 ? 4.0 : 1.0;
+  return 8.0;
+}
 
 // ------------------------------------------------------------------------------------------- grids
 template <class CapT>
@@ -238,18 +242,24 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   });
   const auto Th = std::chrono::steady_clock::now();
   HPFStats hs;
-  const bool hpf = algorithm == 1 || (count && nsum > 2.0 * kHpfRatio * tsum);
-  if (hpf) {  // pseudoflow first; Boykov-Kolmogorov then finishes from its flow (cpu_hpf.h)
+  const bool hpf = algorithm == 1 || (count && nsum > 2.0 * hpf_ratio(lay.shape.size(), D) * tsum);
+  if (hpf) {  // pseudoflow first (cpu_hpf.h)
     HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
     hs = pf.run();
   }
   const auto T0 = std::chrono::steady_clock::now();
-  GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
-  BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
-  const BKStats s = bk.run();
-  const auto T1 = std::chrono::steady_clock::now();
   uint8_t* reach = w.reach.get();
-  bk.sink_side(reach);
+  BKStats s;
+  auto T1 = T0;
+  // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
+  // usual case) and is then the canonical sink side; otherwise Boykov-Kolmogorov finishes.
+  if (!hpf || !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
+    GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
+    BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
+    s = bk.run();
+    T1 = std::chrono::steady_clock::now();
+    bk.sink_side(reach);
+  }
   const auto T2 = std::chrono::steady_clock::now();
 
   lay.for_each_row([&](int64_t v0, int64_t q0) {
