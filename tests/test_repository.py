@@ -22,6 +22,8 @@ The patterns (case-insensitive, except the two file names marked below) are buil
   the ``work`` tree at the file system's root, the method notes (``METHOD``, ``HOPPER``, ``KINDS`` + ``.md``), the upper-case
   architecture note (``DESIGN`` + ``.md``, case-sensitive: ``docs/design.md`` is the project's own),
   and the virtual machine monitor of the lent GPU hosts (``Fire`` + ``cracker``).
+* references to the benchmark notes that were distilled into ``docs/performance.md`` and removed
+  (``NOTES`` + ``-grid`` or ``-cpu``).
 
 Binary files (a NUL byte in the first 8 KB, or not UTF-8) are read by name only.
 """
@@ -52,6 +54,7 @@ def _patterns() -> list[tuple[str, re.Pattern]]:
         ("outside notes", re.compile(r"\b(?:" + "METH" + "OD|" + "HOP" + "PER|" + "KIN" + r"DS)\.md\b", re.I)),
         ("outside design note", re.compile(r"\b" + "DES" + r"IGN\.md\b")),  # case-sensitive
         ("outside machines", re.compile("Fire" + "cracker", re.I)),
+        ("removed notes", re.compile(r"\b" + "NOTES" + r"-(?:grid|cpu)\b")),  # distilled into docs/performance.md
     ]
 
 
@@ -117,9 +120,9 @@ def test_patterns_match_what_they_mean():
     period, stop, issue = "ses" + "sion", "st" + "op", "iss" + "ue"
     flagged = [
         f"see {period} 11", f"the last {stop}'s run", f"in that {stop}'s runs", f"the next {stop} starts",
-        f"{issue} 10's targets", f"({issue} 3)", f"{issue}s 11-13", f"memory_{issue}14.py", f"({issue} #11)",
-        "closes #14", "../" + "shared/data", "/" + "work/venv", "METH" + "OD.md", "DES" + "IGN.md",
-        "Fire" + "cracker machines",
+        f"{issue} 10's targets", f"({issue} 3)", f"{issue}s 11-13", f"memory_{issue}14.py", f"({issue} " + "#" + "11)",
+        "closes " + "#" + "14", "../" + "shared/data", "/" + "work/venv", "METH" + "OD.md", "DES" + "IGN.md",
+        "Fire" + "cracker machines", "NOTES" + "-grid.md, v8",
     ]
     for text in flagged:
         assert _hits(text), text
@@ -136,10 +139,14 @@ def test_patterns_match_what_they_mean():
 def test_tracked_files_speak_of_the_project_alone():
     hits = find_hits(_tracked_files())
     if hits:
-        files = sorted({h.split(":", 1)[0] for h in hits})
+        per_file: dict[str, int] = {}
+        for h in hits:
+            name = h.split(":", 1)[0]
+            per_file[name] = per_file.get(name, 0) + 1
         pytest.fail(
-            f"{len(hits)} process words, tracker numbers or outside paths in {len(files)} tracked files "
-            f"(patterns: tests/test_repository.py docstring); rewrite them in the project's own terms:\n"
-            + "\n".join(hits),
+            f"{len(hits)} process words, tracker numbers or outside paths in {len(per_file)} tracked files "
+            f"(patterns: tests/test_repository.py docstring); rewrite them in the project's own terms.\n"
+            "Files (hits):\n" + "\n".join(f"  {n} ({c})" for n, c in per_file.items())
+            + "\nHits (file:line: pattern: text):\n" + "\n".join(hits),
             pytrace=False,
         )

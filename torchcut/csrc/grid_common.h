@@ -31,7 +31,7 @@ constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
 
 // The tuning options of the solver, in the order of the op's `opts` list (torchcut/solvers/cuda.py,
 // _OPTS, holds the same names and their documentation for users). 0 always means "the default".
-// Variants that measured no faster were removed (benchmarks/NOTES-grid.md, "v8: lean kernels").
+// Variants that measured no faster were removed (docs/performance.md, "Findings").
 struct Options {
   int64_t tile_x = 0, tile_y = 0, tile_z = 0;  // push tile extent (default 2D 32x16, 32x8 beyond 8 dirs;
                                                // 3D 8x8x8, 8x8x4 beyond 8 dirs); 32 to 512 nodes
