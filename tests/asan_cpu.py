@@ -25,7 +25,7 @@ def build() -> str:
 
     folder = tempfile.mkdtemp()
     load(name="tc_cpu_asan", sources=[f"torchcut/csrc/{s}" for s in SOURCES],
-         extra_cflags=["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-std=c++17"],
+         extra_cflags=["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
          extra_ldflags=["-fsanitize=address"], build_directory=folder, is_python_module=False)
     return os.path.join(folder, "tc_cpu_asan.so")
 

@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The folder of test data (``$TORCHCUT_DATA``, else ``../shared/data``); skip when absent."""
+    """The folder of test data named by ``$TORCHCUT_DATA``; skip when it does not exist."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"test data folder {SHARED_DATA} not found (set TORCHCUT_DATA)")
+        pytest.skip(f"no test data at {SHARED_DATA}: set TORCHCUT_DATA to the test data folder")
     return SHARED_DATA

@@ -420,7 +420,7 @@ def _have_expansion():
 
 
 needs_expansion = pytest.mark.skipif(not _have_expansion(),
-                                     reason="torchcut.multilabel.expansion (issue #11) is not in this tree yet")
+                                     reason="torchcut.multilabel.expansion is not available")
 
 
 @needs_expansion

@@ -53,7 +53,7 @@ def test_mask_equals_reference(csr_ext):
         g, r = cuda_solve(net)
         ref = torchcut.maxflow(g.to("cpu"), backend="reference", lattice=False)
         assert r.flow_value == ref.flow_value
-        assert torch.equal(r.mask.cpu(), ref.mask)  # the cut is unique (DESIGN.md)
+        assert torch.equal(r.mask.cpu(), ref.mask)  # the canonical cut is unique (docs/design.md)
 
 
 def test_high_degree_vertices(csr_ext):

@@ -262,7 +262,7 @@ def test_default_chains_only_single_large_grids(conn):
     """The default rule chains push launches on a single grid of 512^2 nodes or more whose BFS is many
     tiles deep (a 128 x 2048 strip, sources on the left, sinks on the right), never in a batch. Checked
     by the certificates (``verify``: a cut whose capacity equals the flow) and against plain launches,
-    not PyMaxflow: its Boykov-Kolmogorov search takes 16-24 s on this strip (session 9)."""
+    not PyMaxflow: its Boykov-Kolmogorov search takes 16-24 s on this strip."""
     offs = grid_offsets(2, conn)
     source, sink, edges, rev = fc.strip((128, 2048), offs, seed=60 + conn)
 
@@ -580,7 +580,7 @@ def test_bad_option_is_named():
                   torch.ones(2, 4, 4, device="cuda"), offs)
     with pytest.raises(TypeError, match="max_rounds"):
         torchcut.maxflow(g, backend="cuda", max_rounds=3)
-    with pytest.raises(TypeError, match="pipeline"):  # removed in v8 (NOTES-grid.md)
+    with pytest.raises(TypeError, match="pipeline"):  # removed: measured no faster (docs/performance.md)
         torchcut.maxflow(g, backend="cuda", pipeline=2)
 
 

@@ -10,8 +10,8 @@ This module imports nothing, so that ``setup.py`` can run it without importing t
 CPU_SOURCES = ["torchcut.cpp", "cpu_ops.cpp", "cpu_grabcut.cpp"]
 CUDA_SOURCES = ["grid_ops.cpp", "grid_solve.cpp", "grid_push_i32.cu", "grid_push_i64.cu", "grid_bfs.cu",
                 "grid_moves.cu", "csr_ops.cpp", "csr_kernels.cu"]
-CXX_FLAGS = ["-O3", "-std=c++17"]
-NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", "-std=c++17"]
+CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
+NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 # Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,
 # Ampere and Hopper as machine code, plus Hopper's PTX, which the driver compiles for newer GPUs
 # (Blackwell). Every CUDA toolkit from 11.8 to 13 accepts this list.

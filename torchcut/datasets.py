@@ -2,8 +2,8 @@
 
 A file is looked for, in order:
 
-1. in the folder named by the environment variable ``TORCHCUT_DATA`` (laid out like the project's
-   shared data: ``middlebury/tsukuba/scene1.row3.col3.ppm``, ...),
+1. in the folder named by the environment variable ``TORCHCUT_DATA`` (the test data folder, with
+   the files at the paths of :data:`REGISTRY`: ``middlebury/tsukuba/scene1.row3.col3.ppm``, ...),
 2. in the cache folder ``$TORCHCUT_CACHE/data`` (default ``~/.cache/torchcut/data``),
 3. downloaded from its original site into the cache, when downloads are allowed (the ``download``
    argument, and the environment variable ``TORCHCUT_NO_DOWNLOAD`` unset or ``0``).

@@ -22,7 +22,7 @@ namespace torchcut_grid {
 // heights are still exact, and with no seed tile the BFS never visits them.
 // Grid: blockIdx.y is the item, so the skip is uniform over a block and node indices stay inside one
 // item: coordinates take two 32-bit divisions (BFS tiles are powers of two: shifts and masks), not the
-// four 64-bit divisions of a flat index over the batch (session 7: 73 us at 4M nodes, ~2x the bytes).
+// four 64-bit divisions of a flat index over the batch (those took 73 us at 4M nodes, ~2x the bytes).
 // Bit D of a mask (when the mask type has room) is the residual sink arc. warm (a repaired relabel):
 // masks and counters only; the heights stay, and the repair queues its own tiles.
 template <typename CapT, typename MaskT>
@@ -79,7 +79,7 @@ __global__ void bfs_init_kernel(const CapT* __restrict__ caps, const CapT* __res
   }
 }
 
-// Scan BFS (v6). Along one axis of the tile, a line of E nodes (E a power of two <= 32) lies in E
+// Scan BFS. Along one axis of the tile, a line of E nodes (E a power of two <= 32) lies in E
 // consecutive lanes of a warp. Relaxing every arc of the line along +axis, in order, is a min-plus scan:
 // with a_p = d_p - p, d_p <- p + min{a_q : q <= p, every node q+1..p has its residual arc to the previous
 // one}; the arcs are a ballot, so each lane finds the first node of its chain with one bit operation,
@@ -202,7 +202,7 @@ __device__ __forceinline__ int bfs_scan_tile(const MaskT* __restrict__ mask, int
   int best = cur0;
   // Heights across the tile border, loaded whatever the mask says, so that the loads overlap the mask's.
   // With the directions known at compile time, every load is issued before the first is used (one
-  // memory latency per visit instead of one per direction: v7 profile, load phase 3.4 us per visit).
+  // memory latency per visit instead of one per direction: profiled load phase 3.4 us per visit).
   auto across = [&](int d) { return crosses<S>(G, L, d); };
   if constexpr (DT > 0) {
     int hv[DT];
@@ -417,7 +417,7 @@ __device__ __forceinline__ int repair_tile(const MaskT* __restrict__ mask, int* 
   return passes;
 }
 
-// Queue BFS (v6): one launch per global relabel. Resident blocks take tiles from a ring buffer, relax
+// Queue BFS: one launch per global relabel. Resident blocks take tiles from a ring buffer, relax
 // them (bfs_scan_tile) and notify the neighbouring tiles whose nodes can now reach the sink by a shorter
 // path. Asynchronous Bellman-Ford: no launch boundaries, no host reads, every block always has the next
 // tile of the wavefront. Converged when no tile is queued or running (pending == 0): then every tile was
@@ -425,8 +425,8 @@ __device__ __forceinline__ int repair_tile(const MaskT* __restrict__ mask, int* 
 // and the heights are the exact distances. Seeds: the tiles holding a node with a residual sink arc
 // (bfs_init_kernel, seed_kernel).
 // Bound to 32 registers (two 1024-thread blocks per SM, or four of 512 with persist's default 2048 /
-// tile threads; 60-200 bytes spill to the stack, ptxas -v). v7 measured a 64-register variant with half
-// the resident blocks: 30% less time per visit, no faster per BFS.
+// tile threads; 60-200 bytes spill to the stack, ptxas -v). A 64-register variant, with half the
+// resident blocks, measured 30% less time per visit and no faster per BFS.
 //
 // The worklist loop of one resident block: take a tile, visit it (visit(b, t, gen, t_start) returns
 // the passes, for the profile), put it back into the ring when a neighbour changed meanwhile, until

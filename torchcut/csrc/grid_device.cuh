@@ -33,7 +33,7 @@ struct Local {
 };
 
 // Tile extent known at compile time (0: read from the Geom). The default tiles are compiled with their
-// extents, so that index arithmetic inside a tile is shifts and masks, not integer divisions (v7: the
+// extents, so that index arithmetic inside a tile is shifts and masks, not integer divisions (the
 // BFS and push kernels were bound by instruction issue, ~28 and ~48 runtime divisions in their SASS).
 template <int TXc = 0, int TYc = 0, int TZc = 0>
 struct Sh {

@@ -11,7 +11,7 @@
 //   exceed a residual. Interior arcs belong to the tile and are stored back plainly; excess is written
 //   back as a delta (atomicAdd) because other tiles add to it concurrently. Heights of other tiles are a
 //   snapshot (stale within a launch: only a heuristic, the preflow stays valid).
-// Walk (v7): before each launch list_kernel (grid_bfs.cu) lists the tiles whose flag is set; the
+// Walk: before each launch list_kernel (grid_bfs.cu) lists the tiles whose flag is set; the
 //   resident blocks of a persistent grid take them one at a time, so clustered active tiles spread over
 //   all blocks, and every item of a batch gets blocks however large the batch.
 // Chained launches (CHAIN, option push_chain; late cycles of a BFS bound by its depth, where a launch

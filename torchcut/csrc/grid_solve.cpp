@@ -18,17 +18,17 @@
 // fewer tiles, but its two passes are each a wavefront: it pays where a full BFS is bound by tile visits
 // (large grids, batches: twice the BFS blocks in visits per tile of depth), not where it is bound
 // by its depth (hard energies, small grids). So by default, on grids of at least 4 BFS tiles per
-// resident BFS block, every relabel after a full BFS bound by its visits is a repair. (Until session 10
-// each relabel was timed and repairs went on only while the last took no longer than the last full BFS:
-// a choice by timings, which made the schedule of 256^3 change from run to run, 9 against 14 ms.)
+// resident BFS block, every relabel after a full BFS bound by its visits is a repair. (Timing each
+// relabel and repairing only while the last repair took no longer than the last full BFS was measured:
+// a choice by timings makes the schedule of 256^3 change from run to run, 9 against 14 ms.)
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
-// fewer relabels where each costs a long wavefront (session 8: hard low-contrast 1024^2 1.37x).
+// fewer relabels where each costs a long wavefront (hard low-contrast 1024^2 1.37x).
 // Chained pushes (option push_chain, grid_push.cuh): on a single 2D grid of at least 512^2 nodes, in a
 // cycle whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become
 // ceil(P / 16) chained ones (after the unchained first), each visiting up to 16 times the listed tiles:
 // tiles that flow enters, or that stay active, go back into the launch's worklist, so flow crosses a
-// tile border at the latency of a tile visit (~12 us) instead of a launch's (~25-30 us). Session 9 A/B:
+// tile border at the latency of a tile visit (~12 us) instead of a launch's (~25-30 us). Measured A/B:
 // hard 1024^2 energies 1.10-1.14x, hard 512^2 1.00-1.18x (fewer relabels: thin 1024^2 40 -> 32),
 // standard grids within their spread. Not on grids whose BFS is bound by its visits (2048^2, batches):
 // there every launch chained was 1.5-2x slower (more visits on stale heights).
@@ -144,10 +144,10 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // chained launches: the listed tiles and those appended during the launch, up to chain_max times
   const bool chain_on = opts.push_chain >= 0 && push_chains(G);
   const bool chain_always = opts.push_chain > 0;
-  // by default only on single grids of at least 512^2 nodes (session 9: the multi-label moves, batches and
-  // 288 x 384 grids, were 1.2x slower with it: Tsukuba 84 -> 104 ms, refine 145 -> 170 ms)
+  // by default only on single grids of at least 512^2 nodes (the multi-label moves, batches and
+  // 288 x 384 grids, measured 1.2x slower with it: Tsukuba 84 -> 104 ms, refine 145 -> 170 ms)
   const bool chain_auto = chain_on && B == 1 && G.N >= (1LL << 18);
-  // session 9 sweeps: 8 gained less; 32 gained more on some hard energies, but cost 512^2 4c 1.2x
+  // sweeps of the factor: 8 gained less; 32 gained more on some hard energies, but cost 512^2 4c 1.2x
   constexpr int kChainFactor = 16;
   const int chain_max = chain_always ? (int)opts.push_chain : kChainFactor;
   const long long plist_cap = (chain_on ? chain_max : 1) * pt;
@@ -247,16 +247,16 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   const double khz = std::max(clock_khz, 1);
   long long seen[kSlots] = {0};  // trace: counters at the last line
   // Push launches between two global relabels: half the BFS depth in tiles, at most 4 on 4/6-connected
-  // grids (v6 sweep: fixed 4 beat depth/2 by 5-12% at 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%,
+  // grids (a sweep: fixed 4 beat depth/2 by 5-12% at 1024^2 4c and 128^3; on 1024^2 8c it lost 10-30%,
   // so more directions keep depth/2).
   const int push_cap = G.D <= 6 ? 4 : 64;
-  // 3D grids of 18 or 26 directions: at least 6 (v8 sweep, results/grid-v8-tune-26c.log: their BFS is 2-5
+  // 3D grids of 18 or 26 directions: at least 6 (a sweep: their BFS is 2-5
   // tiles deep, so depth/2 gave 1-2 pushes per relabel and the BFS dominated; 6 took 64^3 26c 7.03 ->
   // 5.20 ms, the hard 26c volumes 7.5 -> 4.5, 11.5 -> 6.7, 6.2 -> 5.3 ms, 128^3 26c 25.6 -> 25.1 ms).
   const int push_min = G.D >= 18 && G.Z > 1 ? 6 : 1;
   // Tail (option push_tail): when at most a quarter as many tiles are active as there are push blocks, a
   // push launch costs about one tile visit plus the launch (~25 us) and a BFS ~8 of them, so run more
-  // push launches before the next BFS (v7 trace at 1024^2: the last 7 of 12 cycles had 10-70 active
+  // push launches before the next BFS (a trace at 1024^2: the last 7 of 12 cycles had 10-70 active
   // tiles and 2-4 pushes each). Default: as many launches as the BFS was deep in tiles, 6 to 24 (fixed 6
   // was best at 1024^2, 24 at 2048^2; the depth grows with the grid).
   const bool tail_on = opts.push_tail >= 0;
@@ -326,7 +326,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     const int last_bfs = std::max(full_depth, gen_depth);
     const long long visits = hostp[kVisits] - seen_visits;
     seen_visits = hostp[kVisits];
-    // bound by its visits: at least twice as many per tile of depth as there are BFS blocks (session 8:
+    // bound by its visits: at least twice as many per tile of depth as there are BFS blocks (measured:
     // repairs paid at 2.3-14x, on 2048^2, 256^3 and a batch of 32 x 512^2, and lost at 1.3-1.9x)
     const bool by_visits = visits >= 2LL * gen_depth * bfs_blocks;
     if (!warm) full_by_visits = by_visits;
@@ -430,7 +430,7 @@ void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out,
     G.TY = pick(opts.tile_y, G.D > 8 ? 8 : 16);
     G.TZ = 1;
   } else {
-    G.TX = pick(opts.tile_x, 8);  // v7: 8x8x8 beat 16x8x4 at 128^3 (3.06 vs 3.25 ms) and 256^3
+    G.TX = pick(opts.tile_x, 8);  // 8x8x8 beat 16x8x4 at 128^3 (3.06 vs 3.25 ms) and 256^3
     G.TY = pick(opts.tile_y, 8);
     G.TZ = pick(opts.tile_z, G.D > 8 ? 4 : 8);
   }
