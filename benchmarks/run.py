@@ -63,11 +63,15 @@ def parse(argv=None):
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peer-repeats", type=int, default=3)
-    ap.add_argument("--peer-budget", type=float, default=60.0, help="seconds per peer and case (killed past 2x)")
+    ap.add_argument("--peer-budget", type=float, default=None,
+                    help="seconds per peer and case (default: cpu 60, gpu 20; killed past twice that)")
     ap.add_argument("--peer-max-nodes", type=float, default=None,
                     help="skip peers above this many nodes (default: cpu none, gpu 5e6)")
     ap.add_argument("--peer-jobs", type=int, default=None,
                     help="peer processes at once (default: 1 for cpu, a quarter of the cores for gpu)")
+    ap.add_argument("--input-jobs", type=int, default=None,
+                    help="processes building case inputs ahead of the timing (default: 1 for cpu, a quarter of "
+                         "the cores for gpu and --compare)")
     ap.add_argument("--no-startup", action="store_true", help="leave out the start-up table (--quick does)")
     ap.add_argument("--compare", metavar="REF", help="commit, tag or source tree to compare the current tree with")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the current tree (default: this checkout)")
@@ -95,15 +99,36 @@ def select(suite, args):
     return specs
 
 
-def save_inputs(specs, folder: Path, on_case=None):
-    """Build every case's inputs into ``folder`` (``cases.json`` and ``<index>.npz``)."""
+def _build_one(spec, path):
+    np.savez(path, **C.build(spec))
+    return path
+
+
+def save_inputs(specs, folder: Path, on_case=None, jobs: int = 1):
+    """Build every case's inputs into ``folder`` (``cases.json`` and ``<index>.npz``), ``jobs`` processes
+    at once; ``on_case(index, spec, inputs)`` is called in case order as each is ready."""
     folder.mkdir(parents=True, exist_ok=True)
-    for i, spec in enumerate(specs):
-        x = C.build(spec)
-        np.savez(folder / f"{i}.npz", **x)
-        if on_case:
-            on_case(i, spec, x)
     (folder / "cases.json").write_text(json.dumps(specs))
+    paths = [folder / f"{i}.npz" for i in range(len(specs))]
+    if jobs <= 1:
+        futures = None
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"))
+        futures = [pool.submit(_build_one, s, p) for s, p in zip(specs, paths)]
+    try:
+        for i, spec in enumerate(specs):
+            if futures is None:
+                _build_one(spec, paths[i])
+            else:
+                futures[i].result()
+            if on_case:
+                with np.load(paths[i], allow_pickle=False) as z:
+                    on_case(i, spec, {k: z[k] for k in z.files})
+    finally:
+        if futures is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 # ----------------------------------------------------------------------------------------- suites
@@ -173,10 +198,14 @@ def _peer_entry(spec, npz, peer, repeats, budget, q):
 def run_suite(suite, args) -> int:
     device = _device(suite)
     specs = select(suite, args)
+    if args.peer_budget is None:
+        args.peer_budget = 60.0 if suite == "cpu" else 20.0
     if args.peer_max_nodes is None:
         args.peer_max_nodes = 5e6 if suite == "gpu" else float("inf")
+    quarter = max(1, (os.cpu_count() or 4) // 4)
     if args.peer_jobs is None:
-        args.peer_jobs = 1 if suite == "cpu" else max(1, (os.cpu_count() or 4) // 4)
+        args.peer_jobs = 1 if suite == "cpu" else quarter
+    jobs = args.input_jobs or (1 if suite == "cpu" else quarter)
     print(f"# suite {suite} on {device}: {len(specs)} cases, {args.repeats} timed calls after {args.warmup} "
           "warm-up(s)", flush=True)
     t_start = time.perf_counter()
@@ -199,7 +228,7 @@ def run_suite(suite, args) -> int:
             t_build[0] = time.perf_counter()
 
         t_build = [time.perf_counter()]
-        save_inputs(specs, folder, on_case)
+        save_inputs(specs, folder, on_case, jobs)
         if not args.no_peers:
             jobs = []
             for i, spec in enumerate(specs):
@@ -522,7 +551,7 @@ def compare(args, worker=run_worker) -> int:
         print(f"# compare on {device}: {len(specs)} cases, {args.rounds} rounds x {args.repeats} timed calls "
               f"(+{args.warmup} warm-up) per tree; building inputs", flush=True)
         t0 = time.perf_counter()
-        save_inputs(specs, tmp / "cases")
+        save_inputs(specs, tmp / "cases", jobs=args.input_jobs or max(1, (os.cpu_count() or 4) // 4))
         print(f"# inputs built ({time.perf_counter() - t0:.0f} s)", flush=True)
         got_cur, got_ref = [], []
         for k in range(args.rounds):
