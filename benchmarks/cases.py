@@ -141,7 +141,7 @@ def blobs(n: int, seed: int = 0) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- specs
 def _grid(family, label, n, conn, *, batch=1, ndim=2, exact=True, **params):
     nodes = n ** ndim * batch
-    cid = f"{family}/{label.replace(' ', '-').replace('^', '')}-{conn}c"
+    cid = f"{family}/{label.replace('^2', '').replace('^3', '-cube').replace(' ', '-')}-{conn}c"
     return dict(id=cid, family=family, kind="grid", label=label, conn=conn, nodes=nodes, batch=batch,
                 exact=exact, peers=["pymaxflow", "thinhpf"], params=dict(n=n, ndim=ndim, **params))
 

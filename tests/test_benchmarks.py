@@ -33,7 +33,7 @@ def test_suites_list_the_families():
     assert {"2d", "batch", "3d", "hard", "pipeline"} <= cpu
     gpu = C.suite_cases("gpu")
     ids = {s["id"] for s in gpu}
-    assert "3d/blobs-5123-6c" in ids and "3d/blobs-2563-26c" in ids
+    assert "3d/blobs-512-cube-6c" in ids and "3d/blobs-256-cube-26c" in ids
     assert max(s["nodes"] for s in gpu if s["family"] == "2d") >= 8_000_000
     assert any(s["id"].startswith("2d/vessels-2832") for s in gpu)
     with pytest.raises(ValueError, match="suite: expected one of"):
