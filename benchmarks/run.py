@@ -60,6 +60,8 @@ def parse(argv=None):
                                                    "cudacuts)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 5; --quick 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed calls per case before the timed ones")
+    ap.add_argument("--case-budget", type=float, default=30.0,
+                    help="seconds of timed calls per case: fewer repeats (at least 1) for slow cases")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peer-repeats", type=int, default=3)
@@ -215,7 +217,7 @@ def run_suite(suite, args) -> int:
 
         def on_case(i, spec, x):
             t0 = time.perf_counter()
-            res = W.run_case(spec, x, device, args.repeats, args.warmup)
+            res = W.run_case(spec, x, device, args.repeats, args.warmup, args.case_budget)
             row = dict(spec=spec, torchcut=res, peers={}, build_s=t0 - t_build[0], run_s=time.perf_counter() - t0)
             rows.append(row)
             msg = f"{res['median'] * 1e3:9.2f} ms" if "median" in res else res.get("error") or res.get("unavailable")
@@ -336,6 +338,7 @@ def _meta(suite, device, args, seconds):
     dev = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     return {"suite": suite, "device": dev, "cores": os.cpu_count(), "torch": torch.__version__,
             "threads": torch.get_num_threads(), "quick": args.quick, "repeats": args.repeats, "warmup": args.warmup,
+            "case_budget": args.case_budget,
             "commit": _git(["rev-parse", "--short", "HEAD"], ROOT), "dirty": bool(_git(["status", "--porcelain",
                                                                                           "--untracked-files=no"], ROOT)),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds}
@@ -381,7 +384,8 @@ def render(meta, rows) -> str:
              f"{meta['date']}; {meta['device']}, {meta['cores']} cores, torch {meta['torch']} "
              f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}"
              f"{'; quick sizes' if meta['quick'] else ''}. torchcut: median of {meta['repeats']} calls after "
-             f"{meta['warmup']} warm-up(s), CUDA synchronised; graph build from arrays on the device + solve + mask "
+             f"{meta['warmup']} warm-up(s) (fewer when they would pass {meta['case_budget']:.0f} s; *runs*), CUDA "
+             "synchronised; graph build from arrays on the device + solve + mask "
              "(pipelines: the whole call). Peers: build + solve, median of up to 3 calls; the fastest installed "
              "peer is shown, the others in the notes. Exact cases: flow values required equal (sums over "
              "batch items / moves shown); approximate peers: energies or IoU side by side.", "",
@@ -405,7 +409,9 @@ def render(meta, rows) -> str:
         lines.append(
             f"| {s['family']} | {s['label']} | {s.get('conn', '')} | {s['nodes']:,} | " if s.get("nodes") else
             f"| {s['family']} | {s['label']} | {s.get('conn', '')} | - | ")
-        lines[-1] += (f"{_ms(t)} | {best or '-'} | {_ms(pb)} | {f'{pb / t:.1f}x' if pb and t else '-'} | "
+        runs = len(res.get("times") or [])
+        tcell = _ms(t) + (f" ({runs} runs)" if res.get("times") is not None and runs < meta["repeats"] else "")
+        lines[-1] += (f"{tcell} | {best or '-'} | {_ms(pb)} | {f'{pb / t:.1f}x' if pb and t else '-'} | "
                       f"{_short(res.get('value'))} | {_short(timed[best]['value']) if best else '-'} | {r['check']} | "
                       f"{'; '.join(notes)} |")
     return "\n".join(lines) + "\n"
@@ -439,10 +445,13 @@ def build_tree(tree: Path, jobs: int) -> None:
     print(f"# built {tree} in place ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
-def run_worker(tree: Path, cache: Path, folder: Path, device: str, repeats: int, warmup: int, out: Path) -> dict:
+def run_worker(tree: Path, cache: Path, folder: Path, device: str, repeats: int, warmup: int, out: Path,
+               budget: float | None = None) -> dict:
     """One worker process on ``tree`` over every saved case; its parsed JSON output."""
     cmd = [sys.executable, str(Path(__file__).resolve().parent / "worker.py"), "--cases", str(folder),
            "--device", device, "--repeats", str(repeats), "--warmup", str(warmup), "--out", str(out)]
+    if budget:
+        cmd += ["--budget", str(budget)]
     r = subprocess.run(cmd, env=tree_env(tree, cache), cwd=folder)
     if r.returncode != 0 or not out.is_file():
         raise SystemExit(f"worker on {tree} failed (exit {r.returncode})")
@@ -562,7 +571,7 @@ def compare(args, worker=run_worker) -> int:
                 t1 = time.perf_counter()
                 print(f"# round {k + 1}/{args.rounds}: {name} ({tree})", flush=True)
                 res = worker(tree, caches[tree], tmp / "cases", device, args.repeats, args.warmup,
-                             tmp / f"round{k}-{name}.json")
+                             tmp / f"round{k}-{name}.json", args.case_budget / max(1, args.rounds))
                 sink.append(res["results"])
                 print(f"#   {time.perf_counter() - t1:.0f} s", flush=True)
         rows, status = summarize(specs, got_cur, got_ref, args.threshold)

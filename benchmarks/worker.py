@@ -150,8 +150,9 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def run_case(spec, x, device="cpu", repeats=3, warmup=1) -> dict:
-    """Time one case: ``warmup`` untimed calls, then ``repeats`` timed ones.
+def run_case(spec, x, device="cpu", repeats=3, warmup=1, budget=None) -> dict:
+    """Time one case: ``warmup`` untimed calls, then ``repeats`` timed ones (fewer, at least one, when
+    ``budget`` seconds would not hold them at the speed of the last warm-up call).
 
     Returns a dict with ``id``, ``median`` (seconds), ``times``, ``value`` (of the last call;
     every call must give the same, else ``error`` says so) and ``stats``; or ``id`` and
@@ -160,8 +161,14 @@ def run_case(spec, x, device="cpu", repeats=3, warmup=1) -> dict:
     try:
         fn = prepare(spec, x, device)
         value = stats = None
+        t_warm = None
         for _ in range(warmup):
+            t0 = time.perf_counter()
             value, stats = fn()
+            _sync(device)
+            t_warm = time.perf_counter() - t0
+        if budget and t_warm:
+            repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
         times = []
         for _ in range(repeats):
             _sync(device)
@@ -190,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--budget", type=float, default=None, help="seconds of timed calls per case (fewer repeats past it)")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     import torch
@@ -198,7 +206,7 @@ def main(argv=None) -> int:
     specs = json.loads((args.cases / "cases.json").read_text())
     out = {"torchcut": str(Path(torchcut.__file__).resolve().parent), "torch": torch.__version__, "results": []}
     for i, spec in enumerate(specs):
-        res = run_case(spec, load_inputs(args.cases, i), args.device, args.repeats, args.warmup)
+        res = run_case(spec, load_inputs(args.cases, i), args.device, args.repeats, args.warmup, args.budget)
         out["results"].append(res)
         msg = f"{res['median'] * 1e3:.2f} ms" if "median" in res else res.get("unavailable") or res.get("error")
         print(f"  {spec['id']}: {msg}", file=sys.stderr, flush=True)

@@ -96,7 +96,7 @@ def test_summarize_values_and_threshold():
 def test_compare_detects_an_injected_flow_mismatch(tmp_path):
     calls = []
 
-    def fake(tree, cache, folder, device, repeats, warmup, out):
+    def fake(tree, cache, folder, device, repeats, warmup, out, budget=None):
         specs = json.loads((folder / "cases.json").read_text())
         calls.append(out.name)
         return _fake_results(specs, [7] if "REF" in out.name else [8], 0.01)
