@@ -7,7 +7,7 @@ The same function (:func:`script`) builds and solves each case the PyMaxflow way
 ``device="cpu"`` or ``device="cuda"``. PyMaxflow is the fastest peer here: on these grid energies it
 beats thinhpf's pseudoflow on every case of ``benchmarks/results/cpu.md``.
 
-Cases: the 64x256x256 6-connected volume of the issue (float and int graphs), a 1024^2 picture
+Cases: a 64x256x256 6-connected volume (float and int graphs), a 1024^2 picture
 4- and 8-connected (Moore structure), and PyMaxflow's own example ``a2.png`` (needs TORCHCUT_DATA).
 Energies: a synthetic volume or picture (bright blobs on a darker noisy background); terminal
 capacities from the squared distance to the two class means, edge weights
@@ -209,7 +209,7 @@ def main(argv=None):
 
     devices = [d for d in args.devices.split(",") if d]
     names = ["pymaxflow"] + [f"torchcut-{d}" for d in devices]
-    data_dir = os.environ.get("TORCHCUT_DATA", str(ROOT.parent / "shared" / "data"))
+    data_dir = os.environ.get("TORCHCUT_DATA", str(ROOT / "data"))
     rows = []
     load0 = os.getloadavg()[0]
     gpu = f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""

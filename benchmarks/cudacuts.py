@@ -1,6 +1,6 @@
-"""CUDA Cuts (Vineet and Narayanan 2008) as a benchmark peer of torchcut's exact grid solver (issue 10).
+"""CUDA Cuts (Vineet and Narayanan 2008) as a benchmark peer of torchcut's exact grid solver.
 
-Issue 10 asks that torchcut's CUDA grid solver be no slower than an approximate GPU method such as CUDA
+torchcut's CUDA grid solver should be no slower than an approximate GPU method such as CUDA
 Cuts on the same energy. No CUDA Cuts build exists on the benchmark machine, so this module carries its
 own implementation of the scheme (``cudacuts_kernels.cu``, built on first use with
 ``torch.utils.cpp_extension``; never a dependency of the library), and a driver that runs it beside

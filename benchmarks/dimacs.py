@@ -30,7 +30,7 @@ import torch
 import torchcut
 from torchcut.stereo import expansion_moves, load_pair
 
-DATA = Path(os.environ.get("TORCHCUT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(os.environ.get("TORCHCUT_DATA", Path(__file__).resolve().parents[1] / "data"))
 
 
 def sequences(names):

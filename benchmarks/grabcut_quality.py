@@ -46,7 +46,7 @@ import torch  # noqa: E402
 import torchcut  # noqa: E402
 from torchcut.grabcut import DEFAULT_LAM, grabcut  # noqa: E402
 
-DATA = Path(os.environ.get("TORCHCUT_DATA", ROOT.parent / "shared" / "data")) / "grabcut"
+DATA = Path(os.environ.get("TORCHCUT_DATA", ROOT / "data")) / "grabcut"
 
 
 def load(split: str):

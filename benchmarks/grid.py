@@ -7,7 +7,7 @@ One run, one machine, the same integer networks for every solver:
   4- and 8-connected; a batch of 32 pictures at 512^2 (4-connected);
 * 3D energies on synthetic volumes (smoothed noisy blobs) at 64^3, 128^3 and 256^3, 6-connected;
 * small cases (256^2, 32^3) where the torch reference solver also runs (it is far too slow beyond);
-* ``--family hard`` (issue 10): hard energies instead, where push-relabel needs many global relabels:
+* ``--family hard``: hard energies instead, where push-relabel needs many global relabels:
   strong smoothness (n-links up to 100x the data term), thin bright curves on a noisy background, and
   low contrast (object and background histograms overlap), 8-connected 2D at 0.06-0.25 MP plus
   1024^2 4-connected, and 26-connected 3D at 0.11-0.26 MP. The CPU column is then the fastest of
@@ -373,7 +373,7 @@ def run_reference(offs, items, repeats, device):
 
 # ------------------------------------------------------------------------------------------- cases
 def hard_cases():
-    """The hard-energy family (issue 10): strong smoothness, thin structures, low contrast."""
+    """The hard-energy family: strong smoothness, thin structures, low contrast."""
     c = []
     for fam, lam_x, extra in (("smooth", 100.0, {"pic": 0}), ("thin", 10.0, {"seed": 1}),
                               ("lowcontrast", 10.0, {"seed": 2})):

@@ -14,7 +14,7 @@ Same run, same machine, same integer (or float) energy for every solver:
 
 Times are of the minimisation alone (the energy is built once, outside the timing): medians of
 ``--repeat`` runs after a warm-up, CUDA timed with synchronisation. Energies are evaluated by
-:func:`torchcut.labeling_energy` on every solver's labels; bad-pixel rates follow the issue's
+:func:`torchcut.labeling_energy` on every solver's labels; bad-pixel rates follow the usual
 protocol (:func:`torchcut.stereo.bad_pixel_rates`).
 
     python benchmarks/multilabel.py --out benchmarks/results [--devices cpu,cuda] [--repeat 3]

@@ -1,0 +1,628 @@
+"""The benchmark runner: product benchmarks of the current code, and the regression guard.
+
+Suites (``--suite``): ``cpu`` (the compiled CPU solvers), ``gpu`` (the CUDA solvers), ``all`` (both;
+the GPU part only where CUDA is available), ``dist`` (multi-GPU scaling, under ``torchrun``).
+Each case of :func:`benchmarks.cases.suite_cases` is built once (deterministic inputs), timed on
+torchcut (:mod:`benchmarks.worker`: median of ``--repeats`` calls after a warm-up, CUDA
+synchronised), then on its peers where installed (:mod:`benchmarks.peers`, in child processes after
+the torchcut part, each within ``--peer-budget`` seconds). Flow values of torchcut and the exact peers
+must be equal (and equal to a DIMACS instance's published optimum where one lies beside it); any
+difference makes the exit status 1. Writes ``OUT/<suite>.md`` and ``OUT/<suite>.json``, and
+``OUT/startup.md`` (:mod:`benchmarks.startup`).
+
+``--compare REF`` (a commit, a tag, or the path of another source tree) checks REF out with
+``git worktree add`` into a temporary folder, builds it in place when it has a ``setup.py`` (else its
+extensions compile on first use), and runs every case of the suite on the current tree and on REF in
+alternating worker processes, round by round. It prints per case the ratio of the medians
+(current / REF) and exits 1 when values differ (or the current tree fails a case REF runs), 2 when a
+case is slower than REF by more than ``--threshold``, else 0.
+
+    python -m benchmarks --suite cpu [--quick]
+    python -m benchmarks --compare 35fdd34 --suite cpu --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import cases as C
+from . import worker as W
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+FAMILIES = ("2d", "batch", "3d", "hard", "stereo", "pipeline", "dimacs", "compat", "cudacuts")
+RUNNER_ONLY = ("compat", "cudacuts")  # not in --compare: not part of the API both trees share
+
+
+# ---------------------------------------------------------------------------------------- options
+def parse(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0],
+                                 epilog="Exit status: 0 ok, 1 values differ or a case failed, 2 (--compare) "
+                                        "slower than REF beyond --threshold.")
+    ap.add_argument("--suite", choices=("cpu", "gpu", "all", "dist"), default="cpu")
+    ap.add_argument("--quick", action="store_true", help="small sizes (seconds in all; for tests)")
+    ap.add_argument("--only", default="", help="comma-separated substrings of case ids (e.g. '2d/,hard/thin')")
+    ap.add_argument("--families", default="", help=f"comma-separated families of {FAMILIES} (default: all but "
+                                                   "cudacuts)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 5; --quick 3)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed calls per case before the timed ones")
+    ap.add_argument("--case-budget", type=float, default=30.0,
+                    help="seconds of timed calls per case: fewer repeats (at least 1) for slow cases")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--peer-repeats", type=int, default=3)
+    ap.add_argument("--peer-budget", type=float, default=None,
+                    help="seconds per peer and case (default: cpu 60, gpu 20; killed past twice that)")
+    ap.add_argument("--peer-max-nodes", type=float, default=None,
+                    help="skip peers above this many nodes (default: cpu none, gpu 5e6)")
+    ap.add_argument("--peer-jobs", type=int, default=None,
+                    help="peer processes at once (default: 1 for cpu, a quarter of the cores for gpu)")
+    ap.add_argument("--input-jobs", type=int, default=None,
+                    help="processes building case inputs ahead of the timing (default: 1 for cpu, a quarter of "
+                         "the cores for gpu and --compare)")
+    ap.add_argument("--no-startup", action="store_true", help="leave out the start-up table (--quick does)")
+    ap.add_argument("--compare", metavar="REF", help="commit, tag or source tree to compare the current tree with")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the current tree (default: this checkout)")
+    ap.add_argument("--rounds", type=int, default=3, help="--compare: rounds of alternating workers")
+    ap.add_argument("--threshold", type=float, default=0.05, help="--compare: flag cases slower by more than this")
+    ap.add_argument("--build-jobs", type=int, default=os.cpu_count() or 1, help="MAX_JOBS of the in-place builds")
+    ap.add_argument("--report", type=Path, help="--compare: also write the table (markdown) and a .json beside")
+    args = ap.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.quick else 5
+    fams = [f.strip() for f in args.families.split(",") if f.strip()]
+    bad = [f for f in fams if f not in FAMILIES]
+    if bad:
+        ap.error(f"--families: expected names among {FAMILIES}, got {bad}")
+    args.families = fams or [f for f in FAMILIES if f != "cudacuts"]
+    return args
+
+
+def select(suite, args):
+    """The case specs of ``suite`` after ``--families`` and ``--only``."""
+    specs = [s for s in C.suite_cases(suite, args.quick) if s["family"] in args.families]
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",") if k.strip()]
+        specs = [s for s in specs if any(k in s["id"] for k in keys)]
+    return specs
+
+
+def _build_one(spec, path):
+    np.savez(path, **C.build(spec))
+    return path
+
+
+def save_inputs(specs, folder: Path, on_case=None, jobs: int = 1):
+    """Build every case's inputs into ``folder`` (``cases.json`` and ``<index>.npz``), ``jobs`` processes
+    at once; ``on_case(index, spec, inputs)`` is called in case order as each is ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cases.json").write_text(json.dumps(specs))
+    paths = [folder / f"{i}.npz" for i in range(len(specs))]
+    if jobs <= 1:
+        futures = None
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"))
+        futures = [pool.submit(_build_one, s, p) for s, p in zip(specs, paths)]
+    try:
+        for i, spec in enumerate(specs):
+            if futures is None:
+                _build_one(spec, paths[i])
+            else:
+                futures[i].result()
+            if on_case:
+                with np.load(paths[i], allow_pickle=False) as z:
+                    on_case(i, spec, {k: z[k] for k in z.files})
+    finally:
+        if futures is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+# ----------------------------------------------------------------------------------------- suites
+def _device(suite):
+    import torch
+
+    if suite == "gpu":
+        if not torch.cuda.is_available():
+            raise SystemExit("--suite gpu: CUDA is not available here")
+        return "cuda"
+    return "cpu"
+
+
+def _sol_value(spec):
+    """The published optimum of a DIMACS case (a ``.sol`` file beside the instance), or None."""
+    if spec["kind"] != "dimacs":
+        return None
+    p = C.data_dir() / "maxflow" / spec["params"]["path"]
+    sol = p.parent / (p.name.split(".max")[0] + ".sol")
+    if not sol.is_file():
+        return None
+    for line in sol.read_text().splitlines():
+        if line.startswith("s "):
+            return [int(line.split()[1])]
+    return None
+
+
+def run_peers(jobs, args, specs, folder):
+    """Run the peer jobs ``[(case index, peer)]`` in child processes; ``{(index, peer): result}``."""
+    ctx = mp.get_context("spawn")
+    todo, running, out = list(jobs), {}, {}
+    width = args.peer_jobs
+    while todo or running:
+        while todo and len(running) < width:
+            i, peer = todo.pop(0)
+            q = ctx.Queue()
+            p = ctx.Process(target=_peer_entry, args=(specs[i], str(folder / f"{i}.npz"), peer, args.peer_repeats,
+                                                      args.peer_budget, q), daemon=True)
+            p.start()
+            running[(i, peer)] = (p, q, time.perf_counter())
+        time.sleep(0.05)
+        for key, (p, q, t0) in list(running.items()):
+            if not q.empty():
+                out[key] = q.get()
+                p.join(5)
+                del running[key]
+            elif not p.is_alive():
+                out[key] = {"peer": key[1], "skipped": f"worker died (exit {p.exitcode})"}
+                del running[key]
+            elif time.perf_counter() - t0 > 2 * args.peer_budget + 30:
+                p.kill()
+                out[key] = {"peer": key[1], "skipped": f"over the budget ({args.peer_budget:.0f} s)"}
+                del running[key]
+            if key in out:
+                r = out[key]
+                msg = f"{r['median'] * 1e3:.1f} ms" if "median" in r else r["skipped"]
+                print(f"  peer {key[1]:10s} {specs[key[0]]['id']}: {msg}", flush=True)
+    return out
+
+
+def _peer_entry(spec, npz, peer, repeats, budget, q):
+    from . import peers
+
+    peers.peer_job(spec, npz, peer, repeats, budget, q)
+
+
+def run_suite(suite, args) -> int:
+    device = _device(suite)
+    specs = select(suite, args)
+    if args.peer_budget is None:
+        args.peer_budget = 60.0 if suite == "cpu" else 20.0
+    if args.peer_max_nodes is None:
+        args.peer_max_nodes = 5e6 if suite == "gpu" else float("inf")
+    quarter = max(1, (os.cpu_count() or 4) // 4)
+    if args.peer_jobs is None:
+        args.peer_jobs = 1 if suite == "cpu" else quarter
+    jobs = args.input_jobs or (1 if suite == "cpu" else quarter)
+    print(f"# suite {suite} on {device}: {len(specs)} cases, {args.repeats} timed calls after {args.warmup} "
+          "warm-up(s)", flush=True)
+    t_start = time.perf_counter()
+    rows, status = [], 0
+    with tempfile.TemporaryDirectory(prefix="torchcut-bench-") as tmp:
+        folder = Path(tmp)
+
+        def on_case(i, spec, x):
+            t0 = time.perf_counter()
+            res = W.run_case(spec, x, device, args.repeats, args.warmup, args.case_budget)
+            row = dict(spec=spec, torchcut=res, peers={}, build_s=t0 - t_build[0], run_s=time.perf_counter() - t0)
+            rows.append(row)
+            msg = f"{res['median'] * 1e3:9.2f} ms" if "median" in res else res.get("error") or res.get("unavailable")
+            print(f"{spec['id']:52s} {msg}  value {_short(res.get('value'))}  (inputs {row['build_s']:.1f} s)",
+                  flush=True)
+            if device == "cuda":
+                import torch
+
+                torch.cuda.empty_cache()
+            t_build[0] = time.perf_counter()
+
+        t_build = [time.perf_counter()]
+        save_inputs(specs, folder, on_case, jobs)
+        if not args.no_peers:
+            jobs = []
+            for i, spec in enumerate(specs):
+                for peer in spec.get("peers", []):
+                    nodes = spec.get("nodes") or 0
+                    if nodes > args.peer_max_nodes:
+                        rows[i]["peers"][peer] = {"peer": peer, "skipped": f"above {args.peer_max_nodes:.0e} nodes"}
+                    else:
+                        jobs.append((i, peer))
+            for (i, peer), r in run_peers(jobs, args, specs, folder).items():
+                rows[i]["peers"][peer] = r
+    if "compat" in args.families and not args.only:
+        rows += compat_rows(device, args)
+    if "cudacuts" in args.families and device == "cuda":
+        rows += cudacuts_rows(args)
+    for row in rows:
+        row["check"] = check(row)
+        if row["check"].startswith(("MISMATCH", "FAILED")):
+            status = 1
+    meta = _meta(suite, device, args, time.perf_counter() - t_start)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{suite}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    md = render(meta, rows)
+    (args.out / f"{suite}.md").write_text(md)
+    print(md)
+    print(f"# wrote {args.out / (suite + '.md')} and .json ({meta['seconds']:.0f} s)")
+    return status
+
+
+def check(row) -> str:
+    """The row's verdict: ``ok`` (all values equal), ``MISMATCH ...``, ``FAILED ...``, or a note."""
+    res, spec = row["torchcut"], row["spec"]
+    if "error" in res:
+        return f"FAILED: {res['error']}"
+    if "unavailable" in res:
+        return f"not run: {res['unavailable']}"
+    sol = _sol_value(spec)
+    if sol is not None and res["value"] != sol:
+        return f"MISMATCH: published optimum {sol[0]}"
+    if not spec.get("exact"):
+        return "ok (approximate peers: values side by side)" if row["peers"] else "ok"
+    for peer, r in row["peers"].items():
+        if "value" in r and r["value"] != res["value"]:
+            return f"MISMATCH: {peer} {_short(r['value'])}"
+    return "ok" + (" (= published optimum)" if sol is not None else "")
+
+
+def compat_rows(device, args):
+    """``torchcut.compat.pymaxflow`` running a PyMaxflow script against PyMaxflow itself."""
+    from . import peers
+
+    if peers.missing("pymaxflow"):
+        return []
+    from . import compat as CP
+
+    n = 128 if args.quick else 1024
+    out = []
+    for integer, moore in ((False, False), (True, True)):
+        img = CP.synthetic((n, n), seed=1)
+        label = f"compat script {n}^2 " + ("8-conn Graph[int]" if moore else "4-conn Graph[float]")
+        spec = dict(id=f"compat/{n}-{'int8c' if moore else 'float4c'}", family="compat", kind="compat", label=label,
+                    nodes=n * n, exact=integer, peers=["pymaxflow"])
+        try:
+            r = CP.run(label, img, integer, moore, [device], args.repeats)
+        except AssertionError as exc:
+            out.append(dict(spec=spec, torchcut={"error": str(exc)}, peers={}))
+            continue
+        mine = f"torchcut-{device}"
+        val = (lambda v: [int(v)] if integer else round(v, 3))
+        out.append(dict(spec=spec, torchcut={"median": r["median_s"][mine], "value": val(r["flows"][mine])},
+                        peers={"pymaxflow": {"median": r["median_s"]["pymaxflow"],
+                                             "value": val(r["flows"]["pymaxflow"]), "runs": r["runs"]}}))
+        print(f"{spec['id']:52s} {r['median_s'][mine] * 1e3:9.2f} ms  PyMaxflow {r['median_s']['pymaxflow'] * 1e3:.1f} ms",
+              flush=True)
+    return out
+
+
+def cudacuts_rows(args):
+    """CUDA Cuts (benchmarks/cudacuts.py, approximate) beside torchcut on the hard 2D cases up to 512^2."""
+    from types import SimpleNamespace
+
+    from . import cudacuts as CC
+
+    try:
+        CC.load_extension()
+    except Exception as exc:  # noqa: BLE001
+        print(f"# CUDA Cuts left out: {exc}")
+        return []
+    ns = SimpleNamespace(repeats=args.repeats, variants=["stochastic"], no_converge=True, gr_every=0, bfs_chunk=16)
+    out = []
+    for c in CC.case_list("hard", quick=True):
+        row = CC.run_case(c, ns)
+        v = row["variants"]["stochastic"]
+        spec = dict(id=f"cudacuts/{c['name'].replace(' ', '-')}-{c['conn']}c", family="cudacuts", kind="grid",
+                    label=c["name"], conn=c["conn"], nodes=row["nodes"], exact=False, peers=["cudacuts"])
+        out.append(dict(spec=spec, torchcut={"median": row["tc_solve"], "value": {"energy": row["optimum"]}},
+                        peers={"cudacuts": {"median": v["time"], "value": {"energy": v["energy"]},
+                                            "note": f"gap {v['gap']:.2f}%"}}))
+    return out
+
+
+def _meta(suite, device, args, seconds):
+    import torch
+
+    dev = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
+    return {"suite": suite, "device": dev, "cores": os.cpu_count(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "quick": args.quick, "repeats": args.repeats, "warmup": args.warmup,
+            "case_budget": args.case_budget,
+            "commit": _git(["rev-parse", "--short", "HEAD"], ROOT), "dirty": bool(_git(["status", "--porcelain",
+                                                                                          "--untracked-files=no"], ROOT)),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds}
+
+
+def _git(cmd, cwd):
+    try:
+        return subprocess.run(["git", *cmd], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _short(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        if len(v) == 1:
+            return str(v[0])
+        return f"sum {sum(v)} ({len(v)} items)" if all(isinstance(a, int) for a in v) else str(v)
+    if isinstance(v, dict):
+        parts = []
+        for k in ("energy", "iou", "accuracy", "foreground"):
+            if k in v:
+                x = v[k]
+                if isinstance(x, list):
+                    x = f"mean {statistics.mean(x):.4f}"
+                elif isinstance(x, float):
+                    x = f"{x:.6g}"
+                parts.append(f"{k} {x}")
+        return ", ".join(parts) or str(v)
+    return str(v)
+
+
+def _ms(s) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e3:.1f}" if s * 1e3 >= 10 else f"{s * 1e3:.2f}"
+
+
+def render(meta, rows) -> str:
+    """The suite's markdown table."""
+    lines = [f"# torchcut benchmarks, suite `{meta['suite']}`", "",
+             f"{meta['date']}; {meta['device']}, {meta['cores']} cores, torch {meta['torch']} "
+             f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}"
+             f"{'; quick sizes' if meta['quick'] else ''}. torchcut: median of {meta['repeats']} calls after "
+             f"{meta['warmup']} warm-up(s) (fewer when they would pass {meta['case_budget']:.0f} s; *runs*), CUDA "
+             "synchronised; graph build from arrays on the device + solve + mask "
+             "(pipelines: the whole call). Peers: build + solve, median of up to 3 calls; the fastest installed "
+             "peer is shown, the others in the notes. Exact cases: flow values required equal (sums over "
+             "batch items / moves shown); approximate peers: energies or IoU side by side.", "",
+             "| family | case | conn | nodes | torchcut ms | fastest peer | peer ms | peer / torchcut | torchcut value "
+             "| peer value | check | notes |",
+             "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---|"]
+    for r in rows:
+        s, res = r["spec"], r["torchcut"]
+        timed = {p: v for p, v in r["peers"].items() if "median" in v}
+        best = min(timed, key=lambda p: timed[p]["median"]) if timed else None
+        notes = [f"{p} {_ms(v['median'])} ms" for p, v in timed.items() if p != best]
+        notes += [f"{p}: {v['skipped']}" for p, v in r["peers"].items() if "skipped" in v]
+        notes += [v["note"] for v in r["peers"].values() if "note" in v]
+        if not s.get("peers"):
+            notes.append("no peer")
+        stats = res.get("stats") or {}
+        if stats.get("algorithm") or stats.get("backend"):
+            notes.append("/".join(str(stats[k]) for k in ("backend", "algorithm") if stats.get(k)))
+        t = res.get("median")
+        pb = timed[best]["median"] if best else None
+        lines.append(
+            f"| {s['family']} | {s['label']} | {s.get('conn', '')} | {s['nodes']:,} | " if s.get("nodes") else
+            f"| {s['family']} | {s['label']} | {s.get('conn', '')} | - | ")
+        runs = len(res.get("times") or [])
+        tcell = _ms(t) + (f" ({runs} runs)" if res.get("times") is not None and runs < meta["repeats"] else "")
+        lines[-1] += (f"{tcell} | {best or '-'} | {_ms(pb)} | {f'{pb / t:.1f}x' if pb and t else '-'} | "
+                      f"{_short(res.get('value'))} | {_short(timed[best]['value']) if best else '-'} | {r['check']} | "
+                      f"{'; '.join(notes)} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------- compare
+def _cache_root() -> Path:
+    return Path(os.environ.get("TORCHCUT_CACHE", Path.home() / ".cache" / "torchcut"))
+
+
+def tree_env(tree: Path, cache: Path) -> dict:
+    """The environment of a worker for ``tree``: its torchcut first on the path, its own cache."""
+    env = dict(os.environ)
+    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not (Path(p) / "torchcut").is_dir()]
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *keep])
+    env["TORCHCUT_CACHE"] = str(cache)
+    return env
+
+
+def build_tree(tree: Path, jobs: int) -> None:
+    """``python setup.py build_ext --inplace`` in ``tree`` when it has a setup.py (else: JIT on first use)."""
+    if not (tree / "setup.py").is_file():
+        print(f"# {tree}: no setup.py, its extensions compile on first use", flush=True)
+        return
+    t0 = time.perf_counter()
+    env = dict(os.environ, MAX_JOBS=str(jobs))
+    r = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"build of {tree} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    print(f"# built {tree} in place ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
+def run_worker(tree: Path, cache: Path, folder: Path, device: str, repeats: int, warmup: int, out: Path,
+               budget: float | None = None) -> dict:
+    """One worker process on ``tree`` over every saved case; its parsed JSON output."""
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "worker.py"), "--cases", str(folder),
+           "--device", device, "--repeats", str(repeats), "--warmup", str(warmup), "--out", str(out)]
+    if budget:
+        cmd += ["--budget", str(budget)]
+    r = subprocess.run(cmd, env=tree_env(tree, cache), cwd=folder)
+    if r.returncode != 0 or not out.is_file():
+        raise SystemExit(f"worker on {tree} failed (exit {r.returncode})")
+    got = json.loads(out.read_text())
+    if Path(got["torchcut"]).resolve() != (tree / "torchcut").resolve():
+        raise SystemExit(f"the worker for {tree} imported torchcut from {got['torchcut']}")
+    return got
+
+
+def summarize(specs, rounds_cur, rounds_ref, threshold):
+    """Per-case comparison of worker results (lists of per-round result lists, in ``specs`` order).
+
+    Returns ``(rows, status)``: each row has ``id``, ``cur`` / ``ref`` (medians over the rounds of the
+    per-round medians), ``ratio`` (cur / ref), ``verdict``; status 1 when a value differs in an exact
+    case or the current tree fails a case REF runs, else 2 when a case is slower by more than
+    ``threshold``, else 0.
+    """
+    rows, fail, slow = [], False, False
+    for i, spec in enumerate(specs):
+        cur = [r[i] for r in rounds_cur]
+        ref = [r[i] for r in rounds_ref]
+        row = {"id": spec["id"], "cur": None, "ref": None, "ratio": None}
+        bad_ref = next((r for r in ref if "median" not in r), None)
+        bad_cur = next((r for r in cur if "median" not in r), None)
+        if bad_ref is not None:
+            row["verdict"] = f"skipped: REF {bad_ref.get('unavailable') or 'fails: ' + str(bad_ref.get('error'))}"
+            if bad_cur is not None and "error" in bad_cur:
+                row["verdict"] += f"; current fails too: {bad_cur['error']}"
+            rows.append(row)
+            continue
+        if bad_cur is not None:
+            row["verdict"] = f"FAILED: current tree: {bad_cur.get('error') or bad_cur.get('unavailable')}"
+            fail = True
+            rows.append(row)
+            continue
+        row["cur"] = statistics.median(r["median"] for r in cur)
+        row["ref"] = statistics.median(r["median"] for r in ref)
+        row["ratio"] = row["cur"] / row["ref"] if row["ref"] > 0 else float("inf")
+        values = {json.dumps(r["value"], sort_keys=True) for r in cur + ref}
+        row["value_cur"], row["value_ref"] = cur[0]["value"], ref[0]["value"]
+        if len(values) > 1:
+            if spec.get("exact"):
+                row["verdict"] = f"VALUES DIFFER: current {_short(cur[0]['value'])}, REF {_short(ref[0]['value'])}"
+                fail = True
+            else:
+                row["verdict"] = (f"output changed (not checked: depends on defaults): current "
+                                  f"{_short(cur[0]['value'])}, REF {_short(ref[0]['value'])}")
+        elif row["ratio"] > 1 + threshold:
+            row["verdict"] = f"SLOWER by {100 * (row['ratio'] - 1):.0f}%"
+            slow = True
+        else:
+            row["verdict"] = "ok"
+        rows.append(row)
+    return rows, (1 if fail else 2 if slow else 0)
+
+
+def render_compare(rows, label_cur, label_ref, meta) -> str:
+    lines = [f"# Comparison: current ({label_cur}) against REF ({label_ref})", "",
+             f"{meta}", "",
+             "| case | current ms | REF ms | current / REF | verdict |", "|---|---:|---:|---:|---|"]
+    for r in rows:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
+        lines.append(f"| {r['id']} | {_ms(r['cur'])} | {_ms(r['ref'])} | {ratio} | {r['verdict']} |")
+    timed = [r["ratio"] for r in rows if r["ratio"]]
+    if timed:
+        gm = float(np.exp(np.mean(np.log(timed))))
+        lines += ["", f"Geometric mean of the ratios over {len(timed)} cases: {gm:.3f}."]
+    return "\n".join(lines) + "\n"
+
+
+def compare(args, worker=run_worker) -> int:
+    """The regression guard (see the module docstring). ``worker`` runs one worker (replaceable in tests)."""
+    suite = "cpu" if args.suite == "all" else args.suite
+    if args.suite == "all":
+        import torch
+
+        suite = "gpu" if torch.cuda.is_available() else "cpu"
+    device = _device(suite)
+    args.families = [f for f in args.families if f not in RUNNER_ONLY]
+    specs = select(suite, args)
+    cur_tree = args.tree.resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="torchcut-compare-"))
+    added = None
+    try:
+        if Path(args.compare).is_dir():
+            ref_tree = Path(args.compare).resolve()
+            label_ref = str(ref_tree)
+        else:
+            sha = _git(["rev-parse", "--verify", f"{args.compare}^{{commit}}"], cur_tree)
+            if not sha:
+                raise SystemExit(f"--compare: {args.compare!r} is neither a commit of {cur_tree} nor a folder")
+            ref_tree = tmp / "ref"
+            r = subprocess.run(["git", "worktree", "add", "--detach", str(ref_tree), sha], cwd=cur_tree,
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"git worktree add failed: {r.stderr.strip()}")
+            added = ref_tree
+            label_ref = f"{args.compare} = {sha[:10]}"
+        label_cur = f"{cur_tree} at {_git(['rev-parse', '--short', 'HEAD'], cur_tree) or '?'}"
+        caches = {}
+        for tree in dict.fromkeys([cur_tree, ref_tree]):
+            build_tree(tree, args.build_jobs)
+            caches[tree] = (_cache_root() if tree == cur_tree else
+                            Path(str(_cache_root()) + "-ref-" + hashlib.sha1(
+                                (_git(["rev-parse", "HEAD"], tree) or str(tree)).encode()).hexdigest()[:10]))
+        print(f"# compare on {device}: {len(specs)} cases, {args.rounds} rounds x {args.repeats} timed calls "
+              f"(+{args.warmup} warm-up) per tree; building inputs", flush=True)
+        t0 = time.perf_counter()
+        save_inputs(specs, tmp / "cases", jobs=args.input_jobs or max(1, (os.cpu_count() or 4) // 4))
+        print(f"# inputs built ({time.perf_counter() - t0:.0f} s)", flush=True)
+        got_cur, got_ref = [], []
+        for k in range(args.rounds):
+            order = [("current", cur_tree, got_cur), ("REF", ref_tree, got_ref)]
+            if k % 2:
+                order.reverse()
+            for name, tree, sink in order:
+                t1 = time.perf_counter()
+                print(f"# round {k + 1}/{args.rounds}: {name} ({tree})", flush=True)
+                res = worker(tree, caches[tree], tmp / "cases", device, args.repeats, args.warmup,
+                             tmp / f"round{k}-{name}.json", args.case_budget / max(1, args.rounds))
+                sink.append(res["results"])
+                print(f"#   {time.perf_counter() - t1:.0f} s", flush=True)
+        rows, status = summarize(specs, got_cur, got_ref, args.threshold)
+        meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {device}, {args.rounds} rounds "
+                f"(workers alternate), each case: median of {args.repeats} calls after {args.warmup} warm-up(s) per "
+                f"round, then the median over rounds; threshold {100 * args.threshold:.0f}%.")
+        md = render_compare(rows, label_cur, label_ref, meta)
+        print(md)
+        if args.report:
+            args.report.parent.mkdir(parents=True, exist_ok=True)
+            args.report.write_text(md)
+            args.report.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        print({0: "# no regression", 1: "# FAILED: values differ or the current tree fails a case",
+               2: f"# slower than REF beyond {100 * args.threshold:.0f}% in some case"}[status])
+        return status
+    finally:
+        if added is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(added)], cwd=cur_tree, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=cur_tree, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------- main
+def run_dist(args) -> int:
+    """Multi-GPU scaling (benchmarks/distributed.py), under torchrun only."""
+    if "WORLD_SIZE" not in os.environ:
+        raise SystemExit("--suite dist runs under torchrun: torchrun --nproc-per-node N -m benchmarks --suite dist")
+    try:
+        from . import distributed
+    except ImportError as exc:
+        raise SystemExit(f"--suite dist: benchmarks/distributed.py is not available ({exc})") from exc
+    return int(distributed.main(out=args.out, quick=args.quick, repeats=args.repeats) or 0)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.suite == "dist":
+        return run_dist(args)
+    if args.compare:
+        return compare(args)
+    import torch
+
+    suites = ["cpu", "gpu"] if args.suite == "all" else [args.suite]
+    if args.suite == "all" and not torch.cuda.is_available():
+        print("# --suite all: no CUDA here, the gpu suite is left out")
+        suites = ["cpu"]
+    status = 0
+    for s in suites:
+        status = max(status, run_suite(s, args))
+    if not args.no_startup and not args.quick:
+        from . import startup
+
+        startup.main(["--out", str(args.out / "startup.md")] + ([] if "gpu" in suites else ["--no-cuda"]))
+    return status
