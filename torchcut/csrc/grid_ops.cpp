@@ -79,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor caps, at::Tensor excess, 
   } catch (const std::exception& e) {
     TORCH_CHECK(false, e.what());
   }
-  return {out, stats};
+  return {out.view({B, n}), stats};
 }
 
 // The functional form: terminals netted into new tensors (excess = max(source - sink, 0), sink residual =

@@ -25,13 +25,16 @@
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (hard low-contrast 1024^2 1.37x).
 // Chained pushes (option push_chain, grid_push.cuh): on a single 2D grid of at least 512^2 nodes, in a
-// cycle whose BFS was bound by its depth (at least 12 tiles deep), the cycle's P push launches become
-// ceil(P / 16) chained ones (after the unchained first), each visiting up to 16 times the listed tiles:
-// tiles that flow enters, or that stay active, go back into the launch's worklist, so flow crosses a
-// tile border at the latency of a tile visit (~12 us) instead of a launch's (~25-30 us). Measured A/B:
-// hard 1024^2 energies 1.10-1.14x, hard 512^2 1.00-1.18x (fewer relabels: thin 1024^2 40 -> 32),
-// standard grids within their spread. Not on grids whose BFS is bound by its visits (2048^2, batches):
-// there every launch chained was 1.5-2x slower (more visits on stale heights).
+// cycle whose BFS was bound by its depth (at least 12 tiles deep) and that starts with at most twice as
+// many active tiles as there are push blocks, the cycle's P push launches become ceil(P / 16) chained
+// ones (after the unchained first), each visiting up to 16 times the listed tiles: tiles that flow
+// enters, or that stay active, go back into the launch's worklist, so flow crosses a tile border at the
+// latency of a tile visit (~12 us) instead of a launch's (~25-30 us). Where few tiles are active the
+// launches are latency-bound and chaining pays: hard 1024^2 energies 1.09-1.14x, hard 512^2 up to 1.2x
+// (fewer relabels). Where thousands of tiles are active a launch is bound by its visits, and a chained
+// launch that appends every tile flow enters multiplies the visits on stale heights: large photographs
+// (2-8 MP, thin branching structures) took 2.4-3x as long with chaining and no active-tile bound.
+// Not on grids whose BFS is bound by its visits (2048^2, batches) either: 1.5-2x slower there.
 // Option profile: per-visit cycle counters (push: load, rounds; BFS: pop, load, passes, write, notify);
 // profile = 2 also prints one line per relabel cycle and push launch.
 #include <algorithm>
@@ -275,6 +278,7 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   int last_P = 0;
   const int grow_depth = opts.push_grow > 0 ? (int)opts.push_grow : 12;
   constexpr int kChainDepth = 12;  // chained pushes: after a BFS bound by its depth, at least this deep
+  constexpr long long kChainTiles = 2;  // chained pushes: at most this many active tiles per push block
   long long seen_visits = 0;  // BFS tile visits before this relabel
   bool full_by_visits = false;  // the last full BFS visited more tiles per tile of depth than bfs_blocks
   int status = kStatusOk;
@@ -361,7 +365,8 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     prev_active = hostp[kActive];
     last_P = P;
     // Chained pushes (see the top): late cycles of a BFS bound by its depth
-    const bool chain = chain_always || (chain_auto && !full_by_visits && last_bfs >= kChainDepth);
+    const bool chain = chain_always || (chain_auto && !full_by_visits && last_bfs >= kChainDepth &&
+                                        hostp[kActiveTiles] <= kChainTiles * push_blocks);
     if (chain && !chain_always) P = (ahead ? 1 : 0) + std::max(1, (P + kChainFactor - 1) / kChainFactor);
     for (int p = ahead ? 1 : 0; p < P; ++p) {
       if (trace) TC_CUDA_CHECK(cudaEventRecord(ev.e[2], st));

@@ -64,7 +64,8 @@ OPTIONS = {
                  "many tiles deep (default 12); -1: off",
     "push_chain": "chained push launches, whose blocks also visit the tiles that flow enters during the launch: "
                   "by default, on a single grid (not a batch) of at least 512^2 nodes, after a global relabel bound "
-                  "by its depth rather than its tile visits (and at least 12 tiles deep), one chained launch of "
+                  "by its depth rather than its tile visits (and at least 12 tiles deep) that left at most twice as "
+                  "many active tiles as push blocks, one chained launch of "
                   "up to 16 times the listed tiles replaces 16 plain ones; n > 0: every launch chained, up to n "
                   "times; -1: never (2D 4/8-connected grids with the default tile only)",
 }
