@@ -27,7 +27,7 @@ With ``--family segment``: ``torchcut.segmentation_graph`` energies (what ``torc
 photographs of 0.24-4 MP (scikit-image pictures and, when the test data is present, GrabCut images),
 lam 1-100, 4- and 8-connected, and on blob volumes (64^3 and 96^3, 6- and 26-connected, lam 1-100);
 the pictures and volumes differ from those the choice of algorithm was tuned on
-(``benchmarks/NOTES-cpu.md``), so the table checks that choice; written as OUT/cpu-segment.*.
+(``docs/performance.md``), so the table checks that choice; written as OUT/cpu-segment.*.
 
 Every family times torchcut three ways: the default (``algorithm="auto"``, its pick in brackets),
 ``"boykov-kolmogorov"`` and ``"pseudoflow"``; the column "auto / best" is auto's time over the faster

@@ -1,5 +1,5 @@
 // CUDA Cuts (Vineet and Narayanan, CVPR workshops 2008), written again as a benchmark peer of torchcut's
-// grid solver (issue 10). Not part of the library: benchmarks/cudacuts.py builds it with
+// grid solver. Not part of the library: benchmarks/cudacuts.py builds it with
 // torch.utils.cpp_extension and calls torch.ops.torchcut_cudacuts.solve. The scheme, its stopping rules
 // and every choice made where the sources are silent are described in that module's docstring; the
 // numpy model there (simulate) performs exactly the same arithmetic, so the two can be compared.

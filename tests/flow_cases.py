@@ -9,6 +9,7 @@ never on torchcut's layout.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def uniform(rng, n=None, m=None, cmax=20):
@@ -142,3 +143,29 @@ def strip(shape, offsets, seed):
     source[:, :4] = rng.integers(200, 900, size=(shape[0], 4))
     sink[:, -4:] = rng.integers(200, 900, size=(shape[0], 4))
     return source, sink, edges, rev
+
+
+def sphere_volume(n: int, device, lo: int = 0, hi: int | None = None):
+    """Planes ``lo:hi`` (axis 0) of the synthetic n^3 volume and its seeds, made plane by plane.
+
+    Each plane's noise comes from its own generator (seeded by the plane's index), so a slab is
+    exactly the matching planes of the whole volume on the same kind of device.
+    """
+    hi = n if hi is None else hi
+    y = torch.arange(n, dtype=torch.float32, device=device).view(-1, 1)
+    x = torch.arange(n, dtype=torch.float32, device=device).view(1, -1)
+    c = (n - 1) / 2
+    image = torch.empty((hi - lo, n, n), dtype=torch.float32, device=device)
+    for i in range(lo, hi):  # one plane at a time: no full-size temporaries
+        g = torch.Generator(device=device).manual_seed(i)
+        plane = ((((i - c) ** 2 + (y - c) ** 2 + (x - c) ** 2) < (0.35 * n) ** 2).float())
+        plane.add_(torch.randn((n, n), generator=g, device=device), alpha=0.3)
+        image[i - lo] = plane
+    seeds = torch.zeros((hi - lo, n, n), dtype=torch.uint8, device=device)
+    m = n // 2
+    for p, label in (((m, m, m), 1), ((m + 1, m, m), 1), ((0, 0, 0), 2), ((n - 1, n - 1, n - 1), 2),
+                     ((0, n - 1, 0), 2), ((n - 1, 0, n - 1), 2)):
+        if lo <= p[0] < hi:
+            seeds[p[0] - lo, p[1], p[2]] = label
+    return image, seeds
+

@@ -70,15 +70,11 @@ def test_consume_mask_rejects_a_flow_graph():
 @pytest.mark.parametrize("n", [128, 256])
 def test_cuda_segment_peak_memory_per_voxel(n):
     """segment() on an n^3 6-connected volume: at most 64 bytes per voxel, inputs included."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from memory_issue14 import volume
+    from flow_cases import sphere_volume
 
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()  # what earlier tests keep (grabcut's cached CUDA graphs, say)
-    image, seeds = volume(n, "cuda")
+    image, seeds = sphere_volume(n, "cuda")
     torch.cuda.reset_peak_memory_stats()
     mask = torchcut.segment(image, seeds, connectivity=6)
     peak = torch.cuda.max_memory_allocated() - base

@@ -285,8 +285,8 @@ class BK {
   // The orphans of one augmentation, one at a time: the one found last first (nearest the sink-side
   // root), each with every orphan its adoption makes (FIFO), before the next. Adopting all of them in
   // the order found, and the orphans they made after them, processed 5-14x more orphans on long paths
-  // (session 9, a 64 x 1024 strip: 15.3 M against 3.1 M, 5.2x the time; 8-connected 38.0 M against
-  // 2.7 M, 14.5x) and measured the same on the benchmark's grids (benchmarks/NOTES-cpu.md).
+  // (a 64 x 1024 strip: 15.3 M against 3.1 M, 5.2x the time; 8-connected 38.0 M against 2.7 M, 14.5x)
+  // and measured the same on the benchmark's grids (docs/performance.md, "CPU solvers").
   void adopt() {
     roots_.assign(orphans_.rbegin(), orphans_.rend());
     orphans_.clear();

@@ -44,7 +44,7 @@ constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, 
 // (auto) pseudoflow where the n-link capacities (both arcs of a pair, summed once per pair) exceed
 // hpf_ratio(ndim, D) times the netted terminal capacities, else Boykov-Kolmogorov. The thresholds per
 // dimension and connectivity were measured on segmentation energies (photographs 0.25-1 MP, lam 1-100; blob
-// volumes), the hard energies and the standard ones (benchmarks/NOTES-cpu.md, "The choice of algorithm"):
+// volumes), the hard energies and the standard ones (docs/performance.md, "The choice of algorithm"):
 // the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
 double hpf_ratio(size_t ndim, int D) {
   if (ndim == 2) return D <= 4 ? 3.4 : 2.5;
@@ -453,7 +453,7 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
 
 // --------------------------------------------------------------------- CSR layout of a FlowGraph
 // pairs_csr: graph.py's FlowGraph._build for integer capacities on the CPU, in O(E + N) passes instead
-// of ~20 tensor ops (session 10: 25 -> ~3 ms for a BVZ move of 220k arcs). Arcs u -> v (capacity cf,
+// of ~20 tensor ops (measured 25 -> ~3 ms for a BVZ move of 220k arcs). Arcs u -> v (capacity cf,
 // reverse cb) are oriented as pairs (lo, hi), self-loops dropped, duplicates summed; pairs come out
 // sorted by (lo, hi) (a counting sort by lo, then each lo's few arcs sorted by hi). CSR row p holds p's
 // arcs to lower nodes (backward arcs of pairs (q, p), by q) then to higher ones (forward arcs of pairs

@@ -8,7 +8,7 @@ one warning.
 
 Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augmenting paths with
 search trees that are reused between augmentations do far less work on vision graphs than
-push-relabel (the published comparisons, and ``benchmarks/results/cpu.md``). Where the smoothness
+push-relabel (the published comparisons, and ``docs/performance.md``). Where the smoothness
 is strong (n-links far above the terminal capacities: long augmenting paths), grids go to Hochbaum's
 pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there.
 Grids use implicit neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one
@@ -31,7 +31,7 @@ from .. import _ops
 __all__ = ["load_error", "solve_grid", "solve_csr"]
 
 # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
-# grid solve saves over the CSR solve (benchmarks/NOTES-cpu.md).
+# grid solve saves over the CSR solve (docs/performance.md).
 ROUTE_LATTICES = False
 # Counters of the pseudoflow phase (grids only), left out of the stats when it did not run. The op's
 # counter names, option names and algorithm codes come from the library (torchcut/csrc/layouts.h).
@@ -138,13 +138,13 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         Items of the batch solved at once (default ``torch.get_num_threads()``).
     algorithm : {"auto", "boykov-kolmogorov", "pseudoflow"}
         "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
-        (lowest label, with the gap rule), after which Boykov-Kolmogorov runs from its flow and proves
-        it optimal (it augments whatever path is still open). "auto" (default) picks pseudoflow for an
-        item whose n-link capacities sum to more than 8 times its (netted) terminal capacities: strong
-        smoothness and long augmenting paths, where it measured 1.5-6.6x faster; Boykov-Kolmogorov
-        otherwise (1.25-4x faster on the usual energies). Thin structures and low contrast below that
-        ratio also gain ~3x from "pseudoflow"; alpha-expansion moves lose 1.4x
-        (``benchmarks/NOTES-cpu.md``, "Pseudoflow on grids").
+        (lowest label, with the gap rule), after which one search from the deficits proves the flow
+        maximum (Boykov-Kolmogorov runs from it only if an augmenting path is left). "auto" (default)
+        picks pseudoflow for an item whose n-link capacities sum to more than a threshold times its
+        (netted) terminal capacities: 3.4 on 2D 4-connected grids, 2.5 on 8-connected ones, 4 on 3D
+        6-connected and 1 on 18/26-connected volumes (strong smoothness, long augmenting paths, bushy
+        search trees); Boykov-Kolmogorov otherwise (``docs/performance.md``, "The choice of
+        algorithm").
 
     Returns
     -------

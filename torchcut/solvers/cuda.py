@@ -32,7 +32,7 @@ __all__ = ["load_error", "solve_grid", "workspace_bytes", "check_not_capturing",
 INF = 1 << 30
 # The tuning options of solve_grid, with what they do (the op's order is the library's: layouts.h).
 # 0 or None always means the default. Variants that measured no faster were removed (see
-# benchmarks/NOTES-grid.md, "v8: lean kernels"): pipeline, walk, bfs_scan, bfs_queue, bfs_nodes,
+# docs/performance.md, "Findings"): pipeline, walk, bfs_scan, bfs_queue, bfs_nodes,
 # bfs_batch, push_blocks, push_walk and the exp bits.
 OPTIONS = {
     "tile_x": "push tile extent along x (default 32 in 2D, 8 in 3D); tiles of 32 to 512 nodes",

@@ -16,7 +16,7 @@ The algorithm (phase one of Goldberg-Tarjan push-relabel, synchronous over the g
   height INF and are never touched again.
 * The solve stops when, right after a global relabel, no node with finite height holds excess. The
   flow value is then what reached the sink, and the nodes with infinite height (those that cannot
-  reach the sink) form the source side of the minimum cut defined in DESIGN.md.
+  reach the sink) form the source side of the minimum cut defined in docs/design.md.
 
 Neighbour access: per-node arrays that are read at ``p + o`` live in buffers padded by the largest
 offset on every side, so that "the value at p + o for every p" is a view, not a copy. The padding of
