@@ -164,6 +164,6 @@ def test_segment_bad_seeds_exit_1(tmp_path, capsys):
     Image.fromarray(np.zeros((30, 40), np.uint8)).save(tmp_path / "small.png")
     code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png"),
                                 "--device", "cpu"])
-    assert code == 1 and err.count("\n") == 1 and "image: expected the seeds' shape (30, 40)" in err
+    assert code == 1 and err.count("\n") == 1 and "seeds: expected shape (40, 40), from the image's spatial shape" in err and "got (30, 40)" in err
     code, _, err = run(capsys, ["segment", str(tmp_path / "nope.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png")])
     assert code == 1 and "No such file" in err

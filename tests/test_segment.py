@@ -189,8 +189,16 @@ def test_errors_reach_the_user():
     img, seeds, _ = noisy_disk(n=12, radius=3)
     with pytest.raises(ValueError, match=r"seeds: shape \(2, 12, 12\) is ambiguous"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, seeds]))
-    with pytest.raises(ValueError, match=r"image: expected the seeds' shape \(12, 11\)"):
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(12, 12\)\), got \(12, 11\)"):
         torchcut.segment(img, seeds[:, :11])
+    rgb = np.stack([img] * 3, -1)
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(12, 12, 3\)\), got \(11, 12\)"):
+        torchcut.segment(rgb, seeds[:11])
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(3, 12, 12\), channel_axis=0\), got \(12, 11\)"):
+        torchcut.segment(np.moveaxis(rgb, -1, 0), seeds[:, :11], channel_axis=0)
     with pytest.raises(ValueError, match=r"seeds: expected at least one object \(label 1\) seed in batch item 1"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, np.where(seeds == 1, 0, seeds)]), ndim=2)
     with pytest.raises(TypeError, match=r"seeds: expected a one-channel PIL image \(mode L, P or I\) of labels, got mode RGB"):

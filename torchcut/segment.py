@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ._options import check_options, device_of
 from .energy import DEFAULT_LAM, segmentation_graph
 from .solvers import consume_mask, maxflow
 
@@ -108,6 +109,8 @@ def segment(
         return segment_mask(image, seeds, float(lam), sigma, connectivity, ndim, channel_axis, bins, scale,
                             None if spacing is None else [float(v) for v in spacing], backend,
                             options_string(solver_options))
+    if solver_options:
+        check_options(segment, solver_options, device_of(image), backend)
     graph = segmentation_graph(
         image,
         seeds,
