@@ -430,3 +430,15 @@ def test_empty_mask_comes_with_a_warning_naming_the_box(shared_data):
     with pytest.warns(EmptyMaskWarning, match=r"in image 1 \(box \(0, 5, 20, 25\)\):"):
         out = grabcut(noise, box=[(5, 5, 25, 25), (-4, 5, 20, 25)])
     assert out[0].any() and not out[1].any()
+
+
+def test_unknown_keyword_names_grabcut():
+    img, _ = two_colour_textures()
+    with pytest.raises(TypeError, match=r"^grabcut\(\): unexpected keyword argument 'iteration' \(did you mean "
+                                        r"'iterations'\?\)\. grabcut\(\) takes image, seeds, box, iterations, .*; "
+                                        r"further keywords go to the max-flow backend, here 'cpu'"):
+        grabcut(img, box=(8, 6, 36, 34), iteration=3)
+    with pytest.raises(TypeError, match=r"^grabcut\(\): keyword argument 'threads' is an option of the 'cpu' backend, "
+                                        r"not of the 'reference' backend"):
+        grabcut([img], box=(8, 6, 36, 34), backend="reference", threads=2)
+    assert torch.equal(grabcut(img, box=(8, 6, 36, 34), threads=1), grabcut(img, box=(8, 6, 36, 34)))

@@ -492,3 +492,12 @@ def test_cuda_move_kernels_refine_and_subsets(monkeypatch):
         out[fusedmoves] = [refine(x, p, lam=2.0, sigma=20.0, schedule=s) for s in SCHEDULES]
     for a, b in zip(out[True], out[False]):
         assert torch.equal(a, b)
+
+
+def test_unknown_keywords_name_the_public_function():
+    U = torch.zeros(3, 4, 5)
+    V = 1 - torch.eye(3)
+    with pytest.raises(TypeError, match=r"^expansion\(\) got an unexpected keyword argument 'lamda'$"):
+        expansion(U, V, lamda=2)
+    with pytest.raises(TypeError, match=r"^refine\(\) got an unexpected keyword argument 'sigm'$"):
+        refine(torch.zeros(4, 5), torch.full((3, 4, 5), 1 / 3), sigm=2.0)

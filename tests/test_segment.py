@@ -229,3 +229,23 @@ def test_cuda_volume():
     assert mask.device.type == "cuda" and result.verify()
     assert torch.equal(torchcut.maxflow(result.graph.to("cpu")).mask, mask.cpu())
     assert iou(mask.cpu().numpy(), truth) > 0.85
+
+
+def test_unknown_keyword_names_segment_and_lists_what_it_takes():
+    img, seeds, _ = noisy_disk(n=12, radius=3)
+    with pytest.raises(TypeError, match=r"^segment\(\): unexpected keyword argument 'lamda' \(did you mean 'lam'\?\)\. "
+                                        r"segment\(\) takes image, seeds, lam, sigma, .*, backend, return_result; "
+                                        r"further keywords go to the max-flow backend, here 'reference' "
+                                        r"\(backend='reference' on cpu\), which takes max_rounds, relabel_period"):
+        torchcut.segment(img, seeds, lamda=2, backend="reference")
+    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'tile_x' is an option of the 'cuda' backend, "
+                                        r"not of the 'reference' backend that runs here"):
+        torchcut.segment(img, seeds, tile_x=32, backend="reference")
+    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'max_rounds' is an option of the 'reference' "
+                                        r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
+                                        r"which takes threads, algorithm"):
+        torchcut.segment(img, seeds, max_rounds=5, backend="cpu")
+    # the backend's own options still reach it
+    want = torchcut.segment(img, seeds, backend="reference")
+    assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_rounds=10**6), want)
+    assert torch.equal(torchcut.segment(img, seeds, backend="cpu", threads=1, algorithm="pseudoflow"), want)

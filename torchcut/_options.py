@@ -61,7 +61,9 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     backend : {"auto", "reference", "cpu", "cuda"}
         As for :func:`torchcut.maxflow`.
     layout : {"grid", "csr"}
-        Grid graphs (:class:`torchcut.GridGraph`) or general ones (:class:`torchcut.FlowGraph`).
+        Grid graphs (:class:`torchcut.GridGraph`) or general ones (:class:`torchcut.FlowGraph`; their
+        options are those of the general solver and, as lattice graphs go to the grid solver, the
+        grid solver's).
 
     Returns
     -------
@@ -73,12 +75,16 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     >>> backend_options("cpu", "reference")
     ('reference', ('max_rounds', 'relabel_period', 'on_relabel'))
     """
-    if layout == "grid":
-        from .solvers import _pick
-    else:
-        from .solvers.csr import _pick
+    from .solvers import _pick
+
     module = _pick(torch.device(device), backend)
-    return _BACKEND_NAMES.get(module.__name__, module.__name__), _module_options(module, layout)
+    name, options = _BACKEND_NAMES.get(module.__name__, module.__name__), _module_options(module, "grid")
+    if layout == "csr":
+        from .solvers.csr import _pick as _pick_csr
+
+        general = _module_options(_pick_csr(torch.device(device), backend), "csr")
+        options = general + tuple(o for o in options if o not in general)
+    return name, options
 
 
 def check_options(fn, options: dict, device, backend: str = "auto", *, layout: str = "grid",
@@ -115,7 +121,10 @@ def check_options(fn, options: dict, device, backend: str = "auto", *, layout: s
     key = bad[0]
     own = _keyword_names(fn)
     title = f"{fn.__name__}()"
-    others = {b: opts for b, opts in _all_backend_options(layout).items() if b != name and key in opts}
+    everywhere = _all_backend_options("grid")
+    if layout == "csr":
+        everywhere = {b: everywhere[b] + opts for b, opts in _all_backend_options("csr").items()}
+    others = {b: opts for b, opts in everywhere.items() if b != name and key in opts}
     takes = ", ".join(accepted) if accepted else "no options"
     if others:
         raise TypeError(
