@@ -676,7 +676,7 @@ def segmentation_graph(
 
 
 def to_pymaxflow(graph: GridGraph, index: int = 0):
-    """The same integer network as a PyMaxflow graph (for CPU solves of big images, or comparisons).
+    """The same integer network as a PyMaxflow graph (to compare with, or solve by, PyMaxflow).
 
     Works for any :class:`~torchcut.GridGraph`, not only segmentation graphs. Capacities are copied to
     the CPU; PyMaxflow's ``Graph[int]`` holds 32-bit capacities, which the int32 layout guarantees, but

@@ -14,8 +14,9 @@ with the seeds as hard constraints; the mean in ``beta`` runs over all neighbour
 (as in OpenCV's ``grabCut``). The first iteration takes its assignments from k-means instead (Lloyd
 iterations in torch, started from luminance quantiles: deterministic, the same on every device). The
 first models are fitted to the seeds alone when the image has both kinds of seeds; a class without
-seeds (the object, from a box) starts from all unknown pixels. An image stops as soon as its mask no
-longer changes; the others go on. All of it is batched tensor work on the image's device; the cut is a
+seeds (the object, from a box) starts from all unknown pixels. An image's iterations end as soon as
+its mask no longer changes, or when a cut would leave it without object pixels (it keeps its last
+mask); the others go on. All of it is batched tensor work on the image's device; the cut is a
 :class:`~torchcut.GridGraph` solved by :func:`torchcut.maxflow`.
 
 Capacities are integers: ``round(SCALE * value)`` with ``value`` in nats, and the data term is
@@ -424,7 +425,7 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         if it > 0:
             # A cut that leaves an image without object pixels gives the next object model nothing to
             # fit, and GrabCut never recovers from it: that image keeps its last mask (and cut) and
-            # stops, as if it had been given one iteration fewer.
+            # ends its iterations, as if it had been given one iteration fewer.
             accepted = new.flatten(1).any(1) | ~old.flatten(1).any(1)
             keep_old = ~accepted.view(-1, 1, 1)
             new = torch.where(keep_old, old, new)
@@ -531,7 +532,7 @@ def grabcut(
         of x1 and y1), and a box that reaches past the image's border is clipped to it (its part
         inside the image is used; detector boxes often cross the border).
     iterations : int
-        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``). An image stops
+        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``). An image ends
         earlier once its mask repeats, or when a cut would leave it without any object pixel (it
         then keeps its last mask; see Notes).
     components : int
@@ -543,8 +544,9 @@ def grabcut(
         Neighbourhood of the grid (default 8; diagonal pairs weigh ``1 / sqrt(2)``).
     channel_axis : int, optional
         The image's channel axis when its shape does not tell it.
-    backend : str
-        Max-flow backend, see :func:`torchcut.maxflow`.
+    backend : {"auto", "reference", "cpu", "cuda"}
+        Max-flow backend, see :func:`torchcut.maxflow` (default: the CUDA kernels for CUDA images,
+        the compiled CPU solver for CPU images).
     return_result : bool
         Also return the :class:`~torchcut.CutResult` of the last cut of every image (solved once more
         as a batch; its mask equals the returned one).
@@ -555,7 +557,8 @@ def grabcut(
         Start each iteration's cut from the previous iteration's flow (default); False: from zero flow.
         The masks are the same either way (see Notes); False is the baseline the benchmarks time.
     **solver_options
-        Passed to the backend.
+        Passed to the backend, as in :func:`torchcut.segment` (any other keyword raises
+        ``TypeError`` naming ``grabcut()``).
 
     Returns
     -------
@@ -590,7 +593,7 @@ def grabcut(
     the whole object with a margin, a smaller ``lam`` or a few object seeds help. A later
     iteration's cut that would empty a mask is not taken: with no object pixel, the next object
     model would have nothing to fit and the mask could never come back, so the image keeps its last
-    mask (the result of one iteration fewer) and stops.
+    mask (the result of one iteration fewer) and ends its iterations.
 
     Each iteration's cut starts from the previous iteration's flow; the masks are those of cuts from
     zero flow. On CUDA, once images of the same size come back (a later call, or the third iteration
