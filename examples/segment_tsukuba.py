@@ -1,13 +1,18 @@
-"""Segment the desk lamp in Middlebury's Tsukuba image from seed scribbles, with a graph cut.
+"""Segment an object from seed scribbles with a graph cut: the desk lamp in Tsukuba, else the astronaut.
 
     python examples/segment_tsukuba.py                 # Tsukuba (full size) if found, else scikit-image's astronaut
     python examples/segment_tsukuba.py --size 256      # shrunk so the longer side is 256 pixels
     python examples/segment_tsukuba.py --image photo.png --seeds scribbles.png --out results
 
-Tsukuba is looked for through :mod:`torchcut.datasets`: ``$TORCHCUT_DATA``, the cache
-(``~/.cache/torchcut/data``), then a download from the Middlebury site checked against its SHA-256.
-When none of these works (no network, downloads disabled with ``--no-download``), the example says so
-and segments the astronaut bundled with scikit-image instead, with its own scribbles.
+Which image it segments, and why, it prints first:
+
+* **Tsukuba** (the left view of Middlebury's stereo pair; the object is the orange desk lamp), when
+  :mod:`torchcut.datasets` finds it: in ``$TORCHCUT_DATA``, in the cache (``~/.cache/torchcut/data``),
+  or by a download from the Middlebury site checked against its SHA-256.
+* **scikit-image's astronaut** (bundled with scikit-image, no download; the object is the astronaut:
+  hair, face and suit), when Tsukuba is nowhere to be found: no network, or downloads turned off
+  (``--no-download`` or ``TORCHCUT_NO_DOWNLOAD=1``). The reason is printed.
+* your own image, with ``--image`` and ``--seeds``.
 
 Seeds are PNGs with values 0 (unknown), 1 (object), 2 (background), drawn by ``assets/make_seeds.py``.
 Writes ``<name>_mask.png`` (object white) and ``<name>_overlay.png`` (the object in colour, its
@@ -41,17 +46,25 @@ LAM = {"tsukuba": 8.0, "astronaut": 16.0}
 CONNECTIVITY = 8
 
 
+#: What the scribbles of each built-in image mark as the object.
+OBJECT = {"tsukuba": "the orange desk lamp", "astronaut": "the astronaut (hair, face and suit)"}
+
+
 def load_default(download: bool | None):
-    """Tsukuba and its scribbles, or the fallback astronaut when Tsukuba is nowhere to be found."""
+    """Tsukuba and its scribbles, or the fallback astronaut when Tsukuba is nowhere to be found; says
+    which image it is, where it came from, and why."""
     try:
-        image = datasets.tsukuba(download=download)
-        return "tsukuba", image, ASSETS / "tsukuba_seeds.png"
+        path = datasets.fetch(datasets.TSUKUBA_LEFT, download=download)
     except datasets.DatasetNotFoundError as exc:
         print(f"Tsukuba not available: {exc}")
-        print("Segmenting scikit-image's 'astronaut' image instead.")
-    import skimage.data
+        print("Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); "
+              f"object: {OBJECT['astronaut']}.")
+        import skimage.data
 
-    return "astronaut", skimage.data.astronaut(), ASSETS / "astronaut_seeds.png"
+        return "astronaut", skimage.data.astronaut(), ASSETS / "astronaut_seeds.png"
+    print(f"Segmenting Middlebury's Tsukuba (left view, {path}); object: {OBJECT['tsukuba']}.")
+    with Image.open(path) as im:
+        return "tsukuba", np.array(im.convert("RGB")), ASSETS / "tsukuba_seeds.png"
 
 
 def read_seeds(path: Path, shape) -> np.ndarray:
@@ -109,6 +122,7 @@ def main(argv=None) -> int:
         with Image.open(args.image) as im:
             image = np.array(im.convert("RGB") if im.mode not in ("L", "RGB") else im)
         name = args.image.stem
+        print(f"Segmenting {args.image}; object: what {args.seeds} marks with label 1.")
     else:
         name, image, default_seeds = load_default(False if args.no_download else None)
         args.seeds = args.seeds or default_seeds
@@ -123,7 +137,8 @@ def main(argv=None) -> int:
 
         t_build = time.perf_counter()
         if cpu.load_error() is None and time.perf_counter() - t_build > 1:
-            print(f"compiled the CPU solver in {time.perf_counter() - t_build:.0f} s (cached from now on)")
+            print(f"prepared the CPU solver in {time.perf_counter() - t_build:.0f} s (compiled on first use and "
+                  "cached, loaded on later runs; not in the time below)")
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else LAM.get(name, torchcut.energy.DEFAULT_LAM)
     mask, result = torchcut.segment(x, s, lam=lam, connectivity=args.connectivity, return_result=True)
@@ -139,7 +154,8 @@ def main(argv=None) -> int:
     Image.fromarray(overlay(x, mask).cpu().numpy()).save(overlay_path)
     e = result.graph.energy
     print(
-        f"{name}: {tuple(seeds.shape)} on {device}, lam {lam:g}, {int(mask.sum())} object pixels "
+        f"{name}: {tuple(seeds.shape)} on {device}, lam {lam:g}, {args.connectivity}-connected, "
+        f"object {OBJECT.get(name, 'from the seeds')}: {int(mask.sum())} pixels "
         f"({100 * float(mask.float().mean()):.1f}%), energy {result.flow_value / e.scale:.1f} "
         f"(cut {result.flow_value} at scale {e.scale:g}), {seconds:.2f} s, backend {result.stats.get('backend')}"
     )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gzip
 
+import time
+
 import numpy as np
 import pytest
 
 import torchcut
-from torchcut.cli import main
+from torchcut.cli import build_parser, main
 
 TINY = "c tiny\np max 4 5\nn 1 s\nn 4 t\na 1 2 3\na 1 3 2\na 2 3 1\na 2 4 2\na 3 4 4\n"
 
@@ -29,6 +31,31 @@ def test_maxflow_prints_solution_line(tmp_path, capsys):
     assert all(line.startswith(("c ", "s ")) for line in lines)
     assert any(line.startswith("c time:") for line in lines)
     assert "c verified: the flow and the cut certify each other" in lines
+
+
+def test_maxflow_counts_terminal_arcs_and_times_start_up_apart(tmp_path, capsys, monkeypatch):
+    import re
+
+    from torchcut import cli
+
+    # s = 1, t = 4: two arcs from the source, one arc pair between nodes, two arcs to the sink
+    p = tmp_path / "tiny.max"
+    p.write_text("p max 4 5\nn 1 s\nn 4 t\na 1 2 4\na 1 3 2\na 2 3 3\na 2 4 1\na 3 4 5\n")
+    load = cli._load_solver
+
+    def slow_load(*args, **kwargs):  # a one-time cost that neither the read nor the solve time may include
+        time.sleep(0.5)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "_load_solver", slow_load)
+    code, out, err = run(capsys, ["maxflow", str(p), "--device", "cpu"])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"c {p}: 4 nodes, 1 arc pairs, 4 terminal arcs (2 from the source, 2 to the sink)"
+    assert lines[1] == "s 6"
+    read, solve = map(float, re.match(r"c time: read ([0-9.]+) s, solve ([0-9.]+) s on cpu", lines[2]).groups())
+    start = float(re.match(r"c start-up: ([0-9.]+) s, once per process", lines[3]).group(1))
+    assert start >= 0.5 > max(read, solve)
 
 
 def test_cut_file_lists_source_side_dimacs_ids(tmp_path, capsys):
@@ -146,10 +173,43 @@ def test_segment_writes_the_mask(tmp_path, capsys):
     assert code == 0 and err == ""
     assert "c verified" in stdout
     mask = np.asarray(Image.open(out)) > 0
-    expected = torchcut.segment(image, seeds, connectivity=8)
+    expected = torchcut.segment(image, seeds)  # the library's defaults (lam 8, 4-connected)
     assert np.array_equal(mask, expected.numpy())
+    assert "4-connected" in stdout
     iou = (mask & disk).sum() / (mask | disk).sum()
     assert iou > 0.9
+    code, stdout, _ = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
+                                   "--out", str(out), "--device", "cpu", "--connectivity", "8"])
+    assert code == 0 and "8-connected" in stdout
+    assert np.array_equal(np.asarray(Image.open(out)) > 0, torchcut.segment(image, seeds, connectivity=8).numpy())
+
+
+def test_segment_default_connectivity_is_the_librarys():
+    from torchcut.energy import _resolve_ndim
+
+    assert build_parser().parse_args(["segment", "i.png", "s.png", "--out", "m.png"]).connectivity == 4
+    assert _resolve_ndim((5, 5), None, None) == (2, 4)
+
+
+def test_segment_times_start_up_apart(tmp_path, capsys, monkeypatch):
+    import re
+
+    from torchcut import cli
+
+    _disk_pngs(tmp_path)
+    load = cli._load_solver
+
+    def slow_load(*args, **kwargs):  # a one-time cost the segment time must not include
+        time.sleep(0.5)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "_load_solver", slow_load)
+    code, stdout, _ = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
+                                   "--out", str(tmp_path / "m.png"), "--device", "cpu"])
+    assert code == 0
+    seg = float(re.search(r"^c time: read [0-9.]+ s, segment ([0-9.]+) s on cpu", stdout, re.M).group(1))
+    start = float(re.search(r"^c start-up: ([0-9.]+) s, once per process", stdout, re.M).group(1))
+    assert start >= 0.5 > seg
 
 
 def test_segment_bad_seeds_exit_1(tmp_path, capsys):
@@ -164,6 +224,6 @@ def test_segment_bad_seeds_exit_1(tmp_path, capsys):
     Image.fromarray(np.zeros((30, 40), np.uint8)).save(tmp_path / "small.png")
     code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png"),
                                 "--device", "cpu"])
-    assert code == 1 and err.count("\n") == 1 and "image: expected the seeds' shape (30, 40)" in err
+    assert code == 1 and err.count("\n") == 1 and "seeds: expected shape (40, 40), from the image's spatial shape" in err and "got (30, 40)" in err
     code, _, err = run(capsys, ["segment", str(tmp_path / "nope.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png")])
     assert code == 1 and "No such file" in err

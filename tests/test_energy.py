@@ -185,7 +185,7 @@ IMG_NAN[3, 4] = np.nan
 @pytest.mark.parametrize(
     "kwargs, exc, match",
     [
-        (dict(seeds=SEEDS[:5]), ValueError, r"image: expected the seeds' shape \(5, 12\).*got shape \(10, 12\)"),
+        (dict(seeds=SEEDS[:5]), ValueError, r"seeds: expected shape \(10, 12\), from the image's spatial shape \(image of shape \(10, 12\)\), got \(5, 12\)"),
         (dict(seeds=np.zeros((10, 12), np.uint8)), ValueError, r"seeds: expected at least one object \(label 1\) seed"),
         (dict(seeds=np.where(SEEDS == 2, 0, SEEDS)), ValueError, r"seeds: expected at least one background \(label 2\)"),
         (dict(seeds=SEEDS * 2), ValueError, r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 .* got values in \[0, 4\]"),

@@ -47,7 +47,9 @@ def test_tsukuba_lamp(example, shared_data, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("TORCHCUT_CACHE", str(tmp_path / "cache"))
     assert example.main(["--size", "96", "--out", str(tmp_path), "--device", "cpu", "--no-download"]) == 0
     out = capsys.readouterr().out
-    assert "tsukuba: (72, 96) on cpu" in out
+    assert "Segmenting Middlebury's Tsukuba (left view, " in out and "object: the orange desk lamp." in out
+    assert "tsukuba: (72, 96) on cpu, lam 8, 8-connected, object the orange desk lamp: " in out
+    assert "astronaut" not in out
     mask = read_mask(tmp_path / "tsukuba_mask.png")
     overlay = np.array(Image.open(tmp_path / "tsukuba_overlay.png"))
     assert mask.shape == (72, 96) and overlay.shape == (72, 96, 3)
@@ -74,7 +76,9 @@ def test_fallback_without_tsukuba(example, monkeypatch, tmp_path, capsys):
     assert example.main(["--size", "64", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "Tsukuba not available" in out and "no network in this test" in out
-    assert "astronaut instead" in out.replace("'astronaut' image instead", "astronaut instead")
+    assert ("Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); object: the astronaut "
+            "(hair, face and suit).") in out
+    assert "astronaut: (64, 64) on cpu" in out and "desk lamp" not in out
     mask = read_mask(tmp_path / "out" / "astronaut_mask.png")
     assert (tmp_path / "out" / "astronaut_overlay.png").is_file()
     assert mask.shape == (64, 64)
@@ -117,3 +121,10 @@ def test_command_line(tmp_path):
     assert "downloads are disabled" in proc.stdout
     assert (tmp_path / "out" / "astronaut_mask.png").is_file()
     assert (tmp_path / "out" / "astronaut_overlay.png").is_file()
+
+
+def test_docstring_says_which_image_and_why(example):
+    doc = example.__doc__
+    first = doc.splitlines()[0]
+    assert "desk lamp in Tsukuba" in first and "astronaut" in first
+    assert "when Tsukuba is nowhere to be found" in " ".join(doc.split())

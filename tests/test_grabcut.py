@@ -185,10 +185,14 @@ def test_real_image_beats_histogram(shared_data):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(box=(0, 0, 50, 10)), r"box: expected 0 <= x0 < x1 <= 40"),
-        (dict(box=(-1, 0, 10, 10)), r"box: expected 0 <= x0"),
-        (dict(box=(5, 5, 5, 10)), r"box: expected x0 < x1 and y0 < y1"),
+        (dict(box=(40, 0, 50, 10)), r"box: expected a box that overlaps the 40 x 40 image .*, got \(40, 0, 50, 10\)"),
+        (dict(box=(-9, -5, -1, 10)), r"box: expected a box that overlaps the 40 x 40 image .*, got \(-9, -5, -1, 10\)"),
+        (dict(box=(5, 5, 5, 10)), r"box: expected x0 < x1 and y0 < y1 \(an empty box selects nothing\), got \(5, 5, 5, 10\)"),
         (dict(box=(5, 9, 10, 3)), r"box: expected x0 < x1 and y0 < y1"),
+        (dict(box=(5.5, 5, 5.2, 10)), r"box: expected x0 < x1 and y0 < y1 .* got \(5.5, 5, 5.2, 10\)"),
+        (dict(box=(1, 1, float("nan"), 9)), r"box: expected finite coordinates, got \[1.0, 1.0, nan, 9.0\]"),
+        (dict(box=(1, 1, 9)), r"box: expected \(x0, y0, x1, y1\), got shape \(3,\)"),
+        (dict(box="1 1 9 9"), r"box: expected \(x0, y0, x1, y1\) as 4 numbers, or one such box per image, got '1 1 9 9'"),
         (dict(), r"seeds, box: expected seeds .* or a box, got neither"),
         (dict(box=(0, 0, 40, 40)), r"expected some background"),
         (dict(box=(1, 1, 9, 9), components=0), r"components: expected an int >= 1, got 0"),
@@ -196,7 +200,7 @@ def test_real_image_beats_histogram(shared_data):
         (dict(box=(1, 1, 9, 9), connectivity=6), r"connectivity: expected 4 or 8, got 6"),
         (dict(box=(1, 1, 9, 9), lam=-1.0), r"lam: expected a finite number in \[0, 1e\+06\], got -1.0"),
         (dict(box=(1, 1, 9, 9), lam=2e6), r"lam: expected a finite number in \[0, 1e\+06\], got 2000000.0"),
-        (dict(box=[(1, 1, 9, 9)] * 3), r"box: expected \(x0, y0, x1, y1\) or 1 such boxes"),
+        (dict(box=[(1, 1, 9, 9)] * 3), r"box: expected \(x0, y0, x1, y1\), got shape \(3, 4\)"),
     ],
 )
 def test_bad_input_raises_value_error(kwargs, match):
@@ -215,7 +219,7 @@ def test_bad_seeds_and_lists():
         grabcut(img, torch.full((10, 10), 3))
     with pytest.raises(ValueError, match=r"seeds: expected a list of 2 seed arrays"):
         grabcut([img, img], full)
-    with pytest.raises(ValueError, match=r"box: expected one box or 2 boxes for 2 images, got 3"):
+    with pytest.raises(ValueError, match=r"box: expected \(x0, y0, x1, y1\) or 2 such boxes \(shape \(2, 4\)\), got shape \(3, 4\)"):
         grabcut([img, img], box=[(1, 1, 5, 5)] * 3)
     with pytest.raises(ValueError, match=r"image: expected at least one image"):
         grabcut([], box=(1, 1, 5, 5))
@@ -326,3 +330,115 @@ def test_compiled_cpu_ops_check_their_inputs():
         torch.ops.torchcut.grabcut_lloyd(torch.zeros(1, 4, 9), cls, cls, 2, 3)
     with pytest.raises(RuntimeError, match="cls, comp: expected contiguous int64 tensors"):
         torch.ops.torchcut.grabcut_lloyd(torch.zeros(1, 4, 3), cls[:, :3], cls, 2, 3)
+
+
+# ---------------------------------------------------------------------------------------------- boxes
+def test_box_past_the_border_is_clipped_and_float_boxes_round_outward():
+    img, truth = two_colour_textures()  # 40 x 40, object rows 10:30, columns 12:32
+    want = grabcut(img, box=(8, 6, 36, 34))
+    assert iou(want, truth) > 0.99
+    for box in ((8.0, 6.0, 36.0, 34.0), (8.7, 6.2, 35.1, 33.5), np.array([8.5, 6.9, 35.01, 33.2]),
+                torch.tensor([8.2, 6.5, 35.5, 33.9]), [np.float32(8.1), 6, 35.3, torch.tensor(34)]):
+        assert torch.equal(grabcut(img, box=box), want), box
+    wide = grabcut(img, box=(0, 0, 40, 34))
+    for box in ((-20, -7, 500, 34), (-0.5, -3.2, 40.0001, 33.7), torch.tensor([-100.0, -1e9, 1e9, 34.0])):
+        assert torch.equal(grabcut(img, box=box), wide), box
+
+
+def test_batched_and_listed_boxes_accept_floats_tensors_and_border_crossings():
+    a, _ = two_colour_textures(0)
+    b, _ = two_colour_textures(1)
+    batch = torch.from_numpy(np.stack([a, b]))
+    boxes = [(8, 6, 36, 34), (0, 0, 40, 34)]
+    want = grabcut(batch, box=boxes)
+    for given in (torch.tensor([[8.5, 6.0, 35.5, 34.0], [-3.0, -9.0, 45.0, 33.2]]),
+                  np.array([[8, 6, 36, 34], [-1, -1, 41, 34]]), [(8, 6, 35.2, 34), torch.tensor([-5, -5, 99, 34])]):
+        assert torch.equal(grabcut(batch, box=given), want)
+        assert all(torch.equal(m, w) for m, w in zip(grabcut([a, b], box=given), want))
+    one = grabcut(batch, box=torch.tensor([8.5, 6.0, 35.5, 34.0]))  # one box for every image
+    assert torch.equal(one, grabcut(batch, box=[(8, 6, 36, 34)] * 2))
+    with pytest.raises(ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"):
+        grabcut(batch, box=[(8, 6, 36, 34), (50, 0, 60, 10)])
+    with pytest.raises(ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"):
+        grabcut([a, b], box=[(8, 6, 36, 34), (50, 0, 60, 10)])
+
+
+# ---------------------------------------------------------------------------------------------- empty masks
+def corner_crop(shared_data, name, corner, transpose, box=(10, 10, 60, 50)):
+    """A 60 x 70 crop (70 x 60 transposed) of a GrabCut image scaled so that its object is a few pixels
+    larger than ``box``, with a corner of the object's bounding box on the same corner of ``box``: the
+    object touches the box's corner and crosses its two far sides."""
+    from PIL import Image
+
+    im = Image.open(shared_data / "grabcut" / "data_GT" / f"{name}.jpg").convert("RGB")
+    gim = Image.open(shared_data / "grabcut" / "boundary_GT" / f"{name}.bmp")
+    ys, xs = np.nonzero(np.array(gim) > 128)
+    x0, y0, x1, y1 = box
+    bh, bw = (x1 - x0, y1 - y0) if transpose else (y1 - y0, x1 - x0)
+    s = min((bw + 6) / (np.ptp(xs) + 1), (bh + 6) / (np.ptp(ys) + 1))
+    size = (int(im.width * s), int(im.height * s))
+    img = np.array(im.resize(size, Image.BILINEAR))
+    gt = np.array(gim.resize(size, Image.NEAREST)) > 128
+    if transpose:
+        img, gt = img.transpose(1, 0, 2), gt.T
+    ys, xs = np.nonzero(gt)
+    r0 = ys.min() - y0 if corner in (0, 1) else ys.max() - (y1 - 1)
+    c0 = xs.min() - x0 if corner in (0, 2) else xs.max() - (x1 - 1)
+    H, W = (70, 60) if transpose else (60, 70)
+    img = np.pad(img, ((100, 100), (100, 100), (0, 0)), mode="edge")[r0 + 100:r0 + 100 + H, c0 + 100:c0 + 100 + W]
+    gt = np.pad(gt, 100)[r0 + 100:r0 + 100 + H, c0 + 100:c0 + 100 + W]
+    return np.ascontiguousarray(img), gt
+
+
+def test_object_touching_the_box_corner_keeps_a_mask(shared_data, recwarn):
+    from torchcut.grabcut import EmptyMaskWarning
+
+    # Without the rule that a cut may not empty a mask, the third (60 x 70) and second (70 x 60)
+    # iterations emptied these masks, and the empty object model kept them empty.
+    box = (10, 10, 60, 50)
+    crops = [corner_crop(shared_data, "153093", 1, False), corner_crop(shared_data, "271008", 0, True)]
+    masks = []
+    for img, gt in crops:
+        m, res = grabcut(img, box=box, return_result=True)
+        ran = res.stats["grabcut_iterations"][0]
+        assert m.any() and ran < 5 and res.stats["grabcut_empty"] == [False]
+        assert iou(m, gt) > 0.35
+        assert torch.equal(m, grabcut(img, box=box, iterations=ran))  # the mask of one iteration fewer
+        assert res.verify() and torch.equal(res.mask, m)
+        assert not m[:10].any() and not m[50:].any() and not m[:, :10].any() and not m[:, 60:].any()
+        masks.append(m)
+    assert not [w for w in recwarn if issubclass(w.category, EmptyMaskWarning)]
+    # alone, in a batch (with a flipped copy) and in a list of the two sizes: the same masks
+    for (img, _), m in zip(crops, masks):
+        both = grabcut(np.stack([img, img[::-1, ::-1].copy()]), box=box)
+        assert torch.equal(both[0], m)
+    assert all(torch.equal(a, b) for a, b in zip(grabcut([c[0] for c in crops], box=box), masks))
+
+
+def test_empty_mask_comes_with_a_warning_naming_the_box(shared_data):
+    from torchcut.grabcut import EmptyMaskWarning
+
+    img, _ = corner_crop(shared_data, "bush", 0, False)
+    with pytest.warns(EmptyMaskWarning, match=r"no object pixel left in the image \(box \(10, 10, 60, 50\)\).*lam=25"):
+        m, res = grabcut(img, box=(10, 10, 60, 50), return_result=True)
+    assert not m.any() and res.stats["grabcut_empty"] == [True]
+    # a smaller smoothness weight pays for a boundary: no warning
+    assert grabcut(img, box=(10, 10, 60, 50), lam=5).any()
+    # noise: nothing tells the box from the rest; in a batch the warning names the image and its clipped box
+    noise = torch.rand(2, 3, 30, 30, generator=torch.Generator().manual_seed(0)) * 255
+    noise[0, :, 8:20, 8:20] = 250.0
+    with pytest.warns(EmptyMaskWarning, match=r"in image 1 \(box \(0, 5, 20, 25\)\):"):
+        out = grabcut(noise, box=[(5, 5, 25, 25), (-4, 5, 20, 25)])
+    assert out[0].any() and not out[1].any()
+
+
+def test_unknown_keyword_names_grabcut():
+    img, _ = two_colour_textures()
+    with pytest.raises(TypeError, match=r"^grabcut\(\): unexpected keyword argument 'iteration' \(did you mean "
+                                        r"'iterations'\?\)\. grabcut\(\) takes image, seeds, box, iterations, .*; "
+                                        r"further keywords go to the max-flow backend, here 'cpu'"):
+        grabcut(img, box=(8, 6, 36, 34), iteration=3)
+    with pytest.raises(TypeError, match=r"^grabcut\(\): keyword argument 'threads' is an option of the 'cpu' backend, "
+                                        r"not of the 'reference' backend"):
+        grabcut([img], box=(8, 6, 36, 34), backend="reference", threads=2)
+    assert torch.equal(grabcut(img, box=(8, 6, 36, 34), threads=1), grabcut(img, box=(8, 6, 36, 34)))

@@ -359,8 +359,12 @@ def test_bad_inputs_raise_clear_errors():
         refine(torch.zeros(4, 5), P, seeds=torch.full((4, 4), -1))
     with pytest.raises(ValueError, match="probs: expected finite values"):
         refine(torch.zeros(4, 5), torch.full((3, 4, 5), float("nan")))
-    with pytest.raises(ValueError, match="image: expected"):
+    with pytest.raises(ValueError, match=r"probs: expected shape \(3, 5, 5\), from the image's spatial shape "
+                                         r"\(image of shape \(5, 5\)\), got \(3, 4, 5\)"):
         refine(torch.zeros(5, 5), P)
+    with pytest.raises(ValueError, match=r"probs: expected shape \(2, 3, 5, 5\), from the image's spatial shape "
+                                         r"\(image of shape \(2, 5, 5, 3\)\), got \(2, 3, 4, 5\)"):
+        refine(torch.zeros(2, 5, 5, 3), P.expand(2, 3, 4, 5))
 
 
 # ---------------------------------------------------------------------------------------------- stereo
@@ -488,3 +492,12 @@ def test_cuda_move_kernels_refine_and_subsets(monkeypatch):
         out[fusedmoves] = [refine(x, p, lam=2.0, sigma=20.0, schedule=s) for s in SCHEDULES]
     for a, b in zip(out[True], out[False]):
         assert torch.equal(a, b)
+
+
+def test_unknown_keywords_name_the_public_function():
+    U = torch.zeros(3, 4, 5)
+    V = 1 - torch.eye(3)
+    with pytest.raises(TypeError, match=r"^expansion\(\) got an unexpected keyword argument 'lamda'$"):
+        expansion(U, V, lamda=2)
+    with pytest.raises(TypeError, match=r"^refine\(\) got an unexpected keyword argument 'sigm'$"):
+        refine(torch.zeros(4, 5), torch.full((3, 4, 5), 1 / 3), sigm=2.0)

@@ -189,8 +189,16 @@ def test_errors_reach_the_user():
     img, seeds, _ = noisy_disk(n=12, radius=3)
     with pytest.raises(ValueError, match=r"seeds: shape \(2, 12, 12\) is ambiguous"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, seeds]))
-    with pytest.raises(ValueError, match=r"image: expected the seeds' shape \(12, 11\)"):
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(12, 12\)\), got \(12, 11\)"):
         torchcut.segment(img, seeds[:, :11])
+    rgb = np.stack([img] * 3, -1)
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(12, 12, 3\)\), got \(11, 12\)"):
+        torchcut.segment(rgb, seeds[:11])
+    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+                                         r"\(image of shape \(3, 12, 12\), channel_axis=0\), got \(12, 11\)"):
+        torchcut.segment(np.moveaxis(rgb, -1, 0), seeds[:, :11], channel_axis=0)
     with pytest.raises(ValueError, match=r"seeds: expected at least one object \(label 1\) seed in batch item 1"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, np.where(seeds == 1, 0, seeds)]), ndim=2)
     with pytest.raises(TypeError, match=r"seeds: expected a one-channel PIL image \(mode L, P or I\) of labels, got mode RGB"):
@@ -221,3 +229,23 @@ def test_cuda_volume():
     assert mask.device.type == "cuda" and result.verify()
     assert torch.equal(torchcut.maxflow(result.graph.to("cpu")).mask, mask.cpu())
     assert iou(mask.cpu().numpy(), truth) > 0.85
+
+
+def test_unknown_keyword_names_segment_and_lists_what_it_takes():
+    img, seeds, _ = noisy_disk(n=12, radius=3)
+    with pytest.raises(TypeError, match=r"^segment\(\): unexpected keyword argument 'lamda' \(did you mean 'lam'\?\)\. "
+                                        r"segment\(\) takes image, seeds, lam, sigma, .*, backend, return_result; "
+                                        r"further keywords go to the max-flow backend, here 'reference' "
+                                        r"\(backend='reference' on cpu\), which takes max_rounds, relabel_period"):
+        torchcut.segment(img, seeds, lamda=2, backend="reference")
+    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'tile_x' is an option of the 'cuda' backend, "
+                                        r"not of the 'reference' backend that runs here"):
+        torchcut.segment(img, seeds, tile_x=32, backend="reference")
+    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'max_rounds' is an option of the 'reference' "
+                                        r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
+                                        r"which takes threads, algorithm"):
+        torchcut.segment(img, seeds, max_rounds=5, backend="cpu")
+    # the backend's own options still reach it
+    want = torchcut.segment(img, seeds, backend="reference")
+    assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_rounds=10**6), want)
+    assert torch.equal(torchcut.segment(img, seeds, backend="cpu", threads=1, algorithm="pseudoflow"), want)

@@ -63,3 +63,10 @@ def test_pymaxflow_label_updates():
     assert a[0].flow == b[0].flow
     for m in a:
         assert torchcut.maxflow(m.flowgraph()).flow_value == m.flow
+
+
+def test_disparity_unknown_keyword_names_disparity():
+    import torch
+
+    with pytest.raises(TypeError, match=r"^disparity\(\) got an unexpected keyword argument 'lamda'$"):
+        torchcut.stereo.disparity(torch.zeros(4, 8), torch.zeros(4, 8), 2, lamda=3)

@@ -32,21 +32,27 @@ _LAZY = {
     "read_dimacs": "dimacs",
     "write_dimacs": "dimacs",
     "read_dimacs_solution": "dimacs",
-    "datasets": None,
-    "compat": None,
-    "distributed": None,
     "expansion": "multilabel",
     "refine": "multilabel",
     "labeling_energy": "multilabel",
 }
+# Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
+# use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
+# ``torchcut.grabcut`` are the functions: import their modules by name).
+_MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "multilabel",
+            "stereo")
 
-__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY]
+__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY,
+           *_MODULES]
 
 
 def __getattr__(name):
+    if name in _MODULES:
+        return import_module(f".{name}", __name__)
     if name in _LAZY:
-        mod = _LAZY[name]
-        if mod is None:
-            return import_module(f".{name}", __name__)
-        return getattr(import_module(f".{mod}", __name__), name)
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'torchcut' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -215,26 +215,64 @@ def _resolve_ndim(seed_shape: tuple, ndim, connectivity) -> tuple[int, int]:
     return ndim, connectivity
 
 
-def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis) -> int | None:
-    """The image axis holding the channels (None: no channel axis), checked against the seeds' shape."""
-    expect = (
-        f"the seeds' shape {seed_shape}, or that shape with one channel axis "
-        f"(before the spatial dims or last)"
+def _spatial_candidates(img_shape: tuple, n: int, lead: int) -> list:
+    """The shapes of ``n`` dims the image could have without its channel axis, most likely first."""
+    if len(img_shape) == n:
+        return [img_shape]
+    if len(img_shape) != n + 1:
+        return []
+    cands = []
+    for a in (len(img_shape) - 1, lead):  # [..., C] or [C, ...] with few channels first
+        rest = img_shape[:a] + img_shape[a + 1:]
+        if img_shape[a] <= 4 and rest not in cands:
+            cands.append(rest)
+    if not cands:  # no small axis: either end could hold the channels
+        for a in (lead, len(img_shape) - 1):
+            rest = img_shape[:a] + img_shape[a + 1:]
+            if rest not in cands:
+                cands.append(rest)
+    return cands
+
+
+def _shape_mismatch(img_shape: tuple, seed_shape: tuple, lead: int, ref: str, ref_shape=None, to_ref=None):
+    """ValueError naming ``ref`` (the seeds, or what else decides the spatial shape): the shape the
+    image asks for, and the one given."""
+    to_ref = to_ref or (lambda shape: shape)
+    ref_shape = seed_shape if ref_shape is None else ref_shape
+    cands = [to_ref(c) for c in _spatial_candidates(img_shape, len(seed_shape), lead)]
+    if cands:
+        want = " or ".join(str(c) for c in cands)
+        return ValueError(f"{ref}: expected shape {want}, from the image's spatial shape (image of shape {img_shape}), "
+                          f"got {ref_shape}")
+    return ValueError(
+        f"{ref}: expected the image's spatial shape (the image's shape {img_shape} with at most one channel axis, "
+        f"before the spatial dims or last), got {ref_shape}"
     )
+
+
+def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, ref: str = "seeds",
+                  ref_shape=None, to_ref=None) -> int | None:
+    """The image axis holding the channels (None: no channel axis), checked against the seeds' shape.
+
+    ``ref`` names what gave ``seed_shape`` in messages (``ref_shape``: its full shape, ``to_ref``:
+    spatial shape -> the shape it should have had, when it has more axes than the spatial ones).
+    """
     if channel_axis is not None:
         if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis, bool):
             raise TypeError(f"channel_axis: expected an int or None, got {type(channel_axis).__name__}")
         n = len(img_shape)
         if len(img_shape) != len(seed_shape) + 1 or not -n <= channel_axis < n:
             raise ValueError(
-                f"channel_axis: expected an axis of an image with one axis more than the seeds {seed_shape}, "
+                f"channel_axis: expected an axis of an image with one axis more than the {ref} {seed_shape}, "
                 f"got channel_axis={channel_axis} for an image of shape {img_shape}"
             )
         ax = int(channel_axis) % n
         rest = img_shape[:ax] + img_shape[ax + 1:]
         if rest != seed_shape:
+            want = (to_ref or (lambda shape: shape))(rest)
             raise ValueError(
-                f"image: expected shape {seed_shape} plus channels at axis {channel_axis}, got {img_shape}"
+                f"{ref}: expected shape {want}, from the image's spatial shape (image of shape {img_shape}, "
+                f"channel_axis={channel_axis}), got {seed_shape if ref_shape is None else ref_shape}"
             )
         return ax
     if img_shape == seed_shape:
@@ -245,10 +283,10 @@ def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis) 
             return cands[0]
         if len(cands) == 2:
             raise ValueError(
-                f"image: shape {img_shape} with seeds of shape {seed_shape} is ambiguous: channels could be "
+                f"image: shape {img_shape} with {ref} of shape {seed_shape} is ambiguous: channels could be "
                 f"axis {cands[0]} or axis {cands[1]}; pass channel_axis"
             )
-    raise ValueError(f"image: expected {expect}, got shape {img_shape}")
+    raise _shape_mismatch(img_shape, seed_shape, lead, ref, ref_shape, to_ref)
 
 
 def _prepare(image, seeds, ndim, connectivity, channel_axis):
@@ -638,7 +676,7 @@ def segmentation_graph(
 
 
 def to_pymaxflow(graph: GridGraph, index: int = 0):
-    """The same integer network as a PyMaxflow graph (for CPU solves of big images, or comparisons).
+    """The same integer network as a PyMaxflow graph (to compare with, or solve by, PyMaxflow).
 
     Works for any :class:`~torchcut.GridGraph`, not only segmentation graphs. Capacities are copied to
     the CPU; PyMaxflow's ``Graph[int]`` holds 32-bit capacities, which the int32 layout guarantees, but

@@ -14,8 +14,9 @@ with the seeds as hard constraints; the mean in ``beta`` runs over all neighbour
 (as in OpenCV's ``grabCut``). The first iteration takes its assignments from k-means instead (Lloyd
 iterations in torch, started from luminance quantiles: deterministic, the same on every device). The
 first models are fitted to the seeds alone when the image has both kinds of seeds; a class without
-seeds (the object, from a box) starts from all unknown pixels. An image stops as soon as its mask no
-longer changes; the others go on. All of it is batched tensor work on the image's device; the cut is a
+seeds (the object, from a box) starts from all unknown pixels. An image's iterations end as soon as
+its mask no longer changes, or when a cut would leave it without object pixels (it keeps its last
+mask); the others go on. All of it is batched tensor work on the image's device; the cut is a
 :class:`~torchcut.GridGraph` solved by :func:`torchcut.maxflow`.
 
 Capacities are integers: ``round(SCALE * value)`` with ``value`` in nats, and the data term is
@@ -26,18 +27,20 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import numpy as np
 import torch
 
 from ._cudagraph import GraphCache
+from ._options import check_options, device_of
 from ._validate import describe
 from .energy import _as_image_tensor, _prepare
 from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices
 from .solvers import maxflow
 from .solvers.warm import WarmGrid
 
-__all__ = ["grabcut"]
+__all__ = ["grabcut", "EmptyMaskWarning"]
 
 #: Default smoothness weight (OpenCV's gamma is 50). Chosen on the GrabCut set's tuning half (the 25
 #: images at even positions of the sorted list), trimap-20 mean IoU: lam 12 0.921, 25 0.931, 50 0.921,
@@ -79,30 +82,55 @@ def _spatial_shape(img: torch.Tensor, channel_axis) -> tuple:
     )
 
 
-def _box_seeds(box, B: int, H: int, W: int, device) -> torch.Tensor:
-    """Labels from boxes: 2 (background) outside, 0 inside. ``box`` is one box or one per image."""
+def _as_boxes(box, n: int) -> np.ndarray:
+    """``box`` as a float64 array ``[n, 4]``: one box (a tensor, array or sequence of 4 numbers) for
+    every image, or one box per image (``[n, 4]``, or a sequence of ``n`` boxes)."""
+    if isinstance(box, torch.Tensor):
+        box = box.detach().cpu().numpy()
+    elif isinstance(box, (list, tuple)):
+        box = [b.detach().cpu().numpy() if isinstance(b, torch.Tensor) else b for b in box]
     try:
         arr = np.asarray(box, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"box: expected (x0, y0, x1, y1) or one such box per image, got {box!r}") from None
+        arr = None
+    if arr is None or arr.dtype.kind != "f":
+        raise ValueError(f"box: expected (x0, y0, x1, y1) as 4 numbers, or one such box per image, got {box!r}")
     if arr.shape == (4,):
-        arr = np.broadcast_to(arr, (B, 4))
-    if arr.shape != (B, 4):
-        raise ValueError(f"box: expected (x0, y0, x1, y1) or {B} such boxes (shape ({B}, 4)), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-        raise ValueError(f"box: expected integer pixel coordinates, got {arr.tolist()}")
+        arr = np.broadcast_to(arr, (n, 4))
+    if arr.shape != (n, 4):
+        what = "(x0, y0, x1, y1)" if n == 1 else f"(x0, y0, x1, y1) or {n} such boxes (shape ({n}, 4))"
+        raise ValueError(f"box: expected {what}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"box: expected finite coordinates, got {arr.tolist() if n > 1 else arr[0].tolist()}")
+    return arr
+
+
+def _clip_box(b, H: int, W: int, where: str = "") -> tuple:
+    """One box ``(x0, y0, x1, y1)`` in pixel coordinates, rounded outward (floor x0, y0; ceil x1, y1)
+    and clipped to the ``W x H`` image (its intersection with the image)."""
+    x0, y0, x1, y1 = (float(v) for v in b)
+    shown = tuple(int(v) if v.is_integer() else v for v in (x0, y0, x1, y1))
+    if not (x0 < x1 and y0 < y1):
+        raise ValueError(f"box: expected x0 < x1 and y0 < y1 (an empty box selects nothing), got {shown}{where}")
+    c = (max(math.floor(x0), 0), max(math.floor(y0), 0), min(math.ceil(x1), W), min(math.ceil(y1), H))
+    if c[2] <= c[0] or c[3] <= c[1]:
+        raise ValueError(
+            f"box: expected a box that overlaps the {W} x {H} image (columns 0..{W}, rows 0..{H}), got {shown}{where}"
+        )
+    return c
+
+
+def _box_seeds(box, B: int, H: int, W: int, device, index=None) -> tuple:
+    """Labels from boxes: 2 (background) outside, 0 inside; and the boxes as clipped. ``box`` is one
+    box or one per image; ``index``: the image's place in a list, for messages."""
     out = torch.full((B, H, W), 2, dtype=torch.uint8)
-    for b, (x0, y0, x1, y1) in enumerate(arr.astype(np.int64).tolist()):
-        where = f" (image {b})" if B > 1 else ""
-        if x1 <= x0 or y1 <= y0:
-            raise ValueError(f"box: expected x0 < x1 and y0 < y1 (an empty box selects nothing), got {(x0, y0, x1, y1)}{where}")
-        if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
-            raise ValueError(
-                f"box: expected 0 <= x0 < x1 <= {W} and 0 <= y0 < y1 <= {H} (inside the {W} x {H} image), "
-                f"got {(x0, y0, x1, y1)}{where}"
-            )
+    clipped = []
+    for b, row in enumerate(_as_boxes(box, B)):
+        where = f" (image {b})" if B > 1 else f" (image {index})" if index is not None else ""
+        x0, y0, x1, y1 = _clip_box(row, H, W, where)
         out[b, y0:y1, x0:x1] = 0
-    return out.to(device)
+        clipped.append((x0, y0, x1, y1))
+    return out.to(device), clipped
 
 
 def _check_args(iterations, components, lam, connectivity):
@@ -115,8 +143,9 @@ def _check_args(iterations, components, lam, connectivity):
         raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
 
 
-def _one(image, seeds, box, channel_axis, connectivity, batch_size=None):
-    """One image or one batch tensor -> x float32 [B, C, H, W], labels uint8 [B, H, W], batched."""
+def _one(image, seeds, box, channel_axis, connectivity, index=None):
+    """One image or one batch tensor -> x float32 [B, C, H, W], labels uint8 [B, H, W], batched, and
+    the boxes as clipped to the image (None without a box)."""
     img = _as_image_tensor(image, "image")
     if seeds is None:
         if box is None:
@@ -126,10 +155,12 @@ def _one(image, seeds, box, channel_axis, connectivity, batch_size=None):
             raise ValueError(f"image: expected 2 spatial dimensions (optionally batched), got shape {tuple(img.shape)}")
         seeds = torch.zeros(shape, dtype=torch.uint8, device=img.device)
     x, s, _, _, batched, _ = _prepare(img, seeds, 2, connectivity, channel_axis)
+    boxes = None
     if box is not None:
         B, H, W = s.shape
-        s = torch.where(s == 0, _box_seeds(box, B, H, W, s.device), s)
-    return x, s, batched
+        labels, boxes = _box_seeds(box, B, H, W, s.device, index)
+        s = torch.where(s == 0, labels, s)
+    return x, s, batched, boxes
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -389,15 +420,26 @@ def _grabcut(x, seeds, valid, iterations, K, lam, connectivity, backend, options
         # every capacity is a known int32 below ``hard`` (lam <= MAX_LAM): no constructor checks needed
         loglik, src, snk = _model_step(xa, ca, loglik, sa, va, K, hard, graphs)
         new = cut(src, snk) & va
+        old = mask if every else mask[active]
+        accepted = torch.ones(len(new), dtype=torch.bool, device=new.device)
+        if it > 0:
+            # A cut that leaves an image without object pixels gives the next object model nothing to
+            # fit, and GrabCut never recovers from it: that image keeps its last mask (and cut) and
+            # ends its iterations, as if it had been given one iteration fewer.
+            accepted = new.flatten(1).any(1) | ~old.flatten(1).any(1)
+            keep_old = ~accepted.view(-1, 1, 1)
+            new = torch.where(keep_old, old, new)
+            src = torch.where(keep_old, src_last if every else src_last[active], src)
+            snk = torch.where(keep_old, snk_last if every else snk_last[active], snk)
         if every:
             src_last, snk_last = src, snk
-            ran += 1  # on the device: no read-back per iteration
+            ran += accepted  # on the device: no read-back per iteration
             same = (new == mask).flatten(1).all(1)
             mask = new
         else:
             src_last[active], snk_last[active] = src, snk
-            ran[active] += 1
-            same = (new == mask[active]).flatten(1).all(1)
+            ran[active] += accepted
+            same = (new == old).flatten(1).all(1)
             mask[active] = new
         if it == 0:
             same = torch.zeros_like(same)
@@ -428,6 +470,28 @@ def _normalise(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     hi = torch.where(v, x, torch.full_like(x, float("-inf"))).reshape(B, -1).amax(1)
     span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     return (x - lo.view(B, 1, 1, 1)) * (255.0 / span).view(B, 1, 1, 1) * valid.unsqueeze(1)
+
+
+class EmptyMaskWarning(UserWarning):
+    """:func:`torchcut.grabcut` returned an empty mask for an image that had pixels to segment."""
+
+
+def _warn_empty(empty, boxes, lam: float) -> None:
+    """One warning naming every image whose mask came back empty, with the box it was given."""
+    many = len(empty) > 1
+    which = []
+    for b, e in enumerate(empty):
+        if e:
+            box = boxes[b] if boxes is not None else None
+            which.append((f"image {b}" if many else "the image") + ("" if box is None else f" (box {tuple(box)})"))
+    warnings.warn(
+        f"torchcut.grabcut: no object pixel left in {', '.join(which)}: the first colour models do not tell "
+        f"the pixels to segment from the background by enough to pay for an object boundary at lam={lam:g} "
+        "(typical when the object crosses the box's border, or in a small image). Try a box that encloses "
+        "the whole object with a margin, a smaller lam, or object seeds (label 1).",
+        EmptyMaskWarning,
+        stacklevel=3,
+    )
 
 
 def grabcut(
@@ -462,10 +526,15 @@ def grabcut(
     box : (x0, y0, x1, y1), or one box per image, optional
         Columns ``x0 <= x < x1`` and rows ``y0 <= y < y1`` (``image[..., y0:y1, x0:x1]``) may hold the
         object; every pixel outside is background. With seeds too, seeds win inside the box and
-        unknown pixels outside become background.
+        unknown pixels outside become background. A tensor, array or sequence of 4 numbers, or
+        ``[B, 4]`` / a sequence of boxes for a batch or a list of images (one box alone is used for
+        every image). Fractional coordinates are rounded outward (``floor`` of x0 and y0, ``ceil``
+        of x1 and y1), and a box that reaches past the image's border is clipped to it (its part
+        inside the image is used; detector boxes often cross the border).
     iterations : int
-        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``). An image stops
-        earlier once its mask repeats.
+        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``). An image ends
+        earlier once its mask repeats, or when a cut would leave it without any object pixel (it
+        then keeps its last mask; see Notes).
     components : int
         Gaussians per class (default 5).
     lam : float
@@ -475,8 +544,9 @@ def grabcut(
         Neighbourhood of the grid (default 8; diagonal pairs weigh ``1 / sqrt(2)``).
     channel_axis : int, optional
         The image's channel axis when its shape does not tell it.
-    backend : str
-        Max-flow backend, see :func:`torchcut.maxflow`.
+    backend : {"auto", "reference", "cpu", "cuda"}
+        Max-flow backend, see :func:`torchcut.maxflow` (default: the CUDA kernels for CUDA images,
+        the compiled CPU solver for CPU images).
     return_result : bool
         Also return the :class:`~torchcut.CutResult` of the last cut of every image (solved once more
         as a batch; its mask equals the returned one).
@@ -487,25 +557,44 @@ def grabcut(
         Start each iteration's cut from the previous iteration's flow (default); False: from zero flow.
         The masks are the same either way (see Notes); False is the baseline the benchmarks time.
     **solver_options
-        Passed to the backend.
+        Passed to the backend, as in :func:`torchcut.segment` (any other keyword raises
+        ``TypeError`` naming ``grabcut()``).
 
     Returns
     -------
     torch.Tensor, list of torch.Tensor, or a pair (masks, CutResult)
         Bool mask shaped like the seeds (``[H, W]`` or ``[B, H, W]``), True = object, on the image's
         device; a list of masks for a list of images (the CutResult is then for the padded batch).
+        The CutResult's ``stats`` add ``grabcut_iterations`` (the cuts each image kept) and
+        ``grabcut_empty`` (whether each image's mask is empty).
 
     Raises
     ------
     ValueError
-        Neither seeds nor a box; a box that is empty or reaches outside the image; ``components`` or
-        ``iterations`` below 1; no unknown pixel or no background left in an image; the errors of
-        :func:`torchcut.segment` for shapes and labels.
+        Neither seeds nor a box; a box that is empty (``x1 <= x0`` or ``y1 <= y0``) or has no pixel
+        in common with the image; ``components`` or ``iterations`` below 1; no unknown pixel or no
+        background left in an image; the errors of :func:`torchcut.segment` for shapes and labels.
     TypeError
-        Inputs of the wrong type (see :func:`torchcut.segment`).
+        Inputs of the wrong type (see :func:`torchcut.segment`), or a keyword that neither
+        ``grabcut`` nor the max-flow backend takes.
+
+    Warns
+    -----
+    EmptyMaskWarning
+        When an image's mask comes back empty although it had pixels to segment (see Notes).
 
     Notes
     -----
+    An empty mask is a minimum of GrabCut's energy (``cv2.grabCut`` returns it too) when the first
+    colour models tell the box's pixels from the background by too little to pay for the object's
+    boundary: typically when the object crosses the box's border (its colours then also fill the
+    background model) or in a small image, where the boundary is long next to the area. The image's
+    mask is then empty and an :class:`EmptyMaskWarning` names it and its box; a box that encloses
+    the whole object with a margin, a smaller ``lam`` or a few object seeds help. A later
+    iteration's cut that would empty a mask is not taken: with no object pixel, the next object
+    model would have nothing to fit and the mask could never come back, so the image keeps its last
+    mask (the result of one iteration fewer) and ends its iterations.
+
     Each iteration's cut starts from the previous iteration's flow; the masks are those of cuts from
     zero flow. On CUDA, once images of the same size come back (a later call, or the third iteration
     of this one), the colour-model step of an iteration runs as a replayed CUDA graph: the process then
@@ -528,25 +617,23 @@ def grabcut(
     (144, True)
     """
     _check_args(iterations, components, lam, connectivity)
+    if solver_options:
+        check_options(grabcut, solver_options, device_of(image), backend)
     if isinstance(image, (list, tuple)):
         n = len(image)
         if n == 0:
             raise ValueError("image: expected at least one image, got an empty list")
         if seeds is not None and (not isinstance(seeds, (list, tuple)) or len(seeds) != n):
             raise ValueError(f"seeds: expected a list of {n} seed arrays for a list of {n} images, got {describe(seeds)}")
-        boxes = box
-        if box is not None:
-            arr = np.asarray(box, dtype=object)
-            boxes = [box] * n if arr.shape == (4,) else list(box)
-            if len(boxes) != n:
-                raise ValueError(f"box: expected one box or {n} boxes for {n} images, got {len(boxes)}")
-        parts = []
+        boxes = None if box is None else _as_boxes(box, n)
+        parts, clipped = [], []
         for i in range(n):
-            xi, si, batched = _one(image[i], None if seeds is None else seeds[i],
-                                   None if boxes is None else boxes[i], channel_axis, connectivity)
+            xi, si, batched, bi = _one(image[i], None if seeds is None else seeds[i],
+                                       None if boxes is None else boxes[i], channel_axis, connectivity, i)
             if batched:
                 raise ValueError(f"image: expected a list of single images, got a batch at index {i} (shape {tuple(xi.shape)})")
             parts.append((xi, si))
+            clipped.append(None if bi is None else bi[0])
         chans = {p[0].shape[1] for p in parts}
         devs = {p[0].device for p in parts}
         if len(chans) > 1 or len(devs) > 1:
@@ -565,7 +652,7 @@ def grabcut(
             sizes.append((h, w))
         batched = None
     else:
-        x, s, batched = _one(image, seeds, box, channel_axis, connectivity)
+        x, s, batched, clipped = _one(image, seeds, box, channel_axis, connectivity)
         valid = torch.ones(s.shape, dtype=torch.bool, device=s.device)
     # per image: any unknown pixel, any background pixel (one read-back for the batch)
     flags = torch.stack([((s == v) & valid).flatten(1).any(1) for v in (0, 2)], 1).tolist()
@@ -580,12 +667,15 @@ def grabcut(
         x, s, valid, int(iterations), int(components), float(lam), connectivity, backend, solver_options,
         bool(cuda_graphs), bool(warm_start),
     )
+    empty = (~masks.flatten(1).any(1)).tolist()
+    if any(empty):
+        _warn_empty(empty, clipped, float(lam))
     result = None
     if return_result:
         if batched is False:  # one image: an unbatched graph, as segment() returns
             src, snk, edges = src[0], snk[0], edges[:, 0]
         result = maxflow(GridGraph(src, snk, edges, offsets), backend=backend, **solver_options)
-        result.stats = dict(result.stats or {}, grabcut_iterations=ran.tolist())
+        result.stats = dict(result.stats or {}, grabcut_iterations=ran.tolist(), grabcut_empty=empty)
     if batched is None:
         out = [masks[i, :h, :w] for i, (h, w) in enumerate(sizes)]
     else:

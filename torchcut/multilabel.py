@@ -724,6 +724,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     from .energy import _as_image_tensor, _channel_axis, estimate_sigma
 
     P = _tensor(probs, "probs")
+    P_shape = P.shape
     if P.dim() not in (3, 4):
         raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")
     batched = P.dim() == 4
@@ -740,7 +741,8 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         raise ValueError(f"lam: expected a non-negative finite number, got {lam!r}")
     img = _as_image_tensor(image, "image").to(P.device)
     label_shape = (B, H, W) if batched else (H, W)
-    ax = _channel_axis(tuple(img.shape), label_shape, 1 if batched else 0, None)
+    ax = _channel_axis(tuple(img.shape), label_shape, 1 if batched else 0, None, "probs", tuple(P_shape),
+                       lambda sp: sp[:1] + (C,) + sp[1:] if batched else (C,) + sp)
     x = img if ax is not None else img.unsqueeze(1 if batched else 0)
     if ax is not None and ax != (1 if batched else 0):
         x = x.movedim(ax, 1 if batched else 0)

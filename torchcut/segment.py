@@ -12,6 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ._options import check_options, device_of
 from .energy import DEFAULT_LAM, segmentation_graph
 from ._ops import CUDAGRAPH_UNSAFE
 from .solvers import consume_mask, maxflow
@@ -63,13 +64,17 @@ def segment(
         Integer capacity units per energy unit (default ``1024 / max(lam, 1)``).
     spacing : sequence of float, optional
         Pixel or voxel size per spatial axis, for anisotropic volumes.
-    backend : {"auto", "reference", "cuda"}
-        Max-flow backend, see :func:`torchcut.maxflow`.
+    backend : {"auto", "reference", "cpu", "cuda"}
+        Max-flow backend, see :func:`torchcut.maxflow`: "auto" (default) takes the CUDA kernels for
+        CUDA images and the compiled CPU solver for CPU images.
     return_result : bool
         Also return the :class:`~torchcut.CutResult` (flow value, ``verify()``, solver stats; its
         ``graph.energy`` records sigma, scale and the seed capacity).
     **solver_options
-        Passed to the backend.
+        Passed to the backend: ``threads`` and ``algorithm`` for the compiled CPU solver, the tuning
+        options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_rounds`` and
+        ``relabel_period`` for the reference. Any other keyword raises ``TypeError`` naming
+        ``segment()``, what it takes and what the backend takes.
 
     Returns
     -------
@@ -79,10 +84,12 @@ def segment(
 
     Notes
     -----
-    CUDA images are solved by the CUDA kernels. On the CPU the solver is the reference push-relabel
-    in torch ops, meant for small images (up to about 256 x 256) and tests; for large images on a CPU,
-    PyMaxflow (Boykov-Kolmogorov) is faster: ``segmentation_graph`` gives the integer capacities to
-    feed it.
+    CUDA images are solved by the CUDA push-relabel kernels. CPU images are solved by the compiled
+    CPU solver (:mod:`torchcut.solvers.cpu`): Boykov-Kolmogorov, or Hochbaum's pseudoflow for images
+    whose smoothness term is strong next to the data term (``algorithm="auto"``). It is compiled
+    with the system C++ compiler on first use and cached; where it cannot be built, "auto" falls back
+    (with one warning) to the reference push-relabel in torch ops, which is slow on large images.
+    ``segmentation_graph`` gives the integer capacities, for other solvers.
 
     Examples
     --------
@@ -113,6 +120,8 @@ def segment(
         return segment_mask(image, seeds, float(lam), sigma, connectivity, ndim, channel_axis, bins, scale,
                             None if spacing is None else [float(v) for v in spacing], backend,
                             options_string(solver_options))
+    if solver_options:
+        check_options(segment, solver_options, device_of(image), backend)
     graph = segmentation_graph(
         image,
         seeds,
