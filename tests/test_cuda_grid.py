@@ -584,18 +584,6 @@ def test_bad_option_is_named():
         torchcut.maxflow(g, backend="cuda", pipeline=2)
 
 
-def test_options_are_documented_in_one_place():
-    """Every option of the op has a line in OPTIONS, in the order of grid_common.h's struct Options."""
-    import re
-    from pathlib import Path
-
-    header = (Path(cuda_backend.__file__).resolve().parent.parent / "csrc" / "grid_common.h").read_text()
-    fields = re.search(r"int64_t\* f\[kCount\] = \{([^}]*)\}", header).group(1)
-    assert tuple(f.strip().removeprefix("&o.") for f in fields.split(",")) == cuda_backend._OPTS
-    assert f"kCount = {len(cuda_backend._OPTS)};" in header
-    assert all(isinstance(v, str) and v for v in cuda_backend.OPTIONS.values())
-
-
 # ------------------------------------------------------------------- fallback (runs without a GPU)
 def test_fallback_warns_once(monkeypatch):
     monkeypatch.setattr(cuda_backend, "load_error", lambda: "nvcc not found (test)")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torchcut
-from torchcut._options import backend_options, check_options
+from torchcut.solvers._options import backend_options, check_options
 
 
 def test_backend_options_follow_the_backends():

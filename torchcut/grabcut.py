@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ._cudagraph import GraphCache
-from ._options import check_options, device_of
+from .solvers._options import check_options, device_of
 from ._validate import describe
 from .energy import _as_image_tensor, _prepare
 from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices

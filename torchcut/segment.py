@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._options import check_options, device_of
+from .solvers._options import check_options, device_of
 from .energy import DEFAULT_LAM, segmentation_graph
 from ._ops import CUDAGRAPH_UNSAFE
 from .solvers import consume_mask, maxflow

@@ -145,6 +145,12 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
 
         return compiled_maxflow(graph, backend, options)
     device = getattr(graph, "device", None)
+    if options and isinstance(device, torch.device):  # a misspelt keyword names maxflow(), not a backend function
+        from ._options import check_options
+
+        grid = isinstance(graph, GridGraph)
+        check_options(maxflow, options, device, backend, layout="grid" if grid else "csr",
+                      also=() if grid else ("lattice",))
     if isinstance(device, torch.device) and device.type == "cuda":
         check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):

@@ -75,12 +75,12 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     >>> backend_options("cpu", "reference")
     ('reference', ('max_rounds', 'relabel_period', 'on_relabel'))
     """
-    from .solvers import _pick
+    from . import _pick
 
     module = _pick(torch.device(device), backend)
     name, options = _BACKEND_NAMES.get(module.__name__, module.__name__), _module_options(module, "grid")
     if layout == "csr":
-        from .solvers.csr import _pick as _pick_csr
+        from .csr import _pick as _pick_csr
 
         general = _module_options(_pick_csr(torch.device(device), backend), "csr")
         options = general + tuple(o for o in options if o not in general)
