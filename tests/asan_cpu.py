@@ -16,7 +16,7 @@ import tempfile
 
 import torch
 
-SOURCES = ["torchcut.cpp", "cpu_ops.cpp", "cpu_grabcut.cpp"]
+SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp"]
 
 
 def build() -> str:

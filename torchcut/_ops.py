@@ -75,12 +75,17 @@ def _mismatch(kind: str, info: dict | None) -> str | None:
     return None
 
 
+def _native_files() -> list[Path]:
+    """Every C++/CUDA source and header under ``csrc``, sorted."""
+    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh"))
+
+
 def _warn_if_stale(path: Path) -> None:
     """In a source checkout, warn once when a C++/CUDA source is newer than the library built from it."""
     if not (PKG.parent / "setup.py").is_file():
         return
     built = path.stat().st_mtime
-    newer = [p.name for p in CSRC.iterdir() if p.suffix in (".cpp", ".cu", ".h", ".cuh") and p.stat().st_mtime > built]
+    newer = [p.name for p in _native_files() if p.stat().st_mtime > built]
     if newer:
         import warnings
 
@@ -129,7 +134,7 @@ def _load_cached(kind: str) -> bool:
         built = lib.stat().st_mtime
     except OSError:
         return False
-    if any(p.stat().st_mtime > built for p in CSRC.iterdir() if p.suffix in (".cpp", ".cu", ".h", ".cuh")):
+    if any(p.stat().st_mtime > built for p in _native_files()):
         return False
     try:
         torch.ops.load_library(str(lib))
@@ -174,8 +179,9 @@ def _headers_hash() -> str:
     import hashlib
 
     h = hashlib.sha1()
-    for f in sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("*.cuh")):
-        h.update(f.name.encode() + f.read_bytes())
+    for f in _native_files():
+        if f.suffix in (".h", ".cuh"):
+            h.update(str(f.relative_to(CSRC)).encode() + f.read_bytes())
     return h.hexdigest()[:12]
 
 

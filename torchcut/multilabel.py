@@ -431,7 +431,7 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
 
 
 # ---------------------------------------------------------------------------------------------- solver
-# Expansion moves on CUDA through the grid extension's move kernels (torchcut/csrc/grid_moves.cu): a
+# Expansion moves on CUDA through the grid extension's move kernels (torchcut/csrc/cuda/grid_moves.cu): a
 # move's graph and the warm re-fit of its last flow in one pass, a move's application in two, where the
 # tensor ops (move_graph, WarmGrid, _move) take ~100 kernels over int64 and float64 copies. Same labels
 # and energies (the tests compare both paths). False: the tensor ops everywhere (tests, A/B).
@@ -568,7 +568,7 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         CPU (one thread: Tsukuba sequential 5% faster, refine 11% and the batched schedule 15-40%
         slower, because the re-fit's tensor ops cost about what the Boykov-Kolmogorov solver saves).
         On CUDA the moves are built, re-fitted and applied by the grid extension's move kernels, one
-        pass each (``torchcut/csrc/grid_moves.cu``).
+        pass each (``torchcut/csrc/cuda/grid_moves.cu``).
 
     Returns
     -------

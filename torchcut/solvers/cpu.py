@@ -1,7 +1,7 @@
 """CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs.
 
-The CPU implementations of ``torch.ops.torchcut.grid_solve`` and ``csr_solve_``: ``torchcut/csrc/cpu_bk.h``
-(the algorithm, written once for any graph) and ``torchcut/csrc/cpu_ops.cpp`` (grid and CSR layouts),
+The CPU implementations of ``torch.ops.torchcut.grid_solve`` and ``csr_solve_``: ``torchcut/csrc/cpu/cpu_bk.h``
+(the algorithm, written once for any graph) and ``torchcut/csrc/cpu/cpu_ops.cpp`` (grid and CSR layouts),
 compiled into ``torchcut._C`` at install time (:mod:`torchcut._ops` loads it). When the library is
 unusable and cannot be compiled, :func:`torchcut.maxflow` falls back to the reference push-relabel with
 one warning.
@@ -10,7 +10,7 @@ Why Boykov-Kolmogorov and not push-relabel on the CPU: on one or two cores, augm
 search trees that are reused between augmentations do far less work on vision graphs than
 push-relabel (the published comparisons, and ``docs/performance.md``). Where the smoothness
 is strong (n-links far above the terminal capacities: long augmenting paths), grids go to Hochbaum's
-pseudoflow first (``torchcut/csrc/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there.
+pseudoflow first (``torchcut/csrc/cpu/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there.
 Grids use implicit neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one
 byte per node for tree and parent), as in GridCut; items of a batch are solved on parallel threads.
 

@@ -1,6 +1,6 @@
 """CUDA backend: push-relabel kernels for grid networks (``torch.ops.torchcut.grid_solve_`` on CUDA).
 
-The kernels live in ``torchcut/csrc/grid_*`` (push kernels ``grid_push.cuh``, global relabel
+The kernels live in ``torchcut/csrc/cuda/grid_*`` (push kernels ``grid_push.cuh``, global relabel
 ``grid_bfs.cu``, host loop ``grid_solve.cpp``, bindings ``grid_ops.cpp``), compiled into
 ``torchcut._C_cuda`` at install time (:mod:`torchcut._ops` loads it). This module is the thin layer
 between the dispatcher in :mod:`torchcut.solvers` and the compiled op: it checks the arguments and the

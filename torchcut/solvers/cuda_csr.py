@@ -1,6 +1,6 @@
 """CUDA backend for general graphs: push-relabel kernels on CSR (``torch.ops.torchcut.csr_solve_`` on CUDA).
 
-The kernels and the host loop live in ``torchcut/csrc/csr_kernels.cu`` (algorithm described at its
+The kernels and the host loop live in ``torchcut/csrc/cuda/csr_kernels.cu`` (algorithm described at its
 top: an active-vertex queue rebuilt each round, one thread per low-degree vertex and a warp per high-degree vertex, a
 queue-based BFS global relabel on the GPU, one host read per cycle); the op converts the layout of
 :mod:`torchcut.graph` to the kernels' (int32 indices, int64 residuals) and back. When the library

@@ -16,7 +16,11 @@
 // pixels in double and added chunk by chunk in order: the result does not depend on the thread count.
 // The arithmetic follows the tensor version (float32 where it is float32, double where it is double),
 // so the two agree up to the order of float additions.
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
-#include "layouts.h"
+#include "../layouts.h"
 
 #define CSR_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_csr", expr)
 

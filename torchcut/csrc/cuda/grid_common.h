@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
-#include "layouts.h"
+#include "../layouts.h"
 
 #define TC_CUDA_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_grid", expr)
 

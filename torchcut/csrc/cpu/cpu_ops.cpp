@@ -16,7 +16,11 @@
 // final residuals, the excess (unsaturated source residual, as a preflow), the residual sink capacities,
 // the source side of the canonical minimum cut (nodes that cannot reach the sink) and counters per item
 // (kStats).
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <sys/mman.h>
@@ -33,7 +37,7 @@
 
 #include "cpu_bk.h"
 #include "cpu_hpf.h"
-#include "layouts.h"
+#include "../layouts.h"
 
 namespace torchcut_cpu {
 namespace {
