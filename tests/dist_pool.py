@@ -53,6 +53,8 @@ def _part(case, rank):
         reverse=None if case["reverse"] is None else torch.from_numpy(slab(case["reverse"], ax, lo, hi, 1)),
         axis=ax,
     )
+    if case.get("backend"):
+        args["backend"] = case["backend"]
     if case.get("start"):
         args["start"] = case["start"][rank]
     for key, value in case.get("fault", {}).get(rank, {}).items():
@@ -85,7 +87,10 @@ def _serve(rank, world, port, inbox, outbox):
                 mask, r = tcd.segment(torch.from_numpy(slab(case["image"], ax, lo, hi, lead)),
                                       torch.from_numpy(slab(case["seeds"], ax, lo, hi)), axis=ax,
                                       return_result=True, **case.get("options", {}))
-                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))))
+                answer = dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))
+                if case.get("graph"):  # the slab's network, for comparison with the whole volume's
+                    answer.update(caps=r.graph.caps.numpy(), source=r.graph.source.numpy(), sink=r.graph.sink.numpy())
+                outbox.put((rank, "ok", answer))
                 continue
             args = _part(case, rank)
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}

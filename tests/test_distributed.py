@@ -108,6 +108,19 @@ def test_uneven_slabs_and_a_one_layer_slab(pool3):
     check_solved(case, pool3.run(case))
 
 
+def test_local_solves_by_the_reference_backend(pool2, pool3):
+    """The local solves run in place on the slab's residuals (as the CUDA kernels do): the torch-ops
+    reference backend, on a one-layer slab and on slabs whose flow must cross both borders."""
+    rng = np.random.default_rng(9)
+    case = make_case(rng, (5, 4, 6), 26, [0, 1, 5], density=0.5)
+    check_solved(dict(case, backend="reference"), pool2.run(dict(case, backend="reference")))
+    case = make_case(rng, (12, 7), 8, [0, 4, 5, 12], density=0.5)
+    case["source"][4:] = 0
+    case["sink"][:5] = 0
+    answers = check_solved(case, pool3.run(dict(case, backend="reference")))
+    assert answers[0][1]["flow"] > 0
+
+
 def test_slab_without_source_or_sink_capacity(pool3):
     rng = np.random.default_rng(2)
     case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
@@ -211,6 +224,42 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
     mask = np.concatenate([a["mask"] for _, a in answers], axis=axis)
     assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
     assert np.array_equal(mask, whole.numpy())
+    assert all(a["verified"] for _, a in answers)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("shape, axis, channels, options", [
+    ((14, 12, 10), 0, 0, {}),
+    ((9, 13, 11), 2, 0, {"connectivity": 26, "lam": 2.5}),
+    ((30, 26), 1, 3, {"channel_axis": 0, "connectivity": 8}),
+    ((27, 25), 0, 0, {"connectivity": 4, "spacing": (2.0, 0.5)}),
+])
+def test_segment_energy_is_the_whole_volumes(pool2, pool3, world, shape, axis, channels, options):
+    """Every capacity of every slab equals the whole volume's ``segmentation_graph``, bit for bit: sigma
+    and the seed histograms are exact sums. A large ``scale`` makes the smallest change of sigma move
+    capacities."""
+    pool = pool2 if world == 2 else pool3
+    rng = np.random.default_rng(sum(shape) + world)
+    seeds = np.zeros(shape, np.uint8)
+    seeds.flat[rng.choice(seeds.size, 12, replace=False)] = np.repeat([1, 2], 6)
+    image = (rng.random(((channels,) if channels else ()) + shape) * 7.3).astype(np.float32)
+    image[..., : shape[-1] // 2] += 2.1
+    cuts = [0] + sorted(rng.choice(np.arange(1, shape[axis]), world - 1, replace=False).tolist()) + [shape[axis]]
+    options = dict(options, scale=2.0**20 / options.get("lam", 8.0))
+    case = dict(kind="segment", image=image, seeds=seeds, axis=axis, cuts=cuts, options=options, graph=True)
+    answers = pool.run(case)
+    assert [k for k, _ in answers] == ["ok"] * world, answers
+    g = torchcut.segmentation_graph(torch.from_numpy(image), torch.from_numpy(seeds), ndim=len(shape), **options)
+    K = len(g.offsets)
+    for r, (_, a) in enumerate(answers):
+        part = lambda t, lead: t.narrow(lead + axis, cuts[r], cuts[r + 1] - cuts[r]).numpy()  # noqa: E731
+        assert np.array_equal(a["source"], part(g.source[0], 0))
+        assert np.array_equal(a["sink"], part(g.sink[0], 0))
+        assert a["caps"].shape[0] == 2 * K
+        assert np.array_equal(a["caps"], part(g.caps[0], 1))
+    whole = torchcut.maxflow(g)
+    assert [a["flow"] for _, a in answers] == [whole.flow_value] * world
+    assert np.array_equal(np.concatenate([a["mask"] for _, a in answers], axis=axis), whole.mask.numpy())
     assert all(a["verified"] for _, a in answers)
 
 

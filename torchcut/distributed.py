@@ -195,6 +195,7 @@ class _Geometry:
 
     def __init__(self, offsets, shape, axis, comm: _Comm):
         self.K = len(offsets)
+        self.offsets = tuple(offsets)
         self.dirs = tuple(offsets) + tuple(tuple(-v for v in o) for o in offsets)
         self.shape, self.axis, self.comm = tuple(shape), axis, comm
         # crossing[side] = directions d whose arcs leave the slab towards the neighbour at side
@@ -309,64 +310,56 @@ def _check_headers(heads: list, me: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- local solves
-def _inner_graph(R, excess, sink, offsets):
-    """The slab's inner network with the current residuals as a GridGraph (border arcs left out)."""
-    K = len(offsets)
-    reverse = torch.stack([shift(R[K + k], o, 0) for k, o in enumerate(offsets)])
-    return GridGraph(excess, sink, R[:K], offsets, reverse)
+def _local(R, excess, sink, geo: _Geometry, backend, stats) -> torch.Tensor:
+    """Local max flow from ``excess`` to ``sink`` over the slab's inner arcs, in place; the source side.
 
-
-def _solve(R, excess, sink, offsets, backend, stats):
-    """Local max flow from ``excess`` to ``sink`` over the inner arcs; updates R in place.
-
-    Returns (new excess, residual sink capacities).
+    The grid backend works on ``R`` itself (its border arcs are set aside for the solve: a grid has no
+    arcs leaving it), on ``excess`` (int64) and ``sink`` (the dtype of ``R``), which end as the new
+    residuals, excess and residual sink capacities; no copy of the network is made.
     """
-    g = _inner_graph(R, excess, sink, offsets)
-    r = _maxflow(g, backend=backend)
+    from .solvers import _pick
+
+    saved = [(d, side, geo.face(R[d], side).clone()) for side in (-1, 1) for d in geo.crossing[side]]
+    for d, side, _ in saved:
+        geo.face(R[d], side).zero_()
+    low = torch.minimum(excess, sink.to(torch.int64))  # terminal netting, as the dispatcher does
+    excess.sub_(low)
+    sink.sub_(low.to(sink.dtype))
+    del low
+    try:
+        mask, _ = _pick(R.device, backend).solve_grid(R.unsqueeze(0), excess.unsqueeze(0), sink.unsqueeze(0),
+                                                        geo.offsets)
+    finally:
+        for d, side, face in saved:  # the solve never writes there: no inner arc's reverse is a border arc
+            geo.face(R[d], side).copy_(face)
     stats["local_solves"] += 1
-    before = g.caps[0]
-    after = r.residual[0]
-    out = (before.to(torch.int64) - after.to(torch.int64)).sum(0)  # net flow out of each node
-    sink_flow = r.sink_flow[0]
-    new_excess = excess - sink_flow - out
-    inner = before != 0
-    inner |= after != 0
-    R.copy_(torch.where(inner, after.to(R.dtype), R))  # border arcs are zero in both: keep R there
-    return new_excess, sink.to(torch.int64) - sink_flow
+    return mask[0]
 
 
-def _reach(R, targets, offsets, backend, stats) -> torch.Tensor:
-    """Nodes that reach ``targets`` through residual inner arcs (a solve with no source capacity)."""
+def _reach(R, targets, geo: _Geometry, backend, stats) -> torch.Tensor:
+    """Nodes that reach ``targets`` through residual inner arcs (a solve with no excess: R unchanged)."""
     zero = torch.zeros(targets.shape, dtype=torch.int64, device=targets.device)
-    g = _inner_graph(R, zero, targets.to(torch.int32), offsets)
-    stats["local_solves"] += 1
     stats["label_solves"] += 1
-    return ~_maxflow(g, backend=backend).mask
-
-
-def _maxflow(graph, backend):
-    from .solvers import maxflow as solve
-
-    return solve(graph, backend=backend)
+    return ~_local(R, zero, targets.to(R.dtype), geo, backend, stats)
 
 
 # ---------------------------------------------------------------------------------------------- labels
-def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
+def _labels(R, sink, geo: _Geometry, backend, stats):
     """Exact border-crossing distances to the sink (distributed 0-1 BFS); also the ghost labels."""
     comm = geo.comm
     dev = R.device
-    lab = torch.full(sink.shape, INF, dtype=torch.int64, device=dev)
+    lab = torch.full(sink.shape, INF, dtype=torch.int32, device=dev)
     ghost = {d: None for s in (-1, 1) for d in geo.crossing[s]}
     rounds, prev = 0, None
     while True:
         rounds += 1
-        seed = torch.where(sink > 0, 0, INF).to(torch.int64)
+        seed = torch.where(sink > 0, 0, INF).to(torch.int32)
         for side in (-1, 1):
             for d in geo.crossing[side]:
                 if ghost[d] is None:
                     continue
                 f = geo.face(seed, side)
-                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF)
+                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF).to(torch.int32)
                 torch.minimum(f, cand, out=f)
         if prev is not None and torch.equal(seed, prev):
             new = lab  # same targets as the last round: the same labels, no solve needed
@@ -375,8 +368,9 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
             for level in torch.unique(seed[seed < INF]).tolist():
                 if not bool((new == INF).any()):
                     break
-                reach = _reach(R, seed <= level, offsets, backend, stats)
-                new = torch.where(reach & (new == INF), level, new)
+                reach = _reach(R, seed <= level, geo, backend, stats)
+                new.masked_fill_(reach & (new == INF), level)
+                del reach
         prev = seed
         changed = int((new != lab).any())
         lab = new
@@ -390,32 +384,43 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
 
 
 # ---------------------------------------------------------------------------------------------- discharge
-def _discharge(R, excess, sink, ghost, geo: _Geometry, offsets, backend, stats):
-    """One region discharge of this slab; returns (excess, sink, flow sent per crossing direction)."""
-    excess, sink = _solve(R, excess, sink, offsets, backend, stats)
+def _discharge(R, excess, sink, ghost, geo: _Geometry, backend, stats):
+    """One region discharge of this slab, in place on R, excess and sink; returns the flow sent per
+    crossing direction."""
+    _local(R, excess, sink, geo, backend, stats)
     sent = {d: torch.zeros_like(geo.face(excess, side)) for side in (-1, 1) for d in geo.crossing[side]}
     open_lab = {}
     for side in (-1, 1):
         for d in geo.crossing[side]:
             open_lab[d] = (side, torch.where(geo.face(R[d], side) > 0, ghost[d], INF))
     levels = sorted({v for _, g in open_lab.values() for v in torch.unique(g).tolist() if v < INF})
+    # the stage's targets: border arcs into ghosts of one label, their residuals summed per node (int64,
+    # per border layer: a slab of one layer has one layer for both sides); beyond the dtype of R a
+    # target is capped, which only leaves flow for the next sweep
+    top = torch.iinfo(R.dtype).max
     for level in levels:
         if not bool((excess > 0).any()):
             break
-        cap = torch.zeros_like(excess)
+        acc = {}
         for d, (side, g) in open_lab.items():
-            f = geo.face(cap, side)
+            f = acc.setdefault(geo.layer(side), torch.zeros_like(geo.face(excess, side)))
             f += torch.where(g == level, geo.face(R[d], side), 0).to(torch.int64)
-        excess, left = _solve(R, excess, cap, offsets, backend, stats)
-        flow = cap - left
+        target = torch.zeros_like(sink)
+        layer_of = lambda t, i: t.select(t.dim() - len(geo.shape) + geo.axis, i)  # noqa: E731
+        for i, f in acc.items():
+            layer_of(target, i).copy_(f.clamp_(max=top))
+        _local(R, excess, target, geo, backend, stats)
+        for i, f in acc.items():  # the flow absorbed at each border node
+            f.sub_(layer_of(target, i).to(torch.int64))
+        del target
         for d, (side, g) in open_lab.items():
-            f = geo.face(flow, side)
+            f = acc[geo.layer(side)]
             rd = geo.face(R[d], side)
             take = torch.minimum(f, torch.where(g == level, rd, 0).to(torch.int64))
             f -= take
             rd -= take.to(rd.dtype)
             sent[d] += take
-    return excess, sink, sent
+    return sent
 
 
 def _receive(R, excess, sent, geo: _Geometry):
@@ -632,21 +637,24 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
 
     src64 = src.to(torch.int64)
     snk_c = snk.to(cap_dtype)
-    low = torch.minimum(src64, snk_c.to(torch.int64))
-    excess = src64 - low
-    sink_res = snk_c.to(torch.int64) - low
+    excess = src64.clone()
+    sink_res = snk_c.clone()
+    low = torch.minimum(excess, sink_res.to(torch.int64))
+    excess -= low
+    sink_res -= low.to(cap_dtype)
     del low
     R = caps.clone()
     sent_before = comm.sent_bytes
     while True:
-        lab, ghost = _labels(R, sink_res, geo, offs, backend, stats)
+        lab, ghost = _labels(R, sink_res, geo, backend, stats)
         active = int(((excess > 0) & (lab < INF)).any())
         if comm.total([active], dist.ReduceOp.MAX)[0] == 0:
             break
         if stats["sweeps"] >= max_sweeps:
             raise RuntimeError(f"max_sweeps: the solve did not finish in {max_sweeps} sweeps; pass a larger max_sweeps")
         stats["sweeps"] += 1
-        excess, sink_res, sent = _discharge(R, excess, sink_res, ghost, geo, offs, backend, stats)
+        del lab
+        sent = _discharge(R, excess, sink_res, ghost, geo, backend, stats)
         _receive(R, excess, sent, geo)
     solve_bytes = comm.sent_bytes - sent_before
     mask = lab == INF
@@ -694,6 +702,29 @@ def _agree(error, group) -> None:
     errors = [None] * dist.get_world_size(group)
     dist.all_gather_object(errors, error, group=group)
     _raise_first(errors, dist.get_rank(group))
+
+
+def _global_sigma(x, ext, lo: int, axis: int, ndim: int, reduce) -> float:
+    """:func:`torchcut.energy.estimate_sigma` of the whole volume from this slab: the same exact
+    integer sums, each pair counted by the rank of its tail (``ext``: the slab with the neighbours'
+    border layers, ``lo`` of them before it), added over the ranks in int64 limbs."""
+    from . import energy
+
+    dims = tuple(range(1, x.dim()))
+    exps = energy._sigma_exponents(reduce(x.amin(dims), "min").unsqueeze(0), reduce(x.amax(dims), "max").unsqueeze(0))
+    total, count = 0, 0
+    for a in range(ndim):
+        o = tuple(1 if i == a else 0 for i in range(ndim))
+        own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
+        (s,), n = energy._sigma_sums(own.unsqueeze(0), o, exps)
+        total += s
+        count += n
+    inf = total == math.inf
+    limbs = [0, 0] if inf else [total >> 31, total & (2**31 - 1)]
+    hi, low, count, inf = reduce(torch.tensor(limbs + [count, int(inf)], dtype=torch.int64, device=x.device),
+                                 "sum").tolist()
+    total = math.inf if inf else (hi << 31) + low
+    return float(energy._sigma_value([total], count, exps, x.device)[0])
 
 
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
@@ -775,19 +806,6 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     lo = 1 if -1 in got else 0
     halo_seed = torch.zeros_like(s.narrow(axis, 0, 1))
     ext_seeds = torch.cat(([halo_seed] if lo else []) + [s] + ([halo_seed] if 1 in got else []), axis)
-    if sigma is None:  # global root mean square difference of axis-aligned neighbours
-        total = torch.zeros(2, dtype=torch.float64, device=x.device)
-        for a in range(ndim):
-            o = tuple(1 if i == a else 0 for i in range(ndim))
-            own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
-            d2 = energy._sq_diff(own.unsqueeze(0), o)
-            if d2 is not None:
-                total += torch.stack([d2.sum(dtype=torch.float64), torch.tensor(float(d2.numel()), dtype=torch.float64,
-                                                                                device=x.device)])
-        dist.all_reduce(total, group=group)
-        mean = float(total[0] / total[1]) if float(total[1]) > 0 else 0.0
-        sigma = math.sqrt(mean) if mean > 0 else 1.0
-
     ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
 
     def reduce(t, op):
@@ -795,6 +813,8 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         dist.all_reduce(t, op=ops[op], group=group)
         return t
 
+    if sigma is None:  # the global root mean square difference of axis-aligned neighbours, bit for bit
+        sigma = _global_sigma(x, ext, lo, axis, ndim, reduce)
     kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
     if lam is not None:
         kw["lam"] = lam
