@@ -225,6 +225,9 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
     assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
     assert np.array_equal(mask, whole.numpy())
     assert all(a["verified"] for _, a in answers)
+    answers = pool2.run(dict(case, mask_only=True))
+    assert [k for k, _ in answers] == ["ok", "ok"], answers
+    assert np.array_equal(np.concatenate([a["mask"] for _, a in answers], axis=axis), whole.numpy())
 
 
 @pytest.mark.parametrize("world", [2, 3])

@@ -614,7 +614,6 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     shape = tuple(src.shape)
     geo = _Geometry(offs, shape, axis, comm)
     K = len(offs)
-    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
 
     # capacities of the arcs leaving this slab's nodes, border arcs included
     caps = torch.empty((2 * K,) + shape, dtype=cap_dtype, device=dev)
@@ -634,16 +633,25 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
+    return _run(caps, src, snk.to(cap_dtype), geo, start, backend, max_sweeps, t0, certificate=True)
 
+
+def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate):
+    """The sweeps on this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of
+    the dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
+    themselves (used up) and only the mask is returned."""
+    comm, offs, shape, axis, K = geo.comm, geo.offsets, geo.shape, geo.axis, geo.K
+    dev, cap_dtype = caps.device, caps.dtype
+    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
     src64 = src.to(torch.int64)
-    snk_c = snk.to(cap_dtype)
-    excess = src64.clone()
-    sink_res = snk_c.clone()
+    snk_c = snk
+    excess = src64.clone() if certificate else src64
+    sink_res = snk_c.clone() if certificate else snk_c
     low = torch.minimum(excess, sink_res.to(torch.int64))
     excess -= low
     sink_res -= low.to(cap_dtype)
     del low
-    R = caps.clone()
+    R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
     while True:
         lab, ghost = _labels(R, sink_res, geo, backend, stats)
@@ -658,6 +666,8 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _receive(R, excess, sent, geo)
     solve_bytes = comm.sent_bytes - sent_before
     mask = lab == INF
+    if not certificate:
+        return mask
     sink_flow = snk_c.to(torch.int64) - sink_res
     flow = comm.total([int(sink_flow.sum())])[0]
 
@@ -692,7 +702,7 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         ghost_caps=gcaps,
         ghost_mask=gmask,
         ghost_exists=gexists,
-        group=group,
+        group=comm.group,
     )
 
 
@@ -704,10 +714,10 @@ def _agree(error, group) -> None:
     _raise_first(errors, dist.get_rank(group))
 
 
-def _global_sigma(x, ext, lo: int, axis: int, ndim: int, reduce) -> float:
+def _global_sigma(x, lower, axis: int, ndim: int, reduce) -> float:
     """:func:`torchcut.energy.estimate_sigma` of the whole volume from this slab: the same exact
-    integer sums, each pair counted by the rank of its tail (``ext``: the slab with the neighbours'
-    border layers, ``lo`` of them before it), added over the ranks in int64 limbs."""
+    integer sums, each pair counted by the rank of its tail (``lower``: the previous rank's border
+    layer and this slab's first, or None), added over the ranks in int64 limbs."""
     from . import energy
 
     dims = tuple(range(1, x.dim()))
@@ -715,16 +725,55 @@ def _global_sigma(x, ext, lo: int, axis: int, ndim: int, reduce) -> float:
     total, count = 0, 0
     for a in range(ndim):
         o = tuple(1 if i == a else 0 for i in range(ndim))
-        own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
-        (s,), n = energy._sigma_sums(own.unsqueeze(0), o, exps)
-        total += s
-        count += n
+        for part in [x] + ([lower] if a == axis and lower is not None else []):
+            (s,), n = energy._sigma_sums(part.unsqueeze(0), o, exps)
+            total += s
+            count += n
     inf = total == math.inf
     limbs = [0, 0] if inf else [total >> 31, total & (2**31 - 1)]
     hi, low, count, inf = reduce(torch.tensor(limbs + [count, int(inf)], dtype=torch.int64, device=x.device),
                                  "sum").tolist()
     total = math.inf if inf else (hi << 31) + low
     return float(energy._sigma_value([total], count, exps, x.device)[0])
+
+
+def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
+    """Write the n-links between this slab's border voxels and the neighbours' into ``g.caps``.
+
+    ``pairs[side]``: the two layers (in global order) on both sides of the border at ``side``. The
+    weights are those :func:`torchcut.energy.segmentation_graph` computes for the whole volume, by
+    the same float32 operations in the same order (the tests compare every capacity).
+    """
+    from . import energy
+    from .grid import overlap_slices
+
+    info = g.energy
+    if info.lam <= 0:
+        return
+    ndim = len(geo.shape)
+    spacing = (1.0,) * ndim if spacing is None else tuple(float(v) for v in spacing)
+    unit = min(spacing)
+    dists = [math.sqrt(sum((v * h / unit) ** 2 for v, h in zip(o, spacing))) for o in g.offsets]
+    coef = (-0.5 / info.sigma.square()).view((1,) + (1,) * ndim)
+    K = geo.K
+    for side, two in pairs.items():
+        xb = two.unsqueeze(0)
+        shape2 = tuple(xb.shape[2:])
+        mine = 1 if side < 0 else 0  # the layer of the pair that is this slab's
+        for k, (o, dk) in enumerate(zip(g.offsets, dists)):
+            if o[geo.axis] == 0:
+                continue
+            d2 = energy._sq_diff(xb, o)
+            if d2 is None:
+                continue
+            here, there = overlap_slices(shape2, o)
+            w = d2.mul_(coef).exp_().mul_(info.lam * info.scale / dk).round_()
+            links = torch.zeros((2,) + shape2, dtype=g.caps.dtype, device=g.caps.device)
+            links[(0,) + here] = w[0]  # arc p -> p + o, stored at p
+            links[(1,) + there] = w[0]  # arc p + o -> p, stored at p + o
+            for j, d in ((0, k), (1, K + k)):
+                if d in geo.crossing[side]:
+                    geo.face(g.caps[0, d], side).copy_(links[j].select(geo.axis, mine))
 
 
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
@@ -795,17 +844,14 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         if other(h["shape"]) != other(ref["shape"]) or h["channels"] != ref["channels"] or h["conn"] != ref["conn"]:
             raise ValueError(f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
                              f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}")
+    t0 = time.perf_counter()
     comm = _Comm(group, x.device)
     n = s.shape[axis]
-    # one border layer of the image from each neighbour (halo); halo seeds are left unknown so that
-    # every seed is counted once in the global histograms
-    got = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
-    parts = [got[-1].unsqueeze(1 + axis)] if -1 in got else []
-    parts += [x] + ([got[1].unsqueeze(1 + axis)] if 1 in got else [])
-    ext = torch.cat(parts, 1 + axis)
-    lo = 1 if -1 in got else 0
-    halo_seed = torch.zeros_like(s.narrow(axis, 0, 1))
-    ext_seeds = torch.cat(([halo_seed] if lo else []) + [s] + ([halo_seed] if 1 in got else []), axis)
+    # one border layer of the image from each neighbour (halo)
+    halo = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
+    # the pairs of neighbouring voxels on both sides of a border, as two-layer images in global order
+    pairs = {side: torch.stack([halo[-1], x.select(1 + axis, 0)] if side < 0 else
+                               [x.select(1 + axis, n - 1), halo[1]], 1 + axis) for side in halo}
     ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
 
     def reduce(t, op):
@@ -814,18 +860,21 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         return t
 
     if sigma is None:  # the global root mean square difference of axis-aligned neighbours, bit for bit
-        sigma = _global_sigma(x, ext, lo, axis, ndim, reduce)
+        sigma = _global_sigma(x, pairs.get(-1), axis, ndim, reduce)
+
     kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
     if lam is not None:
         kw["lam"] = lam
     error = None
-    try:
-        g = energy.segmentation_graph(ext, ext_seeds, reduce=reduce, **kw)
+    try:  # the slab's own network; the histograms and colour range are reduced over the ranks inside
+        g = energy.segmentation_graph(x, s, reduce=reduce, **kw)
     except (TypeError, ValueError) as exc:  # after the collectives inside, so raised alike on every rank
         error, g = (type(exc).__name__, str(exc)), None
     _agree(error, group)
-    K = len(g.offsets)
-    inner = lambda t: t.narrow(t.dim() - ndim + axis, lo, n)  # noqa: E731
-    result = maxflow(inner(g.source[0]), inner(g.sink[0]), inner(g.caps[0, :K]), g.offsets, axis=axis,
-                     group=group, backend=backend)  # n-links are symmetric: reverse = edges
-    return (result.mask, result) if return_result else result.mask
+    geo = _Geometry(g.offsets, tuple(s.shape), axis, comm)
+    _border_links(g, pairs, geo, spacing)
+    del pairs, halo, x, s
+    caps, src, snk = g.caps[0], g.source[0], g.sink[0]
+    del g  # the solve works in the energy's tensors (and in a copy of them when the result is returned)
+    result = _run(caps, src, snk, geo, None, backend, 10000, t0, certificate=return_result)
+    return (result.mask, result) if return_result else result
