@@ -266,6 +266,27 @@ def test_segment_energy_is_the_whole_volumes(pool2, pool3, world, shape, axis, c
     assert all(a["verified"] for _, a in answers)
 
 
+def test_sigma_is_an_exact_sum():
+    """The contrast scale that the slabs share: exact on integer-valued images (every squared difference
+    is a whole number of units), and the same bits for a volume read in another order."""
+    from fractions import Fraction
+    import math
+
+    from torchcut.energy import estimate_sigma
+
+    rng = np.random.default_rng(11)
+    vol = rng.integers(0, 4000, (2, 1, 17, 23, 29)).astype(np.float32)
+    vol[1] = rng.normal(0, 1e3, vol[1].shape) ** 2  # one image of floats spanning 12 orders of magnitude
+    got = estimate_sigma(torch.from_numpy(vol))
+    v = vol[0, 0].astype(np.int64)
+    total = sum(int((np.diff(v, axis=a) ** 2).sum()) for a in range(3))
+    count = sum(int(np.diff(v, axis=a).size) for a in range(3))
+    assert got[0].item() == np.float32(math.sqrt(float(Fraction(total, count))))
+    flipped = estimate_sigma(torch.from_numpy(np.ascontiguousarray(vol[:, :, ::-1, :, ::-1])))
+    transposed = estimate_sigma(torch.from_numpy(np.ascontiguousarray(vol.transpose(0, 1, 4, 3, 2))))
+    assert torch.equal(got, flipped) and torch.equal(got, transposed)
+
+
 @pytest.mark.cuda
 def test_cuda_one_rank_nccl_matches_pymaxflow():
     """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh).
