@@ -3,8 +3,8 @@
 Each rank holds a contiguous slab, along one spatial axis, of a global 2D or 3D grid network; rank
 ``r`` holds the slab after rank ``r - 1``'s. The arcs of a slab's border nodes that point into the
 neighbouring slab are real arcs. Every rank solves pieces of its own slab with the ordinary grid
-solvers (:func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph`: the compiled CPU solver on CPU
-tensors, the CUDA kernels on GPU tensors), and only flow, capacities and distance labels of the
+solvers (the backends of :func:`torchcut.maxflow`: the compiled CPU solver on CPU tensors, the CUDA
+kernels on GPU tensors), and only flow, capacities and distance labels of the
 border layers travel between neighbours (point-to-point messages), plus a few scalars per round
 (all-reduce).
 
@@ -46,9 +46,10 @@ the excess of its nodes and their residual sink capacities. Sweeps repeat:
    leaves through border arcs is sent to the neighbours, which add it to the excess of the arcs' heads
    and to the residual of the reverse arcs.
 
-Each local max flow is :func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph` whose source
-capacities are the current excess, sink capacities the targets, and arc capacities the current
-residuals of the slab's inner arcs; the new excess follows from flow conservation.
+Each local max flow is the grid backend's in-place phase one (``solve_grid``) run on the slab's own
+residuals, with the current excess as source capacities and the targets as sink capacities; the
+border arcs are set aside for the solve (a grid has no arcs leaving it) and put back after it, so
+no copy of the network is made.
 
 Exactness. The flows only ever move along residual arcs within capacity, so the state is always a
 valid preflow of the global network (a push across a border lowers one residual here and raises the
@@ -783,10 +784,12 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
     ``axis``; the keyword arguments must be the same on every rank. The energy is that of
-    :func:`torchcut.segment` on the whole volume: the contrast scale ``sigma`` and the colour
-    histograms of the seeds are global (all-reduced), and the n-links between two slabs use the
-    neighbour's border layer (exchanged once). The mask is this slab's part of the mask that
-    :func:`torchcut.segment` returns for the whole volume.
+    :func:`torchcut.segment` on the whole volume, capacity for capacity: the contrast scale
+    ``sigma`` and the seed histograms are exact integer sums over all ranks, the colour range a
+    global minimum and maximum, and the n-links between two slabs use the neighbour's border layer
+    (exchanged once). The mask is this slab's part of the mask that :func:`torchcut.segment`
+    returns for the whole volume. Each rank builds only its slab's network and, without
+    ``return_result``, solves in it (as :func:`torchcut.segment` does on one device).
 
     Parameters
     ----------
