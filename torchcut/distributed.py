@@ -311,7 +311,16 @@ def _check_headers(heads: list, me: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- local solves
-def _local(R, excess, sink, geo: _Geometry, backend, stats) -> torch.Tensor:
+def _net(excess, sink, rows: int = 64) -> None:
+    """Subtract min(excess, sink) from both, in place, a few rows at a time (no full-size temporary)."""
+    for i in range(0, excess.shape[0], rows):
+        e, s = excess[i:i + rows], sink[i:i + rows]
+        low = torch.minimum(e, s.to(torch.int64))
+        e.sub_(low)
+        s.sub_(low.to(s.dtype))
+
+
+def _local(R, excess, sink, geo: _Geometry, backend, stats, net: bool = True) -> torch.Tensor:
     """Local max flow from ``excess`` to ``sink`` over the slab's inner arcs, in place; the source side.
 
     The grid backend works on ``R`` itself (its border arcs are set aside for the solve: a grid has no
@@ -323,10 +332,8 @@ def _local(R, excess, sink, geo: _Geometry, backend, stats) -> torch.Tensor:
     saved = [(d, side, geo.face(R[d], side).clone()) for side in (-1, 1) for d in geo.crossing[side]]
     for d, side, _ in saved:
         geo.face(R[d], side).zero_()
-    low = torch.minimum(excess, sink.to(torch.int64))  # terminal netting, as the dispatcher does
-    excess.sub_(low)
-    sink.sub_(low.to(sink.dtype))
-    del low
+    if net:
+        _net(excess, sink)
     try:
         mask, _ = _pick(R.device, backend).solve_grid(R.unsqueeze(0), excess.unsqueeze(0), sink.unsqueeze(0),
                                                         geo.offsets)
@@ -341,7 +348,7 @@ def _reach(R, targets, geo: _Geometry, backend, stats) -> torch.Tensor:
     """Nodes that reach ``targets`` through residual inner arcs (a solve with no excess: R unchanged)."""
     zero = torch.zeros(targets.shape, dtype=torch.int64, device=targets.device)
     stats["label_solves"] += 1
-    return ~_local(R, zero, targets.to(R.dtype), geo, backend, stats)
+    return ~_local(R, zero, targets.to(R.dtype), geo, backend, stats, net=False)
 
 
 # ---------------------------------------------------------------------------------------------- labels
@@ -648,10 +655,7 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
     snk_c = snk
     excess = src64.clone() if certificate else src64
     sink_res = snk_c.clone() if certificate else snk_c
-    low = torch.minimum(excess, sink_res.to(torch.int64))
-    excess -= low
-    sink_res -= low.to(cap_dtype)
-    del low
+    _net(excess, sink_res)
     R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
     while True:
