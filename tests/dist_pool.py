@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-TIMEOUT_S = 120
+TIMEOUT_S = int(__import__("os").environ.get("DIST_TIMEOUT", 120))
 
 
 def free_port() -> int:
@@ -53,8 +53,9 @@ def _part(case, rank):
         reverse=None if case["reverse"] is None else torch.from_numpy(slab(case["reverse"], ax, lo, hi, 1)),
         axis=ax,
     )
-    if case.get("backend"):
-        args["backend"] = case["backend"]
+    for key in ("backend", "algorithm"):
+        if case.get(key):
+            args[key] = case[key]
     if case.get("start"):
         args["start"] = case["start"][rank]
     for key, value in case.get("fault", {}).get(rank, {}).items():

@@ -121,6 +121,37 @@ def test_local_solves_by_the_reference_backend(pool2, pool3):
     assert answers[0][1]["flow"] > 0
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases(2), world3=cases(3))
+def test_push_relabel_over_all_slabs(pool2, pool3, case, world3):
+    """The bulk-synchronous push-relabel (algorithm="push-relabel") on random grids, 2 and 3 ranks."""
+    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    check_solved(world3, pool3.run(dict(world3, algorithm="push-relabel")))
+
+
+def test_push_relabel_border_cases(pool2, pool3):
+    """One-layer slabs, all flow crossing two borders, no path at all, and a border no flow can cross."""
+    rng = np.random.default_rng(12)
+    for shape, conn, cuts, axis in (((12, 10), 8, [0, 1, 9, 12], 0), ((6, 5, 9), 26, [0, 4, 5, 9], 2)):
+        case = make_case(rng, shape, conn, cuts, axis)
+        check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+    case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
+    case["source"][3:] = 0
+    case["sink"][:6] = 0
+    answers = check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+    assert answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    case = make_case(rng, (6, 7), 4, [0, 3, 6], density=0.5)
+    case["sink"][:] = 0  # no path: the flow is 0 and every node is on the source side
+    answers = check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    assert answers[0][1]["flow"] == 0 and all(a["mask"].all() for _, a in answers)
+    case = make_case(rng, (4, 6, 5), 6, [0, 2, 4])
+    for k, o in enumerate(case["offsets"]):
+        if o[0] == 1:
+            case["edges"][k][1] = 0
+            case["reverse"][k][1] = 0
+    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+
+
 def test_slab_without_source_or_sink_capacity(pool3):
     rng = np.random.default_rng(2)
     case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
@@ -178,6 +209,8 @@ def test_bad_input_raises_on_every_rank_and_the_group_goes_on(pool3):
     assert answers[0][1][1].startswith("rank 1: ") and not answers[1][1][1].startswith("rank")
     case = with_fault(0, source=("float",))
     errors_on_every_rank(pool3.run(case), TypeError, r"source: expected integer capacities")
+    case = dict(base, algorithm="push")
+    errors_on_every_rank(pool3.run(case), ValueError, r"algorithm: expected 'region-discharge' or 'push-relabel'")
     case = with_fault(0, axis=("set", 2))
     errors_on_every_rank(pool3.run(case), ValueError, r"axis: expected a spatial axis in \[0, 2\), got 2")
     # the same processes still solve correctly afterwards: no rank was left behind in a collective

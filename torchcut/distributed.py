@@ -443,6 +443,127 @@ def _receive(R, excess, sent, geo: _Geometry):
             rr += amount.to(rr.dtype)
 
 
+# ---------------------------------------------------------------------------------------------- push-relabel
+def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.Tensor:
+    """Bulk-synchronous push-relabel over all slabs, in torch ops, in place; returns the source side.
+
+    The synchronous rounds of :mod:`torchcut.solvers.reference` on every slab at once: a push along
+    a border arc lowers the residual here and is sent, after the round, to the neighbour, which adds
+    it to the excess of the arc's head and to the residual of the reverse arc; the neighbours' border
+    heights sit in the padding of the height buffer (a snapshot, refreshed after every round). A
+    global relabel is the exact BFS distance to the sink over all slabs, in rounds: a local fixed
+    point whose padding holds the neighbours' border distances, an exchange, until no rank changes
+    (one all-reduce per round). The solve stops right after a global relabel that leaves no node with
+    excess and a finite height on any rank.
+    """
+    from .solvers.reference import _Padded, _delivered, _unless
+
+    comm, offs, axis, K = geo.comm, geo.offsets, geo.axis, geo.K
+    INF = 2**29  # heights and distances; INF + INF + 1 stays within int32
+    dirs = geo.dirs
+    shape = geo.shape
+    c = R.unsqueeze(0).to(torch.int64)
+    s = sink.unsqueeze(0).to(torch.int64)
+    grid = _Padded(shape, offs)
+    e_buf = grid.new(1, 0, torch.int64, R.device)
+    e = grid.at(e_buf)
+    e.copy_(excess)
+    h_buf = grid.new(1, INF, torch.int32, R.device)
+    h = grid.at(h_buf)
+    p = grid.pad
+    sides = [side for side in (-1, 1) if comm.has(side)]
+
+    def pad_view(buf, side):
+        """The padding layer of ``buf`` beyond the border at ``side``: the neighbour's border layer."""
+        return buf[(0,) + tuple((slice(p - 1, p) if side < 0 else slice(p + n, p + n + 1)) if i == axis
+                                else slice(p, p + n) for i, n in enumerate(shape))].squeeze(axis)
+
+    def swap_faces(buf):
+        """The neighbours' border layers of ``buf`` into its padding; True if any of them changed."""
+        got = comm.swap({side: geo.face(grid.at(buf)[0], side) for side in sides})
+        changed = False
+        for side, face in got.items():
+            dst = pad_view(buf, side)
+            changed |= not torch.equal(dst, face)
+            dst.copy_(face)
+        return changed
+
+    rounds = relabels = bfs_rounds = 0
+    limit = max_sweeps
+    while True:
+        # ---- global relabel: exact distances over all slabs, in rounds
+        d_buf = grid.new(1, INF, torch.int32, R.device)
+        d = grid.at(d_buf)
+        d.copy_(_unless(s > 0, INF) + 1)
+        penalty = [_unless(c[:, k] > 0, INF) + 1 for k in range(2 * K)]
+        through = torch.empty_like(d)
+        levels = 0
+        while True:
+            bfs_rounds += 1
+            while True:  # local fixed point, the neighbours' distances fixed in the padding
+                levels += 1
+                before = d.clone()
+                for k, o in enumerate(dirs):
+                    torch.add(grid.at(d_buf, o), penalty[k], out=through)
+                    torch.minimum(d, through, out=d)
+                d.clamp_(max=INF)
+                if torch.equal(before, d):
+                    break
+            changed = swap_faces(d_buf)
+            if comm.total([int(changed)], dist.ReduceOp.MAX)[0] == 0:
+                break
+        del penalty, through
+        h.copy_(d)
+        swap_faces(h_buf)
+        del d_buf, d
+        relabels += 1
+        if comm.total([int(((e > 0) & (h < INF)).any())], dist.ReduceOp.MAX)[0] == 0:
+            break
+        period = comm.total([max(4, levels // 4)], dist.ReduceOp.MAX)[0]
+        for _ in range(period):
+            rounds += 1
+            if rounds > limit:
+                raise RuntimeError(f"max_sweeps: the solve did not finish in {limit} rounds; pass a larger max_sweeps")
+            delta = torch.minimum(e, s) * ((e > 0) & (h == 1))
+            s -= delta
+            e -= delta
+            sent = {}
+            for k, o in enumerate(dirs):
+                ck = c[:, k]
+                admissible = (e > 0) & (h < INF) & (h == grid.at(h_buf, o) + 1)
+                delta = torch.minimum(e, ck) * admissible
+                ck -= delta
+                e -= delta
+                c[:, geo.opp(k)] += _delivered(grid, delta, o)
+                grid.at(e_buf, o).add_(delta)
+                side = o[axis]
+                if side != 0 and k in geo.crossing[side]:
+                    sent[k] = geo.face(delta[0], side).clone()  # into the neighbour's nodes
+            for side in sides:  # what reached the padding was sent above
+                pad_view(e_buf, side).zero_()
+            active = (e > 0) & (h < INF)
+            new = _unless(s > 0, INF) + 1
+            for k, o in enumerate(dirs):
+                torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, INF), out=new)
+            h.add_((new.clamp_(max=INF) - h) * active)
+            del new, active
+            # the round's border flows and the new border heights to the neighbours
+            out = {side: torch.stack([sent[d] for d in geo.crossing[side]] +
+                                     [geo.face(h[0], side).to(torch.int64)])
+                   for side in (-1, 1) if geo.crossing[side]}
+            for side, msg in comm.swap(out).items():
+                for j, d_nb in enumerate(geo.nb_crossing(side)):
+                    amount = geo.to_heads(msg[j], d_nb)
+                    geo.face(e[0], side).add_(amount)
+                    geo.face(c[0, geo.opp(d_nb)], side).add_(amount)
+                pad_view(h_buf, side).copy_(msg[-1].to(torch.int32))
+    excess.copy_(e[0])
+    sink.copy_(s[0].to(sink.dtype))
+    R.copy_(c[0].to(R.dtype))
+    stats.update(rounds=rounds, global_relabels=relabels, bfs_rounds=bfs_rounds)
+    return h[0] >= INF
+
+
 # ---------------------------------------------------------------------------------------------- result
 @dataclass
 class DistributedCutResult(CutResult):
@@ -546,7 +667,7 @@ def _all_sum(values, group, device) -> list[int]:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            backend: str = "auto", max_sweeps: int = 10000) -> DistributedCutResult:
+            backend: str = "auto", max_sweeps: int = 10000, algorithm: str = "region-discharge") -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -573,7 +694,14 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     backend : str
         The local grid solver, as for :func:`torchcut.maxflow`.
     max_sweeps : int
-        Guard on the number of discharge sweeps; exceeding it raises RuntimeError on every rank.
+        Guard on the number of discharge sweeps (push rounds for "push-relabel"); exceeding it raises
+        RuntimeError on every rank.
+    algorithm : {"region-discharge", "push-relabel"}
+        "region-discharge" (see the module documentation) solves pieces of the slab with ``backend``.
+        "push-relabel" runs one bulk-synchronous push-relabel over all slabs in torch ops (the
+        synchronous rounds of the reference solver, border flows and heights exchanged after every
+        round, global relabels as exact BFS over all slabs in rounds): the specification of a GPU
+        design, slow; ``backend`` is not used.
 
     Returns
     -------
@@ -606,6 +734,9 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _Comm(group, None)  # raises: no process group
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
         head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
+    if algorithm not in ("region-discharge", "push-relabel"):
+        head["error"] = head["error"] or ("ValueError", "algorithm: expected 'region-discharge' or 'push-relabel', "
+                                          f"got {algorithm!r}")
     rank = dist.get_rank(group)
     heads = [None] * dist.get_world_size(group)
     dist.all_gather_object(heads, head, group=group)
@@ -641,10 +772,11 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
-    return _run(caps, src, snk.to(cap_dtype), geo, start, backend, max_sweeps, t0, certificate=True)
+    return _run(caps, src, snk.to(cap_dtype), geo, start, backend, max_sweeps, t0, certificate=True,
+                algorithm=algorithm)
 
 
-def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate):
+def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate, algorithm="region-discharge"):
     """The sweeps on this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of
     the dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
     themselves (used up) and only the mask is returned."""
@@ -658,7 +790,7 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
     _net(excess, sink_res)
     R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
-    while True:
+    while algorithm == "region-discharge":
         lab, ghost = _labels(R, sink_res, geo, backend, stats)
         active = int(((excess > 0) & (lab < INF)).any())
         if comm.total([active], dist.ReduceOp.MAX)[0] == 0:
@@ -669,8 +801,11 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
         del lab
         sent = _discharge(R, excess, sink_res, ghost, geo, backend, stats)
         _receive(R, excess, sent, geo)
+    if algorithm == "push-relabel":
+        mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
+    else:
+        mask = lab == INF
     solve_bytes = comm.sent_bytes - sent_before
-    mask = lab == INF
     if not certificate:
         return mask
     sink_flow = snk_c.to(torch.int64) - sink_res
