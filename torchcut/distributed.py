@@ -51,6 +51,12 @@ residuals, with the current excess as source capacities and the targets as sink 
 border arcs are set aside for the solve (a grid has no arcs leaving it) and put back after it, so
 no copy of the network is made.
 
+``algorithm="push-relabel"`` runs instead one bulk-synchronous push-relabel over all slabs in torch
+ops (the synchronous rounds of :mod:`torchcut.solvers.reference`, border flows and heights exchanged
+after every round, global relabels as an exact BFS over all slabs in rounds; see
+:func:`_push_relabel`): the specification of a GPU design whose pushes and relabels are those of one
+device, slow in torch ops.
+
 Exactness. The flows only ever move along residual arcs within capacity, so the state is always a
 valid preflow of the global network (a push across a border lowers one residual here and raises the
 reverse residual there by the same amount; two opposite pushes on one pair in the same sweep add
