@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-TIMEOUT_S = 120
+TIMEOUT_S = int(__import__("os").environ.get("DIST_TIMEOUT", 120))
 
 
 def free_port() -> int:
@@ -53,6 +53,9 @@ def _part(case, rank):
         reverse=None if case["reverse"] is None else torch.from_numpy(slab(case["reverse"], ax, lo, hi, 1)),
         axis=ax,
     )
+    for key in ("backend", "algorithm"):
+        if case.get(key):
+            args[key] = case[key]
     if case.get("start"):
         args["start"] = case["start"][rank]
     for key, value in case.get("fault", {}).get(rank, {}).items():
@@ -82,10 +85,17 @@ def _serve(rank, world, port, inbox, outbox):
                 ax, cuts = case["axis"], case["cuts"]
                 lo, hi = cuts[rank], cuts[rank + 1]
                 lead = case["image"].ndim - case["seeds"].ndim
-                mask, r = tcd.segment(torch.from_numpy(slab(case["image"], ax, lo, hi, lead)),
-                                      torch.from_numpy(slab(case["seeds"], ax, lo, hi)), axis=ax,
-                                      return_result=True, **case.get("options", {}))
-                outbox.put((rank, "ok", dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))))
+                image = torch.from_numpy(slab(case["image"], ax, lo, hi, lead))
+                seeds = torch.from_numpy(slab(case["seeds"], ax, lo, hi))
+                if case.get("mask_only"):  # the path that solves in the energy's own tensors
+                    mask = tcd.segment(image, seeds, axis=ax, **case.get("options", {}))
+                    outbox.put((rank, "ok", dict(mask=mask.numpy())))
+                    continue
+                mask, r = tcd.segment(image, seeds, axis=ax, return_result=True, **case.get("options", {}))
+                answer = dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))
+                if case.get("graph"):  # the slab's network, for comparison with the whole volume's
+                    answer.update(caps=r.graph.caps.numpy(), source=r.graph.source.numpy(), sink=r.graph.sink.numpy())
+                outbox.put((rank, "ok", answer))
                 continue
             args = _part(case, rank)
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}

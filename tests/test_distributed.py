@@ -108,6 +108,50 @@ def test_uneven_slabs_and_a_one_layer_slab(pool3):
     check_solved(case, pool3.run(case))
 
 
+def test_local_solves_by_the_reference_backend(pool2, pool3):
+    """The local solves run in place on the slab's residuals (as the CUDA kernels do): the torch-ops
+    reference backend, on a one-layer slab and on slabs whose flow must cross both borders."""
+    rng = np.random.default_rng(9)
+    case = make_case(rng, (5, 4, 6), 26, [0, 1, 5], density=0.5)
+    check_solved(dict(case, backend="reference"), pool2.run(dict(case, backend="reference")))
+    case = make_case(rng, (12, 7), 8, [0, 4, 5, 12], density=0.5)
+    case["source"][4:] = 0
+    case["sink"][:5] = 0
+    answers = check_solved(case, pool3.run(dict(case, backend="reference")))
+    assert answers[0][1]["flow"] > 0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases(2), world3=cases(3))
+def test_push_relabel_over_all_slabs(pool2, pool3, case, world3):
+    """The bulk-synchronous push-relabel (algorithm="push-relabel") on random grids, 2 and 3 ranks."""
+    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    check_solved(world3, pool3.run(dict(world3, algorithm="push-relabel")))
+
+
+def test_push_relabel_border_cases(pool2, pool3):
+    """One-layer slabs, all flow crossing two borders, no path at all, and a border no flow can cross."""
+    rng = np.random.default_rng(12)
+    for shape, conn, cuts, axis in (((12, 10), 8, [0, 1, 9, 12], 0), ((6, 5, 9), 26, [0, 4, 5, 9], 2)):
+        case = make_case(rng, shape, conn, cuts, axis)
+        check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+    case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
+    case["source"][3:] = 0
+    case["sink"][:6] = 0
+    answers = check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+    assert answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    case = make_case(rng, (6, 7), 4, [0, 3, 6], density=0.5)
+    case["sink"][:] = 0  # no path: the flow is 0 and every node is on the source side
+    answers = check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    assert answers[0][1]["flow"] == 0 and all(a["mask"].all() for _, a in answers)
+    case = make_case(rng, (4, 6, 5), 6, [0, 2, 4])
+    for k, o in enumerate(case["offsets"]):
+        if o[0] == 1:
+            case["edges"][k][1] = 0
+            case["reverse"][k][1] = 0
+    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+
+
 def test_slab_without_source_or_sink_capacity(pool3):
     rng = np.random.default_rng(2)
     case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
@@ -165,6 +209,8 @@ def test_bad_input_raises_on_every_rank_and_the_group_goes_on(pool3):
     assert answers[0][1][1].startswith("rank 1: ") and not answers[1][1][1].startswith("rank")
     case = with_fault(0, source=("float",))
     errors_on_every_rank(pool3.run(case), TypeError, r"source: expected integer capacities")
+    case = dict(base, algorithm="push")
+    errors_on_every_rank(pool3.run(case), ValueError, r"algorithm: expected 'region-discharge' or 'push-relabel'")
     case = with_fault(0, axis=("set", 2))
     errors_on_every_rank(pool3.run(case), ValueError, r"axis: expected a spatial axis in \[0, 2\), got 2")
     # the same processes still solve correctly afterwards: no rank was left behind in a collective
@@ -212,6 +258,66 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
     assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
     assert np.array_equal(mask, whole.numpy())
     assert all(a["verified"] for _, a in answers)
+    answers = pool2.run(dict(case, mask_only=True))
+    assert [k for k, _ in answers] == ["ok", "ok"], answers
+    assert np.array_equal(np.concatenate([a["mask"] for _, a in answers], axis=axis), whole.numpy())
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("shape, axis, channels, options", [
+    ((14, 12, 10), 0, 0, {}),
+    ((9, 13, 11), 2, 0, {"connectivity": 26, "lam": 2.5}),
+    ((30, 26), 1, 3, {"channel_axis": 0, "connectivity": 8}),
+    ((27, 25), 0, 0, {"connectivity": 4, "spacing": (2.0, 0.5)}),
+])
+def test_segment_energy_is_the_whole_volumes(pool2, pool3, world, shape, axis, channels, options):
+    """Every capacity of every slab equals the whole volume's ``segmentation_graph``, bit for bit: sigma
+    and the seed histograms are exact sums. A large ``scale`` makes the smallest change of sigma move
+    capacities."""
+    pool = pool2 if world == 2 else pool3
+    rng = np.random.default_rng(sum(shape) + world)
+    seeds = np.zeros(shape, np.uint8)
+    seeds.flat[rng.choice(seeds.size, 12, replace=False)] = np.repeat([1, 2], 6)
+    image = (rng.random(((channels,) if channels else ()) + shape) * 7.3).astype(np.float32)
+    image[..., : shape[-1] // 2] += 2.1
+    cuts = [0] + sorted(rng.choice(np.arange(1, shape[axis]), world - 1, replace=False).tolist()) + [shape[axis]]
+    options = dict(options, scale=2.0**20 / options.get("lam", 8.0))
+    case = dict(kind="segment", image=image, seeds=seeds, axis=axis, cuts=cuts, options=options, graph=True)
+    answers = pool.run(case)
+    assert [k for k, _ in answers] == ["ok"] * world, answers
+    g = torchcut.segmentation_graph(torch.from_numpy(image), torch.from_numpy(seeds), ndim=len(shape), **options)
+    K = len(g.offsets)
+    for r, (_, a) in enumerate(answers):
+        part = lambda t, lead: t.narrow(lead + axis, cuts[r], cuts[r + 1] - cuts[r]).numpy()  # noqa: E731
+        assert np.array_equal(a["source"], part(g.source[0], 0))
+        assert np.array_equal(a["sink"], part(g.sink[0], 0))
+        assert a["caps"].shape[0] == 2 * K
+        assert np.array_equal(a["caps"], part(g.caps[0], 1))
+    whole = torchcut.maxflow(g)
+    assert [a["flow"] for _, a in answers] == [whole.flow_value] * world
+    assert np.array_equal(np.concatenate([a["mask"] for _, a in answers], axis=axis), whole.mask.numpy())
+    assert all(a["verified"] for _, a in answers)
+
+
+def test_sigma_is_an_exact_sum():
+    """The contrast scale that the slabs share: exact on integer-valued images (every squared difference
+    is a whole number of units), and the same bits for a volume read in another order."""
+    from fractions import Fraction
+    import math
+
+    from torchcut.energy import estimate_sigma
+
+    rng = np.random.default_rng(11)
+    vol = rng.integers(0, 4000, (2, 1, 17, 23, 29)).astype(np.float32)
+    vol[1] = rng.normal(0, 1e3, vol[1].shape) ** 2  # one image of floats spanning 12 orders of magnitude
+    got = estimate_sigma(torch.from_numpy(vol))
+    v = vol[0, 0].astype(np.int64)
+    total = sum(int((np.diff(v, axis=a) ** 2).sum()) for a in range(3))
+    count = sum(int(np.diff(v, axis=a).size) for a in range(3))
+    assert got[0].item() == np.float32(math.sqrt(float(Fraction(total, count))))
+    flipped = estimate_sigma(torch.from_numpy(np.ascontiguousarray(vol[:, :, ::-1, :, ::-1])))
+    transposed = estimate_sigma(torch.from_numpy(np.ascontiguousarray(vol.transpose(0, 1, 4, 3, 2))))
+    assert torch.equal(got, flipped) and torch.equal(got, transposed)
 
 
 @pytest.mark.cuda

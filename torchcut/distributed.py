@@ -3,8 +3,8 @@
 Each rank holds a contiguous slab, along one spatial axis, of a global 2D or 3D grid network; rank
 ``r`` holds the slab after rank ``r - 1``'s. The arcs of a slab's border nodes that point into the
 neighbouring slab are real arcs. Every rank solves pieces of its own slab with the ordinary grid
-solvers (:func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph`: the compiled CPU solver on CPU
-tensors, the CUDA kernels on GPU tensors), and only flow, capacities and distance labels of the
+solvers (the backends of :func:`torchcut.maxflow`: the compiled CPU solver on CPU tensors, the CUDA
+kernels on GPU tensors), and only flow, capacities and distance labels of the
 border layers travel between neighbours (point-to-point messages), plus a few scalars per round
 (all-reduce).
 
@@ -46,9 +46,16 @@ the excess of its nodes and their residual sink capacities. Sweeps repeat:
    leaves through border arcs is sent to the neighbours, which add it to the excess of the arcs' heads
    and to the residual of the reverse arcs.
 
-Each local max flow is :func:`torchcut.maxflow` on a :class:`~torchcut.GridGraph` whose source
-capacities are the current excess, sink capacities the targets, and arc capacities the current
-residuals of the slab's inner arcs; the new excess follows from flow conservation.
+Each local max flow is the grid backend's in-place phase one (``solve_grid``) run on the slab's own
+residuals, with the current excess as source capacities and the targets as sink capacities; the
+border arcs are set aside for the solve (a grid has no arcs leaving it) and put back after it, so
+no copy of the network is made.
+
+``algorithm="push-relabel"`` runs instead one bulk-synchronous push-relabel over all slabs in torch
+ops (the synchronous rounds of :mod:`torchcut.solvers.reference`, border flows and heights exchanged
+after every round, global relabels as an exact BFS over all slabs in rounds; see
+:func:`_push_relabel`): the specification of a GPU design whose pushes and relabels are those of one
+device, slow in torch ops.
 
 Exactness. The flows only ever move along residual arcs within capacity, so the state is always a
 valid preflow of the global network (a push across a border lowers one residual here and raises the
@@ -195,6 +202,7 @@ class _Geometry:
 
     def __init__(self, offsets, shape, axis, comm: _Comm):
         self.K = len(offsets)
+        self.offsets = tuple(offsets)
         self.dirs = tuple(offsets) + tuple(tuple(-v for v in o) for o in offsets)
         self.shape, self.axis, self.comm = tuple(shape), axis, comm
         # crossing[side] = directions d whose arcs leave the slab towards the neighbour at side
@@ -309,64 +317,63 @@ def _check_headers(heads: list, me: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- local solves
-def _inner_graph(R, excess, sink, offsets):
-    """The slab's inner network with the current residuals as a GridGraph (border arcs left out)."""
-    K = len(offsets)
-    reverse = torch.stack([shift(R[K + k], o, 0) for k, o in enumerate(offsets)])
-    return GridGraph(excess, sink, R[:K], offsets, reverse)
+def _net(excess, sink, rows: int = 64) -> None:
+    """Subtract min(excess, sink) from both, in place, a few rows at a time (no full-size temporary)."""
+    for i in range(0, excess.shape[0], rows):
+        e, s = excess[i:i + rows], sink[i:i + rows]
+        low = torch.minimum(e, s.to(torch.int64))
+        e.sub_(low)
+        s.sub_(low.to(s.dtype))
 
 
-def _solve(R, excess, sink, offsets, backend, stats):
-    """Local max flow from ``excess`` to ``sink`` over the inner arcs; updates R in place.
+def _local(R, excess, sink, geo: _Geometry, backend, stats, net: bool = True) -> torch.Tensor:
+    """Local max flow from ``excess`` to ``sink`` over the slab's inner arcs, in place; the source side.
 
-    Returns (new excess, residual sink capacities).
+    The grid backend works on ``R`` itself (its border arcs are set aside for the solve: a grid has no
+    arcs leaving it), on ``excess`` (int64) and ``sink`` (the dtype of ``R``), which end as the new
+    residuals, excess and residual sink capacities; no copy of the network is made.
     """
-    g = _inner_graph(R, excess, sink, offsets)
-    r = _maxflow(g, backend=backend)
+    from .solvers import _pick
+
+    saved = [(d, side, geo.face(R[d], side).clone()) for side in (-1, 1) for d in geo.crossing[side]]
+    for d, side, _ in saved:
+        geo.face(R[d], side).zero_()
+    if net:
+        _net(excess, sink)
+    try:
+        mask, _ = _pick(R.device, backend).solve_grid(R.unsqueeze(0), excess.unsqueeze(0), sink.unsqueeze(0),
+                                                        geo.offsets)
+    finally:
+        for d, side, face in saved:  # the solve never writes there: no inner arc's reverse is a border arc
+            geo.face(R[d], side).copy_(face)
     stats["local_solves"] += 1
-    before = g.caps[0]
-    after = r.residual[0]
-    out = (before.to(torch.int64) - after.to(torch.int64)).sum(0)  # net flow out of each node
-    sink_flow = r.sink_flow[0]
-    new_excess = excess - sink_flow - out
-    inner = before != 0
-    inner |= after != 0
-    R.copy_(torch.where(inner, after.to(R.dtype), R))  # border arcs are zero in both: keep R there
-    return new_excess, sink.to(torch.int64) - sink_flow
+    return mask[0]
 
 
-def _reach(R, targets, offsets, backend, stats) -> torch.Tensor:
-    """Nodes that reach ``targets`` through residual inner arcs (a solve with no source capacity)."""
+def _reach(R, targets, geo: _Geometry, backend, stats) -> torch.Tensor:
+    """Nodes that reach ``targets`` through residual inner arcs (a solve with no excess: R unchanged)."""
     zero = torch.zeros(targets.shape, dtype=torch.int64, device=targets.device)
-    g = _inner_graph(R, zero, targets.to(torch.int32), offsets)
-    stats["local_solves"] += 1
     stats["label_solves"] += 1
-    return ~_maxflow(g, backend=backend).mask
-
-
-def _maxflow(graph, backend):
-    from .solvers import maxflow as solve
-
-    return solve(graph, backend=backend)
+    return ~_local(R, zero, targets.to(R.dtype), geo, backend, stats, net=False)
 
 
 # ---------------------------------------------------------------------------------------------- labels
-def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
+def _labels(R, sink, geo: _Geometry, backend, stats):
     """Exact border-crossing distances to the sink (distributed 0-1 BFS); also the ghost labels."""
     comm = geo.comm
     dev = R.device
-    lab = torch.full(sink.shape, INF, dtype=torch.int64, device=dev)
+    lab = torch.full(sink.shape, INF, dtype=torch.int32, device=dev)
     ghost = {d: None for s in (-1, 1) for d in geo.crossing[s]}
     rounds, prev = 0, None
     while True:
         rounds += 1
-        seed = torch.where(sink > 0, 0, INF).to(torch.int64)
+        seed = torch.where(sink > 0, 0, INF).to(torch.int32)
         for side in (-1, 1):
             for d in geo.crossing[side]:
                 if ghost[d] is None:
                     continue
                 f = geo.face(seed, side)
-                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF)
+                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF).to(torch.int32)
                 torch.minimum(f, cand, out=f)
         if prev is not None and torch.equal(seed, prev):
             new = lab  # same targets as the last round: the same labels, no solve needed
@@ -375,8 +382,9 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
             for level in torch.unique(seed[seed < INF]).tolist():
                 if not bool((new == INF).any()):
                     break
-                reach = _reach(R, seed <= level, offsets, backend, stats)
-                new = torch.where(reach & (new == INF), level, new)
+                reach = _reach(R, seed <= level, geo, backend, stats)
+                new.masked_fill_(reach & (new == INF), level)
+                del reach
         prev = seed
         changed = int((new != lab).any())
         lab = new
@@ -390,32 +398,43 @@ def _labels(R, sink, geo: _Geometry, offsets, backend, stats):
 
 
 # ---------------------------------------------------------------------------------------------- discharge
-def _discharge(R, excess, sink, ghost, geo: _Geometry, offsets, backend, stats):
-    """One region discharge of this slab; returns (excess, sink, flow sent per crossing direction)."""
-    excess, sink = _solve(R, excess, sink, offsets, backend, stats)
+def _discharge(R, excess, sink, ghost, geo: _Geometry, backend, stats):
+    """One region discharge of this slab, in place on R, excess and sink; returns the flow sent per
+    crossing direction."""
+    _local(R, excess, sink, geo, backend, stats)
     sent = {d: torch.zeros_like(geo.face(excess, side)) for side in (-1, 1) for d in geo.crossing[side]}
     open_lab = {}
     for side in (-1, 1):
         for d in geo.crossing[side]:
             open_lab[d] = (side, torch.where(geo.face(R[d], side) > 0, ghost[d], INF))
     levels = sorted({v for _, g in open_lab.values() for v in torch.unique(g).tolist() if v < INF})
+    # the stage's targets: border arcs into ghosts of one label, their residuals summed per node (int64,
+    # per border layer: a slab of one layer has one layer for both sides); beyond the dtype of R a
+    # target is capped, which only leaves flow for the next sweep
+    top = torch.iinfo(R.dtype).max
     for level in levels:
         if not bool((excess > 0).any()):
             break
-        cap = torch.zeros_like(excess)
+        acc = {}
         for d, (side, g) in open_lab.items():
-            f = geo.face(cap, side)
+            f = acc.setdefault(geo.layer(side), torch.zeros_like(geo.face(excess, side)))
             f += torch.where(g == level, geo.face(R[d], side), 0).to(torch.int64)
-        excess, left = _solve(R, excess, cap, offsets, backend, stats)
-        flow = cap - left
+        target = torch.zeros_like(sink)
+        layer_of = lambda t, i: t.select(t.dim() - len(geo.shape) + geo.axis, i)  # noqa: E731
+        for i, f in acc.items():
+            layer_of(target, i).copy_(f.clamp_(max=top))
+        _local(R, excess, target, geo, backend, stats)
+        for i, f in acc.items():  # the flow absorbed at each border node
+            f.sub_(layer_of(target, i).to(torch.int64))
+        del target
         for d, (side, g) in open_lab.items():
-            f = geo.face(flow, side)
+            f = acc[geo.layer(side)]
             rd = geo.face(R[d], side)
             take = torch.minimum(f, torch.where(g == level, rd, 0).to(torch.int64))
             f -= take
             rd -= take.to(rd.dtype)
             sent[d] += take
-    return excess, sink, sent
+    return sent
 
 
 def _receive(R, excess, sent, geo: _Geometry):
@@ -428,6 +447,127 @@ def _receive(R, excess, sent, geo: _Geometry):
             geo.face(excess, side).add_(amount)
             rr = geo.face(R[geo.opp(d_nb)], side)
             rr += amount.to(rr.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- push-relabel
+def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.Tensor:
+    """Bulk-synchronous push-relabel over all slabs, in torch ops, in place; returns the source side.
+
+    The synchronous rounds of :mod:`torchcut.solvers.reference` on every slab at once: a push along
+    a border arc lowers the residual here and is sent, after the round, to the neighbour, which adds
+    it to the excess of the arc's head and to the residual of the reverse arc; the neighbours' border
+    heights sit in the padding of the height buffer (a snapshot, refreshed after every round). A
+    global relabel is the exact BFS distance to the sink over all slabs, in rounds: a local fixed
+    point whose padding holds the neighbours' border distances, an exchange, until no rank changes
+    (one all-reduce per round). The solve stops right after a global relabel that leaves no node with
+    excess and a finite height on any rank.
+    """
+    from .solvers.reference import _Padded, _delivered, _unless
+
+    comm, offs, axis, K = geo.comm, geo.offsets, geo.axis, geo.K
+    INF = 2**29  # heights and distances; INF + INF + 1 stays within int32
+    dirs = geo.dirs
+    shape = geo.shape
+    c = R.unsqueeze(0).to(torch.int64)
+    s = sink.unsqueeze(0).to(torch.int64)
+    grid = _Padded(shape, offs)
+    e_buf = grid.new(1, 0, torch.int64, R.device)
+    e = grid.at(e_buf)
+    e.copy_(excess)
+    h_buf = grid.new(1, INF, torch.int32, R.device)
+    h = grid.at(h_buf)
+    p = grid.pad
+    sides = [side for side in (-1, 1) if comm.has(side)]
+
+    def pad_view(buf, side):
+        """The padding layer of ``buf`` beyond the border at ``side``: the neighbour's border layer."""
+        return buf[(0,) + tuple((slice(p - 1, p) if side < 0 else slice(p + n, p + n + 1)) if i == axis
+                                else slice(p, p + n) for i, n in enumerate(shape))].squeeze(axis)
+
+    def swap_faces(buf):
+        """The neighbours' border layers of ``buf`` into its padding; True if any of them changed."""
+        got = comm.swap({side: geo.face(grid.at(buf)[0], side) for side in sides})
+        changed = False
+        for side, face in got.items():
+            dst = pad_view(buf, side)
+            changed |= not torch.equal(dst, face)
+            dst.copy_(face)
+        return changed
+
+    rounds = relabels = bfs_rounds = 0
+    limit = max_sweeps
+    while True:
+        # ---- global relabel: exact distances over all slabs, in rounds
+        d_buf = grid.new(1, INF, torch.int32, R.device)
+        d = grid.at(d_buf)
+        d.copy_(_unless(s > 0, INF) + 1)
+        penalty = [_unless(c[:, k] > 0, INF) + 1 for k in range(2 * K)]
+        through = torch.empty_like(d)
+        levels = 0
+        while True:
+            bfs_rounds += 1
+            while True:  # local fixed point, the neighbours' distances fixed in the padding
+                levels += 1
+                before = d.clone()
+                for k, o in enumerate(dirs):
+                    torch.add(grid.at(d_buf, o), penalty[k], out=through)
+                    torch.minimum(d, through, out=d)
+                d.clamp_(max=INF)
+                if torch.equal(before, d):
+                    break
+            changed = swap_faces(d_buf)
+            if comm.total([int(changed)], dist.ReduceOp.MAX)[0] == 0:
+                break
+        del penalty, through
+        h.copy_(d)
+        swap_faces(h_buf)
+        del d_buf, d
+        relabels += 1
+        if comm.total([int(((e > 0) & (h < INF)).any())], dist.ReduceOp.MAX)[0] == 0:
+            break
+        period = comm.total([max(4, levels // 4)], dist.ReduceOp.MAX)[0]
+        for _ in range(period):
+            rounds += 1
+            if rounds > limit:
+                raise RuntimeError(f"max_sweeps: the solve did not finish in {limit} rounds; pass a larger max_sweeps")
+            delta = torch.minimum(e, s) * ((e > 0) & (h == 1))
+            s -= delta
+            e -= delta
+            sent = {}
+            for k, o in enumerate(dirs):
+                ck = c[:, k]
+                admissible = (e > 0) & (h < INF) & (h == grid.at(h_buf, o) + 1)
+                delta = torch.minimum(e, ck) * admissible
+                ck -= delta
+                e -= delta
+                c[:, geo.opp(k)] += _delivered(grid, delta, o)
+                grid.at(e_buf, o).add_(delta)
+                side = o[axis]
+                if side != 0 and k in geo.crossing[side]:
+                    sent[k] = geo.face(delta[0], side).clone()  # into the neighbour's nodes
+            for side in sides:  # what reached the padding was sent above
+                pad_view(e_buf, side).zero_()
+            active = (e > 0) & (h < INF)
+            new = _unless(s > 0, INF) + 1
+            for k, o in enumerate(dirs):
+                torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, INF), out=new)
+            h.add_((new.clamp_(max=INF) - h) * active)
+            del new, active
+            # the round's border flows and the new border heights to the neighbours
+            out = {side: torch.stack([sent[d] for d in geo.crossing[side]] +
+                                     [geo.face(h[0], side).to(torch.int64)])
+                   for side in (-1, 1) if geo.crossing[side]}
+            for side, msg in comm.swap(out).items():
+                for j, d_nb in enumerate(geo.nb_crossing(side)):
+                    amount = geo.to_heads(msg[j], d_nb)
+                    geo.face(e[0], side).add_(amount)
+                    geo.face(c[0, geo.opp(d_nb)], side).add_(amount)
+                pad_view(h_buf, side).copy_(msg[-1].to(torch.int32))
+    excess.copy_(e[0])
+    sink.copy_(s[0].to(sink.dtype))
+    R.copy_(c[0].to(R.dtype))
+    stats.update(rounds=rounds, global_relabels=relabels, bfs_rounds=bfs_rounds)
+    return h[0] >= INF
 
 
 # ---------------------------------------------------------------------------------------------- result
@@ -533,7 +673,7 @@ def _all_sum(values, group, device) -> list[int]:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            backend: str = "auto", max_sweeps: int = 10000) -> DistributedCutResult:
+            backend: str = "auto", max_sweeps: int = 10000, algorithm: str = "region-discharge") -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -560,7 +700,14 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     backend : str
         The local grid solver, as for :func:`torchcut.maxflow`.
     max_sweeps : int
-        Guard on the number of discharge sweeps; exceeding it raises RuntimeError on every rank.
+        Guard on the number of discharge sweeps (push rounds for "push-relabel"); exceeding it raises
+        RuntimeError on every rank.
+    algorithm : {"region-discharge", "push-relabel"}
+        "region-discharge" (see the module documentation) solves pieces of the slab with ``backend``.
+        "push-relabel" runs one bulk-synchronous push-relabel over all slabs in torch ops (the
+        synchronous rounds of the reference solver, border flows and heights exchanged after every
+        round, global relabels as exact BFS over all slabs in rounds): the specification of a GPU
+        design, slow; ``backend`` is not used.
 
     Returns
     -------
@@ -593,6 +740,9 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _Comm(group, None)  # raises: no process group
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
         head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
+    if algorithm not in ("region-discharge", "push-relabel"):
+        head["error"] = head["error"] or ("ValueError", "algorithm: expected 'region-discharge' or 'push-relabel', "
+                                          f"got {algorithm!r}")
     rank = dist.get_rank(group)
     heads = [None] * dist.get_world_size(group)
     dist.all_gather_object(heads, head, group=group)
@@ -609,7 +759,6 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     shape = tuple(src.shape)
     geo = _Geometry(offs, shape, axis, comm)
     K = len(offs)
-    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
 
     # capacities of the arcs leaving this slab's nodes, border arcs included
     caps = torch.empty((2 * K,) + shape, dtype=cap_dtype, device=dev)
@@ -629,27 +778,42 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
+    return _run(caps, src, snk.to(cap_dtype), geo, start, backend, max_sweeps, t0, certificate=True,
+                algorithm=algorithm)
 
+
+def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate, algorithm="region-discharge"):
+    """The sweeps on this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of
+    the dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
+    themselves (used up) and only the mask is returned."""
+    comm, offs, shape, axis, K = geo.comm, geo.offsets, geo.shape, geo.axis, geo.K
+    dev, cap_dtype = caps.device, caps.dtype
+    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
     src64 = src.to(torch.int64)
-    snk_c = snk.to(cap_dtype)
-    low = torch.minimum(src64, snk_c.to(torch.int64))
-    excess = src64 - low
-    sink_res = snk_c.to(torch.int64) - low
-    del low
-    R = caps.clone()
+    snk_c = snk
+    excess = src64.clone() if certificate else src64
+    sink_res = snk_c.clone() if certificate else snk_c
+    _net(excess, sink_res)
+    R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
-    while True:
-        lab, ghost = _labels(R, sink_res, geo, offs, backend, stats)
+    while algorithm == "region-discharge":
+        lab, ghost = _labels(R, sink_res, geo, backend, stats)
         active = int(((excess > 0) & (lab < INF)).any())
         if comm.total([active], dist.ReduceOp.MAX)[0] == 0:
             break
         if stats["sweeps"] >= max_sweeps:
             raise RuntimeError(f"max_sweeps: the solve did not finish in {max_sweeps} sweeps; pass a larger max_sweeps")
         stats["sweeps"] += 1
-        excess, sink_res, sent = _discharge(R, excess, sink_res, ghost, geo, offs, backend, stats)
+        del lab
+        sent = _discharge(R, excess, sink_res, ghost, geo, backend, stats)
         _receive(R, excess, sent, geo)
+    if algorithm == "push-relabel":
+        mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
+    else:
+        mask = lab == INF
     solve_bytes = comm.sent_bytes - sent_before
-    mask = lab == INF
+    if not certificate:
+        return mask
     sink_flow = snk_c.to(torch.int64) - sink_res
     flow = comm.total([int(sink_flow.sum())])[0]
 
@@ -684,7 +848,7 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         ghost_caps=gcaps,
         ghost_mask=gmask,
         ghost_exists=gexists,
-        group=group,
+        group=comm.group,
     )
 
 
@@ -696,6 +860,68 @@ def _agree(error, group) -> None:
     _raise_first(errors, dist.get_rank(group))
 
 
+def _global_sigma(x, lower, axis: int, ndim: int, reduce) -> float:
+    """:func:`torchcut.energy.estimate_sigma` of the whole volume from this slab: the same exact
+    integer sums, each pair counted by the rank of its tail (``lower``: the previous rank's border
+    layer and this slab's first, or None), added over the ranks in int64 limbs."""
+    from . import energy
+
+    dims = tuple(range(1, x.dim()))
+    exps = energy._sigma_exponents(reduce(x.amin(dims), "min").unsqueeze(0), reduce(x.amax(dims), "max").unsqueeze(0))
+    total, count = 0, 0
+    for a in range(ndim):
+        o = tuple(1 if i == a else 0 for i in range(ndim))
+        for part in [x] + ([lower] if a == axis and lower is not None else []):
+            (s,), n = energy._sigma_sums(part.unsqueeze(0), o, exps)
+            total += s
+            count += n
+    inf = total == math.inf
+    limbs = [0, 0] if inf else [total >> 31, total & (2**31 - 1)]
+    hi, low, count, inf = reduce(torch.tensor(limbs + [count, int(inf)], dtype=torch.int64, device=x.device),
+                                 "sum").tolist()
+    total = math.inf if inf else (hi << 31) + low
+    return float(energy._sigma_value([total], count, exps, x.device)[0])
+
+
+def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
+    """Write the n-links between this slab's border voxels and the neighbours' into ``g.caps``.
+
+    ``pairs[side]``: the two layers (in global order) on both sides of the border at ``side``. The
+    weights are those :func:`torchcut.energy.segmentation_graph` computes for the whole volume, by
+    the same float32 operations in the same order (the tests compare every capacity).
+    """
+    from . import energy
+    from .grid import overlap_slices
+
+    info = g.energy
+    if info.lam <= 0:
+        return
+    ndim = len(geo.shape)
+    spacing = (1.0,) * ndim if spacing is None else tuple(float(v) for v in spacing)
+    unit = min(spacing)
+    dists = [math.sqrt(sum((v * h / unit) ** 2 for v, h in zip(o, spacing))) for o in g.offsets]
+    coef = (-0.5 / info.sigma.square()).view((1,) + (1,) * ndim)
+    K = geo.K
+    for side, two in pairs.items():
+        xb = two.unsqueeze(0)
+        shape2 = tuple(xb.shape[2:])
+        mine = 1 if side < 0 else 0  # the layer of the pair that is this slab's
+        for k, (o, dk) in enumerate(zip(g.offsets, dists)):
+            if o[geo.axis] == 0:
+                continue
+            d2 = energy._sq_diff(xb, o)
+            if d2 is None:
+                continue
+            here, there = overlap_slices(shape2, o)
+            w = d2.mul_(coef).exp_().mul_(info.lam * info.scale / dk).round_()
+            links = torch.zeros((2,) + shape2, dtype=g.caps.dtype, device=g.caps.device)
+            links[(0,) + here] = w[0]  # arc p -> p + o, stored at p
+            links[(1,) + there] = w[0]  # arc p + o -> p, stored at p + o
+            for j, d in ((0, k), (1, K + k)):
+                if d in geo.crossing[side]:
+                    geo.face(g.caps[0, d], side).copy_(links[j].select(geo.axis, mine))
+
+
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
             connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
             scale: float | None = None, spacing=None, backend: str = "auto", return_result: bool = False):
@@ -703,10 +929,12 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
     ``axis``; the keyword arguments must be the same on every rank. The energy is that of
-    :func:`torchcut.segment` on the whole volume: the contrast scale ``sigma`` and the colour
-    histograms of the seeds are global (all-reduced), and the n-links between two slabs use the
-    neighbour's border layer (exchanged once). The mask is this slab's part of the mask that
-    :func:`torchcut.segment` returns for the whole volume.
+    :func:`torchcut.segment` on the whole volume, capacity for capacity: the contrast scale
+    ``sigma`` and the seed histograms are exact integer sums over all ranks, the colour range a
+    global minimum and maximum, and the n-links between two slabs use the neighbour's border layer
+    (exchanged once). The mask is this slab's part of the mask that :func:`torchcut.segment`
+    returns for the whole volume. Each rank builds only its slab's network and, without
+    ``return_result``, solves in it (as :func:`torchcut.segment` does on one device).
 
     Parameters
     ----------
@@ -764,30 +992,14 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         if other(h["shape"]) != other(ref["shape"]) or h["channels"] != ref["channels"] or h["conn"] != ref["conn"]:
             raise ValueError(f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
                              f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}")
+    t0 = time.perf_counter()
     comm = _Comm(group, x.device)
     n = s.shape[axis]
-    # one border layer of the image from each neighbour (halo); halo seeds are left unknown so that
-    # every seed is counted once in the global histograms
-    got = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
-    parts = [got[-1].unsqueeze(1 + axis)] if -1 in got else []
-    parts += [x] + ([got[1].unsqueeze(1 + axis)] if 1 in got else [])
-    ext = torch.cat(parts, 1 + axis)
-    lo = 1 if -1 in got else 0
-    halo_seed = torch.zeros_like(s.narrow(axis, 0, 1))
-    ext_seeds = torch.cat(([halo_seed] if lo else []) + [s] + ([halo_seed] if 1 in got else []), axis)
-    if sigma is None:  # global root mean square difference of axis-aligned neighbours
-        total = torch.zeros(2, dtype=torch.float64, device=x.device)
-        for a in range(ndim):
-            o = tuple(1 if i == a else 0 for i in range(ndim))
-            own = ext.narrow(1 + axis, lo, ext.shape[1 + axis] - lo) if a == axis else x  # pairs owned by their tail
-            d2 = energy._sq_diff(own.unsqueeze(0), o)
-            if d2 is not None:
-                total += torch.stack([d2.sum(dtype=torch.float64), torch.tensor(float(d2.numel()), dtype=torch.float64,
-                                                                                device=x.device)])
-        dist.all_reduce(total, group=group)
-        mean = float(total[0] / total[1]) if float(total[1]) > 0 else 0.0
-        sigma = math.sqrt(mean) if mean > 0 else 1.0
-
+    # one border layer of the image from each neighbour (halo)
+    halo = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
+    # the pairs of neighbouring voxels on both sides of a border, as two-layer images in global order
+    pairs = {side: torch.stack([halo[-1], x.select(1 + axis, 0)] if side < 0 else
+                               [x.select(1 + axis, n - 1), halo[1]], 1 + axis) for side in halo}
     ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
 
     def reduce(t, op):
@@ -795,17 +1007,22 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         dist.all_reduce(t, op=ops[op], group=group)
         return t
 
+    if sigma is None:  # the global root mean square difference of axis-aligned neighbours, bit for bit
+        sigma = _global_sigma(x, pairs.get(-1), axis, ndim, reduce)
+
     kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
     if lam is not None:
         kw["lam"] = lam
     error = None
-    try:
-        g = energy.segmentation_graph(ext, ext_seeds, reduce=reduce, **kw)
+    try:  # the slab's own network; the histograms and colour range are reduced over the ranks inside
+        g = energy.segmentation_graph(x, s, reduce=reduce, **kw)
     except (TypeError, ValueError) as exc:  # after the collectives inside, so raised alike on every rank
         error, g = (type(exc).__name__, str(exc)), None
     _agree(error, group)
-    K = len(g.offsets)
-    inner = lambda t: t.narrow(t.dim() - ndim + axis, lo, n)  # noqa: E731
-    result = maxflow(inner(g.source[0]), inner(g.sink[0]), inner(g.caps[0, :K]), g.offsets, axis=axis,
-                     group=group, backend=backend)  # n-links are symmetric: reverse = edges
-    return (result.mask, result) if return_result else result.mask
+    geo = _Geometry(g.offsets, tuple(s.shape), axis, comm)
+    _border_links(g, pairs, geo, spacing)
+    del pairs, halo, x, s
+    caps, src, snk = g.caps[0], g.source[0], g.sink[0]
+    del g  # the solve works in the energy's tensors (and in a copy of them when the result is returned)
+    result = _run(caps, src, snk, geo, None, backend, 10000, t0, certificate=return_result)
+    return (result.mask, result) if return_result else result

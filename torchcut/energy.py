@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -339,6 +340,10 @@ def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
 def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
     """Per-image contrast scale: root mean square colour difference over axis-aligned neighbours.
 
+    The squared differences are summed exactly, as integers (see :func:`_sigma_sums`), so the value
+    does not depend on the order of the sum: a volume split into parts (:func:`torchcut.distributed.segment`)
+    gets the same bits.
+
     Parameters
     ----------
     x : torch.Tensor
@@ -355,19 +360,69 @@ def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
     >>> estimate_sigma(x)
     tensor([1.4142])
     """
-    B = x.shape[0]
-    total = torch.zeros(B, dtype=torch.float32, device=x.device)
-    count = 0
     nd = x.dim() - 2
+    exps = _sigma_exponents(x.amin(tuple(range(2, x.dim()))), x.amax(tuple(range(2, x.dim()))))
+    sums, count = [0] * x.shape[0], 0
     for axis in range(nd):
-        o = tuple(1 if i == axis else 0 for i in range(nd))
-        d2 = _sq_diff(x, o)
-        if d2 is None:
-            continue
-        total += d2.reshape(B, -1).sum(1, dtype=torch.float32)
-        count += d2[0].numel()
-    mean = total / max(count, 1)
-    return torch.where(mean > 0, mean.sqrt(), torch.ones_like(mean))
+        s, n = _sigma_sums(x, tuple(1 if i == axis else 0 for i in range(nd)), exps)
+        sums = [a + b for a, b in zip(sums, s)]
+        count += n
+    return _sigma_value(sums, count, exps, x.device)
+
+
+# Squared differences are summed as integers in units of 2**e, e chosen per image so that every term
+# is below 2**SIGMA_BITS units: a chunk of CHUNK rounded terms sums exactly in float64 (below 2**53, in
+# any order), and the chunk sums are added as Python ints. Exact sums do not depend on their order.
+SIGMA_BITS = 30
+
+
+def _sigma_exponents(lo: torch.Tensor, hi: torch.Tensor) -> list:
+    """Per image, the exponent ``e`` of the unit ``2**e`` of the exact sums (None: constant image).
+
+    ``lo``, ``hi``: ``[B, C]`` colour range of each image (over the whole volume). No squared
+    difference exceeds ``M = sum_c (hi_c - lo_c)**2``; the unit makes ``2 M`` less than
+    ``2**SIGMA_BITS`` units.
+    """
+    out = []
+    for row_lo, row_hi in zip(lo.double().tolist(), hi.double().tolist()):
+        m = sum((b - a) ** 2 for a, b in zip(row_lo, row_hi))
+        out.append(math.frexp(2.0 * m)[1] - SIGMA_BITS if 0 < m < math.inf else None)
+    return out
+
+
+def _sigma_sums(x: torch.Tensor, o, exps) -> tuple:
+    """Per image, the sum of ``||I_p - I_{p+o}||^2`` in units of ``2**exps[b]``, each term rounded to
+    an integer (Python ints), and the number of pairs per image."""
+    B = x.shape[0]
+    d2 = _sq_diff(x, o)
+    if d2 is None:
+        return [0] * B, 0
+    flat = d2.reshape(B, -1)
+    units = [0.0 if e is None else 2.0 ** -e for e in exps]
+    # scaling by a power of two is exact in float32 while the unit is a normal float32
+    wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
+    unit = torch.tensor(units, dtype=torch.float64 if wide else torch.float32, device=x.device).unsqueeze(1)
+    parts = []
+    for a in range(0, flat.shape[1], CHUNK):
+        part = flat[:, a:a + CHUNK]
+        q = (part.to(torch.float64) if wide else part).mul(unit).round_()
+        parts.append(q.sum(1, dtype=torch.float64))
+    # one copy to the host; integral float64 chunk sums, added as Python ints
+    # (a squared difference beyond the float32 range makes the sum infinite, as a float sum would)
+    sums = [sum(int(v) if math.isfinite(v) else math.inf for v in col) for col in zip(*torch.stack(parts).tolist())]
+    return sums, flat.shape[1]
+
+
+def _sigma_value(sums, count: int, exps, device) -> torch.Tensor:
+    """float32 ``[B]``: ``sqrt(sums[b] * 2**exps[b] / count)`` from exact integers, 1 where that is 0."""
+    out = []
+    for s, e in zip(sums, exps):
+        if s == math.inf:
+            mean = math.inf
+        else:
+            mean = 0.0 if e is None or count == 0 or s == 0 else float(Fraction(s) * Fraction(2) ** e / count)
+        out.append(math.sqrt(mean) if mean > 0 else 1.0)
+    return torch.tensor(out, dtype=torch.float32, device=device)
 
 
 def _default_bins(channels: int) -> int:
