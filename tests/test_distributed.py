@@ -322,7 +322,7 @@ def test_sigma_is_an_exact_sum():
 
 @pytest.mark.cuda
 def test_cuda_one_rank_nccl_matches_pymaxflow():
-    """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/gpu_issue14.sh).
+    """The CUDA path of the local solves, in a group of one process (two GPUs: benchmarks/distributed.py under torchrun).
     In a spawned process (``dist_pool.one_rank_nccl``) with a time limit, so that a stall inside NCCL fails
     the test instead of hanging the suite."""
     import queue

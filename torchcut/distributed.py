@@ -65,7 +65,7 @@ and ``S`` the others. No residual arc leads from ``S`` to ``T`` (it would give i
 label), so every arc ``S -> T`` is saturated and every arc ``T -> S`` carries no flow; no node of
 ``T`` holds excess. The flow into the sink is then the net flow from ``S`` into ``T``, which equals
 the capacity of the cut ``(S, T)``: a preflow whose value equals a cut's capacity is a maximum flow,
-and the cut is minimum. ``T`` is exactly the canonical sink side of DESIGN.md, so the masks agree
+and the cut is minimum. ``T`` is exactly the canonical sink side of docs/design.md, so the masks agree
 with the single-grid solvers bit for bit.
 
 Termination. In a discharge, the nodes that can reach the sink (or a ghost of label below ``L``)
