@@ -32,10 +32,9 @@ def _cuda_wanted(torch, cpp_extension) -> tuple[bool, str]:
         return False, "TORCHCUT_NO_CUDA is set"
     if _flag("TORCHCUT_FORCE_CUDA"):
         return True, "TORCHCUT_FORCE_CUDA is set"
-    if torch.version.cuda is None:
-        return False, f"torch {torch.__version__} is not a CUDA build"
-    if cpp_extension.CUDA_HOME is None:
-        return False, "nvcc not found (set CUDA_HOME)"
+    missing = CONFIG["cuda_unavailable"](torch, cpp_extension)
+    if missing:
+        return False, missing
     return True, f"torch {torch.__version__} with CUDA {torch.version.cuda}, CUDA_HOME={cpp_extension.CUDA_HOME}"
 
 

@@ -19,3 +19,13 @@ NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 DEFAULT_CUDA_ARCHS = "7.5;8.0;8.6;9.0+PTX"
 # File written next to the libraries at build time: the torch and CUDA versions they were built for.
 BUILD_INFO = "_build_info.json"
+
+
+def cuda_unavailable(torch, cpp_extension):
+    """Why this machine cannot build the CUDA library (a CPU-only torch, no toolkit), or None when it can.
+    ``torch`` and ``torch.utils.cpp_extension`` are passed in: this module imports nothing."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is not a CUDA build"
+    if cpp_extension.CUDA_HOME is None:
+        return "no CUDA toolkit found (set CUDA_HOME)"
+    return None

@@ -80,12 +80,17 @@ def _native_files() -> list[Path]:
     return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh"))
 
 
+def _newer_sources(path: Path) -> list[str]:
+    """The names of the native sources modified after the library file ``path`` was written."""
+    built = path.stat().st_mtime
+    return [p.name for p in _native_files() if p.stat().st_mtime > built]
+
+
 def _warn_if_stale(path: Path) -> None:
     """In a source checkout, warn once when a C++/CUDA source is newer than the library built from it."""
     if not (PKG.parent / "setup.py").is_file():
         return
-    built = path.stat().st_mtime
-    newer = [p.name for p in _native_files() if p.stat().st_mtime > built]
+    newer = _newer_sources(path)
     if newer:
         import warnings
 
@@ -131,10 +136,9 @@ def _load_cached(kind: str) -> bool:
     """Load an earlier fallback build of ``kind`` from the cache when it is newer than every source file."""
     lib = cache_dir(kind) / f"torchcut{_LIBS[kind]}.so"
     try:
-        built = lib.stat().st_mtime
-    except OSError:
-        return False
-    if any(p.stat().st_mtime > built for p in _native_files()):
+        if _newer_sources(lib):
+            return False
+    except OSError:  # no cached build
         return False
     try:
         torch.ops.load_library(str(lib))

@@ -23,11 +23,9 @@ def _cuda_skip_reason() -> str | None:
     import torch
     from torch.utils import cpp_extension
 
-    if torch.version.cuda is None:
-        return f"torch {torch.__version__} is not a CUDA build"
-    if cpp_extension.CUDA_HOME is None:
-        return "no CUDA toolkit found (set CUDA_HOME)"
-    return None
+    from ._build_config import cuda_unavailable
+
+    return cuda_unavailable(torch, cpp_extension)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ lists what it takes and what the backend that would run takes, and suggests the 
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 
 import torch
@@ -29,6 +30,7 @@ def _keyword_names(fn) -> tuple:
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds)
 
 
+@functools.lru_cache(maxsize=None)
 def _module_options(module, layout: str) -> tuple:
     """The options a backend module's solver takes: its ``OPTIONS`` table, else its keywords."""
     table = getattr(module, "OPTIONS", None)
