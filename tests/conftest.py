@@ -7,7 +7,7 @@ import pytest
 import torch
 
 HERE = Path(__file__).resolve().parent
-SHARED_DATA = Path(os.environ.get("TORCHCUT_DATA", HERE.parent.parent / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get("TORCHCUT_DATA") or HERE.parent.parent / "shared" / "data")  # empty = unset
 
 
 def pytest_collection_modifyitems(config, items):
