@@ -110,7 +110,7 @@ def _checksum(mask: torch.Tensor, start: int) -> list:
     return [int(idx.numel()), int(idx.remainder(2**61 - 1).sum()) % (2**61 - 1)]
 
 
-def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bool):
+def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bool, algorithm: str = "auto"):
     from torchcut import distributed as tcd
 
     import torchcut
@@ -118,7 +118,7 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     warm = volume(16, device, 16 * rank // world, 16 * (rank + 1) // world)  # loads the solvers
-    tcd.segment(*warm, connectivity=connectivity)
+    tcd.segment(*warm, connectivity=connectivity, algorithm=algorithm)
     if single and rank == 0:
         torchcut.segment(*volume(16, device, 0, 16), connectivity=connectivity)
     del warm
@@ -132,44 +132,68 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
             dist.barrier()
             t0 = time.perf_counter()
             if result_too:  # also the certificate: a copy of the network is kept
-                mask, r = tcd.segment(image, seeds, connectivity=connectivity, return_result=True)
+                mask, r = tcd.segment(image, seeds, connectivity=connectivity, algorithm=algorithm,
+                                      return_result=True)
             else:
-                mask, r = tcd.segment(image, seeds, connectivity=connectivity), None
+                mask, r = tcd.segment(image, seeds, connectivity=connectivity, algorithm=algorithm), None
             if device.type == "cuda":
                 torch.cuda.synchronize()
             dist.barrier()
             times.append(time.perf_counter() - t0)
             peak = _peak(device) - base  # the last run's
-            result = (r.flow_value if r else None, _checksum(mask, lo), dict(r.stats) if r else {})
+            result = (r.flow_value if r else None, _checksum(mask, lo), dict(tcd.last_stats))
             del image, seeds, mask, r
         flow, check, stats = result
-        t = torch.tensor(check + [peak], dtype=torch.int64, device=device)
+        t = torch.tensor(check + [peak, stats.get("border_bytes", 0)], dtype=torch.int64, device=device)
         gathered = [torch.zeros_like(t) for _ in range(world)]
         dist.all_gather(gathered, t)
         gathered = [g.tolist() for g in gathered]
+        phases = [None] * world  # each rank's build and solve phases
+        dist.all_gather_object(phases, {k: stats.get(k) for k in ("build_seconds", "seconds", "relabel_ms", "push_ms")})
         objects = sum(g[0] for g in gathered)
         checksum = sum(g[1] for g in gathered) % (2**61 - 1)
         peaks = [g[2] / ((cuts[i + 1] - cuts[i]) * n * n) for i, g in enumerate(gathered)]
         row = dict(n=n, connectivity=connectivity, ranks=world, device=str(device.type), seconds=min(times),
                    all_seconds=times, flow=flow, objects=objects, peak_bytes_per_voxel_per_rank=peaks,
+                   bytes_between_ranks=sum(g[3] for g in gathered), phases=phases,
                    stats={k: v for k, v in stats.items() if isinstance(v, (int, float, str))})
         if single and rank == 0:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-            image, seeds = volume(n, device, 0, n)
-            one = []
-            for _ in range(repeat):
+            try:
+                base = _reset_peak(device)
+                image, seeds = volume(n, device, 0, n)
+                one = []
+                for _ in range(repeat):
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    got = torchcut.segment(image, seeds, connectivity=connectivity, return_result=result_too)
+                    whole, res = got if result_too else (got, None)
+                    del got
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    one.append(time.perf_counter() - t0)
+                row.update(one_device_seconds=min(one), one_device_flow=res.flow_value if res else None,
+                           one_device_peak_bytes_per_voxel=(_peak(device) - base) / n**3,
+                           equal=(flow in (None, res.flow_value if res else None) and
+                                  _checksum(whole, 0) == [objects, checksum]),
+                           speedup=min(one) / min(times))
+                del whole, res
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                whole, res = torchcut.segment(image, seeds, connectivity=connectivity, return_result=True)
+                t0 = time.perf_counter()  # the energy alone, for the build / solve split
+                g = torchcut.segmentation_graph(image, seeds, connectivity=connectivity, ndim=3)
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                one.append(time.perf_counter() - t0)
-            row.update(one_device_seconds=min(one), one_device_flow=res.flow_value,
-                       equal=(flow in (None, res.flow_value) and _checksum(whole, 0) == [objects, checksum]),
-                       speedup=min(one) / min(times))
-            del image, seeds, whole, res
+                row.update(one_device_build_seconds=time.perf_counter() - t0)
+                if n <= 1024:  # the solver's counters (a solve of the graph alone)
+                    row.update(one_device_stats={k: v for k, v in torchcut.maxflow(g).stats.items()
+                                                 if isinstance(v, (int, float))})
+                del g
+            except torch.OutOfMemoryError:
+                row.update(one_device_seconds=None, one_device="out of memory")
+            image = seeds = None
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         dist.barrier()
@@ -185,7 +209,7 @@ def _cpu_rank(rank, world, port, args):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=1800))
     try:
-        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result)
+        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result, args.algorithm)
     finally:
         dist.destroy_process_group()
 
@@ -199,6 +223,8 @@ def main():
     p.add_argument("--cpu-ranks", type=int, default=0, help="spawn this many gloo processes (no torchrun)")
     p.add_argument("--result", action="store_true",
                    help="distributed.segment with return_result=True (flow values compared; keeps a copy)")
+    p.add_argument("--algorithm", default="auto", choices=["auto", "region-discharge", "push-relabel"],
+                   help="distributed.segment's algorithm")
     p.add_argument("--out", default=None, help="append one JSON line per size")
     args = p.parse_args()
     if args.cpu_ranks:
@@ -214,7 +240,7 @@ def main():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=1800))
     try:
-        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result)
+        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result, args.algorithm)
     finally:
         dist.destroy_process_group()
 

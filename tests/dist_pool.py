@@ -63,7 +63,7 @@ def _part(case, rank):
     return args
 
 
-def _serve(rank, world, port, inbox, outbox):
+def _serve(rank, world, port, inbox, outbox, backend="gloo"):
     import os
 
     import torch.distributed as dist
@@ -72,10 +72,16 @@ def _serve(rank, world, port, inbox, outbox):
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     torch.set_num_threads(1)
     import datetime
 
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    dev = torch.device("cpu")
+    if backend == "nccl":  # one GPU per rank
+        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(dev)
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    cpu = lambda t: t.cpu().numpy()  # noqa: E731
     while True:
         case = inbox.get()
         if case is None:
@@ -85,26 +91,27 @@ def _serve(rank, world, port, inbox, outbox):
                 ax, cuts = case["axis"], case["cuts"]
                 lo, hi = cuts[rank], cuts[rank + 1]
                 lead = case["image"].ndim - case["seeds"].ndim
-                image = torch.from_numpy(slab(case["image"], ax, lo, hi, lead))
-                seeds = torch.from_numpy(slab(case["seeds"], ax, lo, hi))
+                image = torch.from_numpy(slab(case["image"], ax, lo, hi, lead)).to(dev)
+                seeds = torch.from_numpy(slab(case["seeds"], ax, lo, hi)).to(dev)
                 if case.get("mask_only"):  # the path that solves in the energy's own tensors
                     mask = tcd.segment(image, seeds, axis=ax, **case.get("options", {}))
-                    outbox.put((rank, "ok", dict(mask=mask.numpy())))
+                    outbox.put((rank, "ok", dict(mask=cpu(mask))))
                     continue
                 mask, r = tcd.segment(image, seeds, axis=ax, return_result=True, **case.get("options", {}))
-                answer = dict(flow=r.flow_value, mask=mask.numpy(), verified=r.verify(), stats=dict(r.stats))
+                answer = dict(flow=r.flow_value, mask=cpu(mask), verified=r.verify(), stats=dict(r.stats))
                 if case.get("graph"):  # the slab's network, for comparison with the whole volume's
-                    answer.update(caps=r.graph.caps.numpy(), source=r.graph.source.numpy(), sink=r.graph.sink.numpy())
+                    answer.update(caps=cpu(r.graph.caps), source=cpu(r.graph.source), sink=cpu(r.graph.sink))
                 outbox.put((rank, "ok", answer))
                 continue
-            args = _part(case, rank)
+            tcd._slab_options = case.get("slab_options", [])  # CUDA grid options of the push-relabel's slabs
+            args = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in _part(case, rank).items()}
             before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
             r = tcd.maxflow(**args)
             untouched = all(torch.equal(before[k], args[k]) for k in before)
             if case.get("tamper") == rank:  # break the certificate: one more unit on a border arc
                 d = next(iter(r.ghost_residual))
                 r.residual[0, d].select(case["axis"], 0 if d >= len(case["offsets"]) else -1).add_(1)
-            outbox.put((rank, "ok", dict(flow=r.flow_value, mask=r.mask.numpy(), verified=r.verify(),
+            outbox.put((rank, "ok", dict(flow=r.flow_value, mask=cpu(r.mask), verified=r.verify(),
                                          stats=dict(r.stats), untouched=untouched)))
         except Exception as exc:  # reported to the parent, which checks type and message
             outbox.put((rank, "error", (type(exc).__name__, str(exc))))
@@ -144,15 +151,17 @@ def one_rank_nccl(outbox):
 
 
 class Pool:
-    """``world`` gloo processes serving cases (see the module docstring)."""
+    """``world`` processes serving cases (see the module docstring): gloo on CPU tensors, or NCCL with
+    rank ``r`` on GPU ``r`` (``backend="nccl"``)."""
 
-    def __init__(self, world: int):
+    def __init__(self, world: int, backend: str = "gloo"):
         ctx = mp.get_context("spawn")
         self.world = world
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(world)]
         port = free_port()
-        self.procs = [ctx.Process(target=_serve, args=(r, world, port, self.inboxes[r], self.outbox), daemon=True)
+        self.procs = [ctx.Process(target=_serve, args=(r, world, port, self.inboxes[r], self.outbox, backend),
+                                 daemon=True)
                       for r in range(world)]
         for p in self.procs:
             p.start()

@@ -210,7 +210,7 @@ def test_bad_input_raises_on_every_rank_and_the_group_goes_on(pool3):
     case = with_fault(0, source=("float",))
     errors_on_every_rank(pool3.run(case), TypeError, r"source: expected integer capacities")
     case = dict(base, algorithm="push")
-    errors_on_every_rank(pool3.run(case), ValueError, r"algorithm: expected 'region-discharge' or 'push-relabel'")
+    errors_on_every_rank(pool3.run(case), ValueError, r"algorithm: expected 'auto', 'region-discharge' or 'push-relabel'")
     case = with_fault(0, axis=("set", 2))
     errors_on_every_rank(pool3.run(case), ValueError, r"axis: expected a spatial axis in \[0, 2\), got 2")
     # the same processes still solve correctly afterwards: no rank was left behind in a collective

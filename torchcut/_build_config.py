@@ -10,7 +10,8 @@ This module imports nothing, so that ``setup.py`` can run it without importing t
 # paths inside torchcut/csrc
 CPU_SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp"]
 CUDA_SOURCES = ["cuda/grid_ops.cpp", "cuda/grid_solve.cpp", "cuda/grid_push_i32.cu", "cuda/grid_push_i64.cu",
-                "cuda/grid_bfs.cu", "cuda/grid_moves.cu", "cuda/csr_ops.cpp", "cuda/csr_kernels.cu"]
+                "cuda/grid_bfs.cu", "cuda/grid_slab.cpp", "cuda/grid_slab_kernels.cu", "cuda/grid_moves.cu",
+                "cuda/csr_ops.cpp", "cuda/csr_kernels.cu"]
 CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
 NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 # Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,

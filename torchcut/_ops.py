@@ -115,8 +115,9 @@ def _load_installed(kind: str) -> str | None:
     _warn_if_stale(path)
     try:
         torch.ops.load_library(str(path))
-    except OSError as exc:
-        return f"it could not be loaded ({exc})"
+    except OSError as exc:  # torch's message names the file; the loader's (an undefined symbol, say) is the cause
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        return f"it could not be loaded ({exc}{cause})"
     return None
 
 

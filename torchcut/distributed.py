@@ -98,6 +98,12 @@ __all__ = ["maxflow", "segment", "DistributedCutResult", "Slab"]
 
 INF = 2**30  # label of nodes that cannot reach the sink
 
+#: Counters of this rank's last :func:`maxflow` or :func:`segment` call (also in the result's ``stats``,
+#: but kept here when ``segment`` returns the mask alone): the algorithm's rounds and relabels,
+#: ``border_bytes`` sent by this rank during the solve, ``seconds``.
+last_stats: dict = {}
+_slab_options: list = []  # the CUDA grid options of the slabs (names: torch.ops.torchcut.names("grid_cuda_options"))
+
 
 # ---------------------------------------------------------------------------------------------- comms
 class _Comm:
@@ -570,6 +576,128 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.T
     return h[0] >= INF
 
 
+def _pad_planes(ndim: int) -> int:
+    """Planes below a slab's first real plane in the padded layout (the ghost plane and filler): one tile
+    of the CUDA kernels along the split axis, so that the real planes start on a tile boundary."""
+    return 8 if ndim == 3 else 16
+
+
+def _padded(t: torch.Tensor, lead: int, lo: int, hi: int) -> torch.Tensor:
+    """``t`` (``lead`` leading dims, then the split axis) with ``lo`` zero planes before and ``hi`` after."""
+    n = t.shape[lead]
+    out = torch.zeros(t.shape[:lead] + (lo + n + hi,) + t.shape[lead + 1:], dtype=t.dtype, device=t.device)
+    out.narrow(lead, lo, n).copy_(t)
+    return out
+
+
+def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cycles: int, stats) -> torch.Tensor:
+    """The bulk-synchronous push-relabel with the CUDA grid kernels, in place; the source side of the real planes.
+
+    ``R`` ``[2K, Z, ...]``, ``excess`` (int64) and ``sink`` are the padded slab: real planes ``[lo, hi)``
+    along the split axis (axis 0), the ghost planes ``lo - 1`` and ``hi`` where there is a neighbour,
+    nothing but zeros outside the real planes. ``torch.classes.torchcut.GridSlab`` (grid_slab.cpp) runs the
+    single-device kernels on it; this loop moves the border planes between the ranks:
+
+    * after every push launch, each rank sends each neighbour what the launch pushed into the ghost plane
+      on that side (per arc) and its border heights; the neighbour adds the amounts to its border
+      plane's excess and reverse residuals and keeps the heights in its ghost plane;
+    * a global relabel is the worklist BFS of each slab with the ghost planes at infinity (or, as on one
+      device, a repair of the last distances where the BFS is bound by its tile visits), then rounds in
+      which the border distances are exchanged, lower the ghost planes and are relaxed from there,
+      until no rank's ghost plane changes (one all-reduce per round): the exact BFS distances of the
+      whole grid;
+    * right after a global relabel, the active nodes of all ranks are summed (one all-reduce) and the
+      solve stops when there are none.
+    """
+    from . import _ops
+
+    _ops.ensure("cuda")
+    comm = geo.comm
+    dev = R.device
+    ext = tuple(R.shape[1:])
+    P = math.prod(ext[1:])
+    offsets = [int(v) for o in geo.offsets for v in o]
+    slab = torch.classes.torchcut.GridSlab(R, excess, sink, list(ext), offsets, lo, hi, list(_slab_options))
+    step = {0: -1, 1: 1}
+    sides = [s for s in (0, 1) if comm.has(step[s])]
+    peer = {s: comm.peer(comm.rank + step[s]) for s in sides}
+    heights = slab.heights()
+    border = {0: heights[lo * P:(lo + 1) * P], 1: heights[(hi - 1) * P:hi * P]}
+    msg_out = {s: torch.empty((slab.directions(s) + 1, P), dtype=R.dtype, device=dev) for s in sides}
+    msg_in = {s: torch.empty_like(msg_out[s]) for s in sides}
+    dist_in = {s: torch.empty(P, dtype=torch.int32, device=dev) for s in sides}
+    changed = torch.zeros(1, dtype=torch.int64, device=dev)
+
+    def exchange(out, into):
+        ops = []
+        for s in sides:
+            ops.append(dist.P2POp(dist.isend, out[s], peer[s], comm.group))
+            ops.append(dist.P2POp(dist.irecv, into[s], peer[s], comm.group))
+            comm.sent_bytes += out[s].numel() * out[s].element_size()
+        if ops:
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+
+    # push launches per global relabel: the single-device rule (grid_solve.cpp) on the depth of the whole
+    # grid (the local depths summed over the ranks)
+    D = 2 * geo.K
+    push_cap = 4 if D <= 6 else 64
+    push_min = 6 if D >= 18 and len(ext) == 3 else 1
+    push_blocks = 2 * torch.cuda.get_device_properties(dev).multi_processor_count * comm.size
+    relabels = launches = bfs_rounds = 0
+    prev_active, last_p = -1, 0
+    marks = []  # (event before a global relabel, event before its pushes): the phases' device time
+    while True:
+        marks.append([torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)])
+        marks[-1][0].record()
+        slab.relabel(True)
+        bfs_rounds += 1
+        while sides:
+            exchange(border, dist_in)
+            changed.zero_()
+            for s in sides:
+                slab.dist(s, dist_in[s], changed)
+            dist.all_reduce(changed, op=dist.ReduceOp.MAX, group=comm.group)
+            if int(changed.item()) == 0:
+                break
+            slab.relabel(False)
+            bfs_rounds += 1
+        counts = slab.count()
+        dist.all_reduce(counts, group=comm.group)
+        active, tiles, depth, stalled = counts.tolist()
+        relabels += 1
+        if stalled:
+            raise RuntimeError("the CUDA BFS stalled (a bug, please report it)")
+        if active == 0:
+            break
+        if relabels > max_cycles:
+            raise RuntimeError(f"max_sweeps: the solve did not finish in {max_cycles} global relabels; pass a "
+                               "larger max_sweeps")
+        n = max(push_min, min(push_cap, depth // 2))
+        if tiles * 4 <= push_blocks:  # few active tiles: launches are cheap, relabels are not
+            n = max(n, min(24, max(6, depth)))
+        if prev_active > 0 and depth >= 12 and active * 4 > 3 * prev_active:  # slow progress
+            n = max(n, min(24, 2 * last_p))
+        prev_active, last_p = active, n
+        marks[-1][1].record()
+        for _ in range(n):
+            slab.push()
+            if sides:
+                for s in sides:
+                    slab.pack(s, msg_out[s])
+                exchange(msg_out, msg_in)
+                for s in sides:
+                    slab.absorb(s, msg_in[s])
+        launches += n
+    marks[-1][1].record()  # the end of the last global relabel
+    visits, _, repairs = slab.counters()  # waits for the device
+    relabel_ms = sum(a.elapsed_time(b) for a, b in marks)
+    push_ms = sum(b.elapsed_time(c[0]) for (_, b), c in zip(marks[:-1], marks[1:]))
+    stats.update(rounds=launches, global_relabels=relabels, repairs=repairs, bfs_rounds=bfs_rounds, bfs_visits=visits,
+                 relabel_ms=round(relabel_ms, 3), push_ms=round(push_ms, 3))
+    return heights.view(ext)[lo:hi] >= INF
+
+
 # ---------------------------------------------------------------------------------------------- result
 @dataclass
 class DistributedCutResult(CutResult):
@@ -672,8 +800,26 @@ def _all_sum(values, group, device) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------- entry point
+ALGORITHMS = ("auto", "region-discharge", "push-relabel")
+
+
+def _resolve(algorithm, device, axis: int) -> str:
+    """The algorithm "auto" stands for: the push-relabel kernels on CUDA slabs split along axis 0, region
+    discharge everywhere else."""
+    if algorithm == "auto":
+        return "push-relabel" if device.type == "cuda" and axis == 0 else "region-discharge"
+    return algorithm
+
+
+def _algorithm_error(algorithm):
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        return ("ValueError", "algorithm: expected 'auto', 'region-discharge' or 'push-relabel', "
+                f"got {algorithm!r}")
+    return None
+
+
 def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            backend: str = "auto", max_sweeps: int = 10000, algorithm: str = "region-discharge") -> DistributedCutResult:
+            backend: str = "auto", max_sweeps: int = 10000, algorithm: str = "auto") -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -700,14 +846,15 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     backend : str
         The local grid solver, as for :func:`torchcut.maxflow`.
     max_sweeps : int
-        Guard on the number of discharge sweeps (push rounds for "push-relabel"); exceeding it raises
-        RuntimeError on every rank.
-    algorithm : {"region-discharge", "push-relabel"}
-        "region-discharge" (see the module documentation) solves pieces of the slab with ``backend``.
-        "push-relabel" runs one bulk-synchronous push-relabel over all slabs in torch ops (the
-        synchronous rounds of the reference solver, border flows and heights exchanged after every
-        round, global relabels as exact BFS over all slabs in rounds): the specification of a GPU
-        design, slow; ``backend`` is not used.
+        Guard on the number of discharge sweeps ("region-discharge"), push rounds (push-relabel in
+        torch ops) or global relabels (push-relabel on CUDA); exceeding it raises RuntimeError on every
+        rank.
+    algorithm : {"auto", "region-discharge", "push-relabel"}
+        "push-relabel" runs one bulk-synchronous push-relabel over all slabs (see the module
+        documentation): on CUDA slabs split along axis 0 with the grid kernels of one GPU, elsewhere in
+        torch ops (the specification of the CUDA path: exact but slow). "region-discharge" solves pieces
+        of the slab with ``backend`` and is the CPU path. "auto" (default): "push-relabel" on CUDA slabs
+        split along axis 0, "region-discharge" otherwise. ``backend`` is used by "region-discharge" only.
 
     Returns
     -------
@@ -740,9 +887,7 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _Comm(group, None)  # raises: no process group
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
         head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
-    if algorithm not in ("region-discharge", "push-relabel"):
-        head["error"] = head["error"] or ("ValueError", "algorithm: expected 'region-discharge' or 'push-relabel', "
-                                          f"got {algorithm!r}")
+    head["error"] = head["error"] or _algorithm_error(algorithm)
     rank = dist.get_rank(group)
     heads = [None] * dist.get_world_size(group)
     dist.all_gather_object(heads, head, group=group)
@@ -778,14 +923,20 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
-    return _run(caps, src, snk.to(cap_dtype), geo, start, backend, max_sweeps, t0, certificate=True,
-                algorithm=algorithm)
+    algorithm = _resolve(algorithm, dev, axis)
+    snk, lo = snk.to(cap_dtype), None
+    if algorithm == "push-relabel" and dev.type == "cuda" and axis == 0:  # the kernels' padded layout
+        lo, hi = (_pad_planes(len(shape)) if comm.has(-1) else 0), int(comm.has(1))
+        caps, src, snk = _padded(caps, 1, lo, hi), _padded(src, 0, lo, hi), _padded(snk, 0, lo, hi)
+    return _run(caps, src, snk, geo, start, backend, max_sweeps, t0, certificate=True, algorithm=algorithm, lo=lo)
 
 
-def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate, algorithm="region-discharge"):
+def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate, algorithm="region-discharge",
+         lo=None):
     """The sweeps on this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of
     the dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
-    themselves (used up) and only the mask is returned."""
+    themselves (used up) and only the mask is returned. ``lo``: the tensors are in the padded layout of
+    the push-relabel (:func:`_push_relabel_cuda`, split axis 0), their real planes start at ``lo``."""
     comm, offs, shape, axis, K = geo.comm, geo.offsets, geo.shape, geo.axis, geo.K
     dev, cap_dtype = caps.device, caps.dtype
     stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
@@ -796,6 +947,16 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
     _net(excess, sink_res)
     R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
+    if lo is not None:  # the padded layout: the kernels on CUDA, the torch-ops rounds on the real planes elsewhere
+        n = shape[0]
+        if dev.type == "cuda":
+            mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_sweeps, stats)
+        real = lambda t, lead=0: t.narrow(lead, lo, n)  # noqa: E731
+        caps, src64, snk_c, R, excess, sink_res = (real(caps, 1), real(src64), real(snk_c), real(R, 1), real(excess),
+                                                   real(sink_res))
+        if dev.type != "cuda":
+            mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
+        algorithm = "push-relabel (cuda)" if dev.type == "cuda" else "push-relabel (padded)"
     while algorithm == "region-discharge":
         lab, ghost = _labels(R, sink_res, geo, backend, stats)
         active = int(((excess > 0) & (lab < INF)).any())
@@ -809,9 +970,12 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
         _receive(R, excess, sent, geo)
     if algorithm == "push-relabel":
         mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
-    else:
+    elif algorithm == "region-discharge":
         mask = lab == INF
     solve_bytes = comm.sent_bytes - sent_before
+    last_stats.clear()
+    last_stats.update(stats, algorithm=algorithm, ranks=comm.size, border_bytes=solve_bytes,
+                      seconds=time.perf_counter() - t0)
     if not certificate:
         return mask
     sink_flow = snk_c.to(torch.int64) - sink_res
@@ -924,7 +1088,8 @@ def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
 
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
             connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
-            scale: float | None = None, spacing=None, backend: str = "auto", return_result: bool = False):
+            scale: float | None = None, spacing=None, backend: str = "auto", algorithm: str = "auto",
+            return_result: bool = False):
     """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
@@ -944,8 +1109,9 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         0 unknown, 1 object, 2 background; the volume as a whole needs both kinds.
     axis : int
         The split spatial axis; slabs follow in rank order.
-    group, backend
-        As for :func:`maxflow`.
+    group, backend, algorithm
+        As for :func:`maxflow`. With the push-relabel along axis 0, each rank builds its network with its
+        ghost planes in place (the kernels' padded layout), so no copy of the network is made.
     lam, sigma, connectivity, channel_axis, bins, scale, spacing
         As for :func:`torchcut.segment` (``lam`` defaults to its default).
     return_result : bool
@@ -981,6 +1147,9 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
             raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
         x, s = x[0], s[0]  # [C, *S], [*S]
         head = dict(shape=tuple(s.shape), channels=x.shape[0], conn=conn)
+        bad = _algorithm_error(algorithm)
+        if bad:
+            raise ValueError(bad[1])
     except (TypeError, ValueError) as exc:
         error = (type(exc).__name__, str(exc))
     heads = [None] * dist.get_world_size(group)
@@ -1013,16 +1182,41 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
     if lam is not None:
         kw["lam"] = lam
+    algorithm = _resolve(algorithm, x.device, axis)
+    shape = tuple(s.shape)
+    lo = None
+    if algorithm == "push-relabel" and axis == 0:
+        # the padded layout: the network of the slab with a ghost plane (the neighbour's border layer) on
+        # each side that has a neighbour, and filler below the first; n-links into the ghost planes come out
+        # of the same float32 operations as the whole volume's, and everything outside the real planes is
+        # zeroed after the build (the ghost planes hold no seeds, so the histograms count each voxel once)
+        lo, hi = (_pad_planes(ndim) if comm.has(-1) else 0), int(comm.has(1))
+        parts = [halo[-1].unsqueeze(1).expand(-1, lo, *halo[-1].shape[1:])] if lo else []
+        x = torch.cat(parts + [x] + ([halo[1].unsqueeze(1)] if hi else []), 1)
+        s = _padded(s, 0, lo, hi)
+        del parts, pairs
     error = None
     try:  # the slab's own network; the histograms and colour range are reduced over the ranks inside
         g = energy.segmentation_graph(x, s, reduce=reduce, **kw)
     except (TypeError, ValueError) as exc:  # after the collectives inside, so raised alike on every rank
         error, g = (type(exc).__name__, str(exc)), None
     _agree(error, group)
-    geo = _Geometry(g.offsets, tuple(s.shape), axis, comm)
-    _border_links(g, pairs, geo, spacing)
-    del pairs, halo, x, s
+    geo = _Geometry(g.offsets, shape, axis, comm)
+    if lo is None:
+        _border_links(g, pairs, geo, spacing)
+        del pairs
+    else:
+        n = shape[0]
+        for t, lead in ((g.caps[0], 1), (g.source[0], 0), (g.sink[0], 0)):
+            t.narrow(lead, 0, lo).zero_()
+            t.narrow(lead, lo + n, t.shape[lead] - lo - n).zero_()
+    del halo, x, s
     caps, src, snk = g.caps[0], g.source[0], g.sink[0]
     del g  # the solve works in the energy's tensors (and in a copy of them when the result is returned)
-    result = _run(caps, src, snk, geo, None, backend, 10000, t0, certificate=return_result)
+    if caps.is_cuda:
+        torch.cuda.synchronize(caps.device)
+    built = time.perf_counter() - t0
+    result = _run(caps, src, snk, geo, None, backend, 10000, t0, certificate=return_result, algorithm=algorithm,
+                  lo=lo)
+    last_stats["build_seconds"] = built
     return (result.mask, result) if return_result else result

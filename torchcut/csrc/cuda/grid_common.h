@@ -173,6 +173,52 @@ struct Alloc {
   virtual ~Alloc() = default;
 };
 
+// The push geometry G and the BFS geometry GB of a grid (shape: 2 or 3 extents, offsets: K * ndim values)
+// under the tile options; throws std::runtime_error on bad tiles.
+void geometry(const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets, const Options& opts, Geom& G,
+              Geom& GB);
+
+// One slab of a grid split along its outermost axis over several devices (grid_slab.cpp and
+// grid_slab_kernels.cu).
+// Planes of the outermost axis hold P nodes each. A ghost plane next to a real border plane stands for
+// the neighbour's border plane: pushes into it are collected (slab_pack) and sent, what the neighbour
+// pushed into its own ghost plane is added to the border plane here (slab_absorb), and its heights are
+// the neighbour's border heights (a snapshot). `dirs` lists the directions whose arcs point from a ghost
+// node back into the slab (slab_pack) or from a border node towards the neighbour (slab_absorb), in
+// ascending order on both sides, so that the amounts of one direction meet at the same row.
+struct SlabDirs {
+  int n = 0;
+  int d[kMaxDirs / 2];
+};
+// During the pushes a ghost node holds this residual sink capacity, so that flow entering it stops there:
+// where the ghost plane shares a push tile with real planes, the kernel visits ghost nodes too, and a
+// ghost node with excess would otherwise relabel above its tails and push the flow back (measured: a
+// small grid livelocked). The ghost plane's sink capacities are zero during a global relabel.
+template <typename CapT>
+constexpr CapT kGhostSink = (CapT)(sizeof(CapT) == 4 ? 0x7fffffffLL : (1LL << 62));
+// msg [n + 1, P] (CapT): rows 0..n-1 the ghost plane's residuals in dirs (then zeroed, as is its excess, and
+// its sink capacity set back to kGhostSink), row n the heights of the border plane; the push tiles [t0, t1)
+// (those holding only padding) are unflagged.
+template <typename CapT>
+void launch_slab_pack(cudaStream_t st, CapT* caps, long long* excess, CapT* sink, const int* height, long long N,
+                      long long P, long long ghost, long long border, const SlabDirs& dirs, CapT* msg,
+                      int* tile_active, long long t0, long long t1);
+// n ints from p set to v.
+void launch_slab_fill(cudaStream_t st, int* p, long long n, int v);
+// The ghost plane's sink capacities: kGhostSink (on, for the pushes) or 0 (for a global relabel).
+template <typename CapT>
+void launch_slab_ghost_sink(cudaStream_t st, CapT* sink, long long P, long long ghost, bool on);
+// The neighbour's message: its amounts added to the residuals in dirs and to the excess of the border
+// plane, its heights into the ghost plane; border tiles with an active node are flagged for the next push.
+template <typename CapT>
+void launch_slab_absorb(cudaStream_t st, CapT* caps, long long* excess, int* height, int* tile_active, const Geom& G,
+                        long long P, long long ghost, long long border, const SlabDirs& dirs, const CapT* msg);
+// A round of the global relabel: the neighbour's border distances (dist [P]) into the ghost plane where
+// lower; the BFS tiles of the border plane next to a lowered ghost node are flagged (flags), and changed
+// counts the lowered nodes.
+void launch_slab_dist(cudaStream_t st, int* height, int* flags, const Geom& GB, long long P, long long ghost,
+                      long long border, const int* dist, long long* changed);
+
 // Push-relabel phase one in place on caps [B, D, N], excess [B, N] (int64), sink [B, N]; writes the
 // source-side mask (out [B * N]) and the counters (stats[kNumStats]). caps_bytes: 4 (int32) or 8.
 // Throws std::runtime_error on a CUDA error or bad options; a limit hit is a status (stats[kStStatus]).

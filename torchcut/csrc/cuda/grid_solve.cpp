@@ -417,11 +417,10 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
 
 }  // namespace
 
-void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
-           const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
-           int64_t* stats) {
+void geometry(const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets, const Options& opts, Geom& G,
+              Geom& GB) {
   const int nd = (int)shape.size();
-  Geom G{};
+  G = Geom{};
   G.X = (int)shape[nd - 1];
   G.Y = (int)shape[nd - 2];
   G.Z = nd == 3 ? (int)shape[0] : 1;
@@ -443,9 +442,8 @@ void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out,
           "tile: expected between 32 and 512 nodes, got " + dims(G.TX, G.TY, G.TZ));
   finish_geom(G, offsets, nd);
   require((long long)G.nTX * G.nTY * G.nTZ < (1LL << 31), "grid too large");
-  require(B <= 65535, "batch: expected at most 65535 items");
   // BFS tiles: up to 1024 threads, each extent a power of two <= 32.
-  Geom GB = G;
+  GB = G;
   GB.TX = pick(opts.bfs_tile_x, nd == 2 ? 32 : 8);  // 3D: 8x8x8 steadier than 16x8x8 at 128^3
   GB.TY = pick(opts.bfs_tile_y, nd == 2 ? 16 : 8);  // 32x16 measured a little faster than 32x32
   GB.TZ = nd == 2 ? 1 : pick(opts.bfs_tile_z, 8);
@@ -455,6 +453,14 @@ void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out,
           "BFS tile: expected powers of two, each at most 32, between 32 and 1024 nodes, got " +
               dims(GB.TX, GB.TY, GB.TZ));
   finish_geom(GB, offsets, nd);
+}
+
+void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
+           const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
+           int64_t* stats) {
+  Geom G, GB;
+  geometry(shape, offsets, opts, G, GB);
+  require(B <= 65535, "batch: expected at most 65535 items");
   if (caps_bytes == 4) {
     auto* c = static_cast<int*>(caps);
     auto* s = static_cast<int*>(sink);
