@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import socket
+import sys
 import time
 
 import torch
@@ -110,7 +111,51 @@ def _checksum(mask: torch.Tensor, start: int) -> list:
     return [int(idx.numel()), int(idx.remainder(2**61 - 1).sum()) % (2**61 - 1)]
 
 
-def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bool, algorithm: str = "auto"):
+def table(rows, device_name: str, argv) -> str:
+    """The rows of one run as a markdown table with what produced them."""
+    import subprocess
+    import sys
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "-"
+    except OSError:
+        commit = "-"
+    r0 = rows[0]
+
+    def work(st):
+        return f"{st.get('global_relabels', '-')} relabels ({st.get('repairs', 0)} repaired), {st.get('rounds', '-')} push launches"
+    mode = "with the certificate (return_result=True)" if r0.get("flow") is not None else "mask only"
+    lines = [
+        f"# torchcut.distributed over {r0['ranks']} ranks against one device",
+        "",
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {r0['ranks']} x {device_name}, "
+        f"{'torchrun, NCCL' if r0['device'] == 'cuda' else 'gloo'}; commit {commit}; {mode}. A {r0['connectivity']}-connected "
+        "volume of spheres in noise (object seeds inside, background seeds on the faces): "
+        "`torchcut.distributed.segment` over the ranks against `torchcut.segment` of the whole volume on "
+        "rank 0's device, in the same run, best of the repeats. Peak bytes per voxel include the inputs. "
+        "Bytes between ranks: sent by all ranks during the solve.",
+        "",
+        "    " + (f"torchrun --nproc_per_node={r0['ranks']} " if r0["device"] == "cuda" else "python ")
+        + " ".join([os.path.relpath(argv[0])] + list(argv[1:])),
+        "",
+        f"| volume | one device | {r0['ranks']} ranks | speed-up | peak B/voxel per rank | one device B/voxel "
+        "| bytes between ranks | work | equal answers |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        st = r["stats"]
+        one = r.get("one_device_seconds")
+        lines.append(
+            f"| {r['n']}^3 | {'%.0f ms' % (one * 1000) if one else r.get('one_device', '-')} | "
+            f"{r['seconds'] * 1000:.0f} ms | {'%.2fx' % r['speedup'] if r.get('speedup') else '-'} | "
+            f"{max(r['peak_bytes_per_voxel_per_rank']):.1f} | "
+            f"{'%.1f' % r['one_device_peak_bytes_per_voxel'] if r.get('one_device_peak_bytes_per_voxel') else '-'} | "
+            f"{r['bytes_between_ranks'] / 1e6:.0f} MB | {work(st)} | {r.get('equal', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bool):
     from torchcut import distributed as tcd
 
     import torchcut
@@ -118,10 +163,11 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     warm = volume(16, device, 16 * rank // world, 16 * (rank + 1) // world)  # loads the solvers
-    tcd.segment(*warm, connectivity=connectivity, algorithm=algorithm)
+    tcd.segment(*warm, connectivity=connectivity)
     if single and rank == 0:
         torchcut.segment(*volume(16, device, 0, 16), connectivity=connectivity)
     del warm
+    rows = []
     for n in sizes:
         cuts = [n * r // world for r in range(world + 1)]
         lo, hi = cuts[rank], cuts[rank + 1]
@@ -132,10 +178,9 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
             dist.barrier()
             t0 = time.perf_counter()
             if result_too:  # also the certificate: a copy of the network is kept
-                mask, r = tcd.segment(image, seeds, connectivity=connectivity, algorithm=algorithm,
-                                      return_result=True)
+                mask, r = tcd.segment(image, seeds, connectivity=connectivity, return_result=True)
             else:
-                mask, r = tcd.segment(image, seeds, connectivity=connectivity, algorithm=algorithm), None
+                mask, r = tcd.segment(image, seeds, connectivity=connectivity), None
             if device.type == "cuda":
                 torch.cuda.synchronize()
             dist.barrier()
@@ -197,11 +242,13 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         dist.barrier()
+        rows.append(row)
         if rank == 0:
             print(json.dumps(row), flush=True)
             if out:
                 with open(out, "a") as f:
                     f.write(json.dumps(row) + "\n")
+    return rows
 
 
 def _cpu_rank(rank, world, port, args):
@@ -209,7 +256,10 @@ def _cpu_rank(rank, world, port, args):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=1800))
     try:
-        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result, args.algorithm)
+        rows = run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result)
+        if args.md and rank == 0:
+            with open(args.md, "w") as f:
+                f.write(table(rows, "CPU process (1 thread)", args.argv))
     finally:
         dist.destroy_process_group()
 
@@ -223,9 +273,8 @@ def main():
     p.add_argument("--cpu-ranks", type=int, default=0, help="spawn this many gloo processes (no torchrun)")
     p.add_argument("--result", action="store_true",
                    help="distributed.segment with return_result=True (flow values compared; keeps a copy)")
-    p.add_argument("--algorithm", default="auto", choices=["auto", "region-discharge", "push-relabel"],
-                   help="distributed.segment's algorithm")
     p.add_argument("--out", default=None, help="append one JSON line per size")
+    p.add_argument("--md", default=None, help="write the run's table (markdown) here")
     args = p.parse_args()
     if args.cpu_ranks:
         import torch.multiprocessing as mp
@@ -233,6 +282,7 @@ def main():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        args.argv = list(sys.argv)
         mp.spawn(_cpu_rank, args=(args.cpu_ranks, port, args), nprocs=args.cpu_ranks)
         return
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -240,7 +290,11 @@ def main():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=1800))
     try:
-        run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result, args.algorithm)
+        rows = run(args.sizes, args.connectivity, args.single, args.repeat, args.out, args.result)
+        if args.md and dist.get_rank() == 0:
+            name = torch.cuda.get_device_name() if backend == "nccl" else "CPU process"
+            with open(args.md, "w") as f:
+                f.write(table(rows, name, sys.argv))
     finally:
         dist.destroy_process_group()
 

@@ -53,9 +53,6 @@ def _part(case, rank):
         reverse=None if case["reverse"] is None else torch.from_numpy(slab(case["reverse"], ax, lo, hi, 1)),
         axis=ax,
     )
-    for key in ("backend", "algorithm"):
-        if case.get(key):
-            args[key] = case[key]
     if case.get("start"):
         args["start"] = case["start"][rank]
     for key, value in case.get("fault", {}).get(rank, {}).items():
@@ -119,7 +116,7 @@ def _serve(rank, world, port, inbox, outbox, backend="gloo"):
 
 
 def one_rank_nccl(outbox):
-    """The CUDA path of the local solves in an NCCL group of one process (``test_cuda_one_rank_nccl...``):
+    """The CUDA path in an NCCL group of one process (``test_cuda_one_rank_nccl...``):
     run in a spawned process so that a stuck NCCL call fails the test instead of hanging it. Answers
     ("ok", None) or ("fail", traceback) before the group is destroyed."""
     import traceback

@@ -108,25 +108,12 @@ def test_uneven_slabs_and_a_one_layer_slab(pool3):
     check_solved(case, pool3.run(case))
 
 
-def test_local_solves_by_the_reference_backend(pool2, pool3):
-    """The local solves run in place on the slab's residuals (as the CUDA kernels do): the torch-ops
-    reference backend, on a one-layer slab and on slabs whose flow must cross both borders."""
-    rng = np.random.default_rng(9)
-    case = make_case(rng, (5, 4, 6), 26, [0, 1, 5], density=0.5)
-    check_solved(dict(case, backend="reference"), pool2.run(dict(case, backend="reference")))
-    case = make_case(rng, (12, 7), 8, [0, 4, 5, 12], density=0.5)
-    case["source"][4:] = 0
-    case["sink"][:5] = 0
-    answers = check_solved(case, pool3.run(dict(case, backend="reference")))
-    assert answers[0][1]["flow"] > 0
-
-
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases(2), world3=cases(3))
-def test_push_relabel_over_all_slabs(pool2, pool3, case, world3):
-    """The bulk-synchronous push-relabel (algorithm="push-relabel") on random grids, 2 and 3 ranks."""
-    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
-    check_solved(world3, pool3.run(dict(world3, algorithm="push-relabel")))
+def test_uneven_splits_in_both_pools(pool2, pool3, case, world3):
+    """More random grids: two ranks and three, any split axis."""
+    check_solved(case, pool2.run(case))
+    check_solved(world3, pool3.run(world3))
 
 
 def test_push_relabel_border_cases(pool2, pool3):
@@ -134,22 +121,22 @@ def test_push_relabel_border_cases(pool2, pool3):
     rng = np.random.default_rng(12)
     for shape, conn, cuts, axis in (((12, 10), 8, [0, 1, 9, 12], 0), ((6, 5, 9), 26, [0, 4, 5, 9], 2)):
         case = make_case(rng, shape, conn, cuts, axis)
-        check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+        check_solved(case, pool3.run(case))
     case = make_case(rng, (9, 8), 4, [0, 3, 6, 9], density=0.5)
     case["source"][3:] = 0
     case["sink"][:6] = 0
-    answers = check_solved(case, pool3.run(dict(case, algorithm="push-relabel")))
+    answers = check_solved(case, pool3.run(case))
     assert answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
     case = make_case(rng, (6, 7), 4, [0, 3, 6], density=0.5)
     case["sink"][:] = 0  # no path: the flow is 0 and every node is on the source side
-    answers = check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    answers = check_solved(case, pool2.run(case))
     assert answers[0][1]["flow"] == 0 and all(a["mask"].all() for _, a in answers)
     case = make_case(rng, (4, 6, 5), 6, [0, 2, 4])
     for k, o in enumerate(case["offsets"]):
         if o[0] == 1:
             case["edges"][k][1] = 0
             case["reverse"][k][1] = 0
-    check_solved(case, pool2.run(dict(case, algorithm="push-relabel")))
+    check_solved(case, pool2.run(case))
 
 
 def test_slab_without_source_or_sink_capacity(pool3):
@@ -159,7 +146,7 @@ def test_slab_without_source_or_sink_capacity(pool3):
     case["sink"][:6] = 0  # ranks 0 and 1: no sink capacity, so all flow crosses two borders
     answers = check_solved(case, pool3.run(case))
     assert answers[0][1]["flow"] > 0
-    assert answers[0][1]["stats"]["sweeps"] >= 2
+    assert answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]  # distances crossed
 
 
 def test_border_without_crossing_capacity(pool2):
@@ -175,7 +162,6 @@ def test_border_without_crossing_capacity(pool2):
     halves = [pymaxflow_grid(case["source"][a:b], case["sink"][a:b], case["edges"][:, a:b], offs,
                              case["reverse"][:, a:b]) for a, b in ((0, 2), (2, 4))]
     assert answers[0][1]["flow"] == sum(halves)
-    assert answers[0][1]["stats"]["sweeps"] <= 1
 
 
 def errors_on_every_rank(answers, exc, match):
@@ -209,8 +195,6 @@ def test_bad_input_raises_on_every_rank_and_the_group_goes_on(pool3):
     assert answers[0][1][1].startswith("rank 1: ") and not answers[1][1][1].startswith("rank")
     case = with_fault(0, source=("float",))
     errors_on_every_rank(pool3.run(case), TypeError, r"source: expected integer capacities")
-    case = dict(base, algorithm="push")
-    errors_on_every_rank(pool3.run(case), ValueError, r"algorithm: expected 'auto', 'region-discharge' or 'push-relabel'")
     case = with_fault(0, axis=("set", 2))
     errors_on_every_rank(pool3.run(case), ValueError, r"axis: expected a spatial axis in \[0, 2\), got 2")
     # the same processes still solve correctly afterwards: no rank was left behind in a collective

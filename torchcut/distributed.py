@@ -2,11 +2,9 @@
 
 Each rank holds a contiguous slab, along one spatial axis, of a global 2D or 3D grid network; rank
 ``r`` holds the slab after rank ``r - 1``'s. The arcs of a slab's border nodes that point into the
-neighbouring slab are real arcs. Every rank solves pieces of its own slab with the ordinary grid
-solvers (the backends of :func:`torchcut.maxflow`: the compiled CPU solver on CPU tensors, the CUDA
-kernels on GPU tensors), and only flow, capacities and distance labels of the
-border layers travel between neighbours (point-to-point messages), plus a few scalars per round
-(all-reduce).
+neighbouring slab are real arcs. All ranks run one push-relabel over the whole grid together: each
+on its own slab, meeting only between steps, where border planes travel between neighbours
+(point-to-point messages) and a few scalars are all-reduced.
 
 Launching
 ---------
@@ -25,59 +23,44 @@ of waiting for ever. Bad input (different offsets, shapes that do not line up, s
 when ``start`` is given) is detected from one all-gather of a small header before any solving and
 raised on every rank.
 
-Algorithm (region discharge with distance labels, after Shekhovtsov and Hlavac 2011)
-------------------------------------------------------------------------------------
+Algorithm (bulk-synchronous push-relabel)
+-----------------------------------------
 State: a global preflow, stored where its arcs start. Each rank keeps the residual capacity of every
 arc leaving its nodes (border arcs included; the reverse arc of a border arc lives on the neighbour),
-the excess of its nodes and their residual sink capacities. Sweeps repeat:
+the excess of its nodes, their residual sink capacities and their heights. The ranks repeat:
 
-1. **Labels.** ``d(v)`` = the least number of slab borders a residual path from ``v`` to the sink
-   crosses (``INF`` when there is none): a distributed 0-1 BFS. Given the labels of the neighbours'
-   border nodes (ghosts), a rank finds, for each level ``L``, the nodes that reach a node with
-   residual sink capacity (``L = 0``) or a residual border arc into a ghost of label ``L - 1``, by a
-   local max-flow solve with no source capacity (its source side is exactly the set that cannot reach
-   the targets). Border labels are exchanged and the rounds repeat until no label changes on any rank
-   (an all-reduce); the labels only decrease from ``INF`` and are bounded, so this ends, at the exact
-   distances.
-2. **Stop test.** If no rank holds excess at a node of finite label, stop (one all-reduce).
-3. **Discharge** (in every slab at once). A local max flow from the excess to the sink; then, for the
-   ghost labels ``L = 0, 1, ...`` in increasing order, a local max flow from the remaining excess to
-   the border arcs into ghosts of label ``L`` (their residuals act as sink capacities). The flow that
-   leaves through border arcs is sent to the neighbours, which add it to the excess of the arcs' heads
-   and to the residual of the reverse arcs.
+1. **Global relabel.** The exact BFS distance to the sink over all slabs: each rank runs its BFS with
+   the neighbours' border distances unknown (infinite), then rounds: the border distances are
+   exchanged, lower the neighbours' copies (the ghost planes) and are relaxed from there, until no
+   rank lowers a ghost node (one all-reduce per round). Distances only decrease, so the rounds end.
+2. **Stop test.** If no rank holds excess at a node of finite distance, stop (one all-reduce).
+3. **Pushes.** A few push launches (the single-device rule, from the BFS depth). A push across a
+   border lowers the residual here and is sent to the neighbour after the launch, which adds it to
+   the excess of the arc's head and to the residual of the reverse arc; the border heights travel
+   with it and are the neighbours' heights in the next launch (a snapshot).
 
-Each local max flow is the grid backend's in-place phase one (``solve_grid``) run on the slab's own
-residuals, with the current excess as source capacities and the targets as sink capacities; the
-border arcs are set aside for the solve (a grid has no arcs leaving it) and put back after it, so
-no copy of the network is made.
+On CUDA slabs split along axis 0 the steps are the single-device grid kernels themselves, run on a
+slab with a ghost plane on each side (``torch.classes.torchcut.GridSlab``; see
+:func:`_push_relabel_cuda`), and a global relabel may repair the last distances as on one device.
+Elsewhere (CPU tensors, or another split axis) the same algorithm runs in torch ops: the synchronous
+rounds of :mod:`torchcut.solvers.reference` on every slab (:func:`_push_relabel`), exact but slow.
 
-``algorithm="push-relabel"`` runs instead one bulk-synchronous push-relabel over all slabs in torch
-ops (the synchronous rounds of :mod:`torchcut.solvers.reference`, border flows and heights exchanged
-after every round, global relabels as an exact BFS over all slabs in rounds; see
-:func:`_push_relabel`): the specification of a GPU design whose pushes and relabels are those of one
-device, slow in torch ops.
+Exactness. A push never exceeds a residual and adds what it moves to the reverse residual (for a
+border arc, one exchange later: meanwhile the neighbour's reverse residual is lower than the truth,
+which only forbids pushes), so the state is always a valid preflow of the global network, and no
+flow is in transit when the stop test runs. Stale heights of the neighbours only make a push less
+useful, never invalid. The stop test follows an exact global relabel: let ``T`` be the nodes with
+finite distance (those that can reach the sink) and ``S`` the others. No residual arc leads from
+``S`` to ``T`` (it would give its tail a finite distance), so every arc ``S -> T`` is saturated and
+every arc ``T -> S`` carries no flow; no node of ``T`` holds excess. The flow into the sink is then
+the net flow from ``S`` into ``T``, which equals the capacity of the cut ``(S, T)``: a preflow whose
+value equals a cut's capacity is a maximum flow, and the cut is minimum. ``T`` is exactly the
+canonical sink side of docs/design.md, so the masks agree with the single-grid solvers bit for bit.
 
-Exactness. The flows only ever move along residual arcs within capacity, so the state is always a
-valid preflow of the global network (a push across a border lowers one residual here and raises the
-reverse residual there by the same amount; two opposite pushes on one pair in the same sweep add
-up). When the loop stops, let ``T`` be the nodes with finite label (those that can reach the sink)
-and ``S`` the others. No residual arc leads from ``S`` to ``T`` (it would give its tail a finite
-label), so every arc ``S -> T`` is saturated and every arc ``T -> S`` carries no flow; no node of
-``T`` holds excess. The flow into the sink is then the net flow from ``S`` into ``T``, which equals
-the capacity of the cut ``(S, T)``: a preflow whose value equals a cut's capacity is a maximum flow,
-and the cut is minimum. ``T`` is exactly the canonical sink side of docs/design.md, so the masks agree
-with the single-grid solvers bit for bit.
-
-Termination. In a discharge, the nodes that can reach the sink (or a ghost of label below ``L``)
-after a stage hold no excess, and later stages only move flow among nodes that cannot reach them
-(a path through them would have been found earlier); so flow leaves a slab only towards the lowest
-labels it can still reach, and the reverse arcs that a push creates point from a ghost of label
-``L`` back to nodes of label ``L + 1``, which lowers no label. As in ARD's analysis, labels never
-decrease and are bounded by the number of border nodes, and a sweep in which no label rises moves
-all remaining reachable excess at least one border closer to the sink, so the number of sweeps is
-bounded (Shekhovtsov and Hlavac prove ``O(|B|^2)`` for their discharge). In practice a few sweeps
-suffice; ``max_sweeps`` guards the loop, and running past it raises on every rank rather than
-returning an inexact answer.
+Termination. Between two global relabels the ranks run a bounded number of push launches, and each
+global relabel restores exact distances, as in the single-device solver; ``max_sweeps`` guards the
+number of global relabels (push rounds in torch ops), and running past it raises on every rank
+rather than returning an inexact answer.
 """
 
 from __future__ import annotations
@@ -322,7 +305,7 @@ def _check_headers(heads: list, me: int) -> None:
             expect += h["shape"][h["axis"]]
 
 
-# ---------------------------------------------------------------------------------------------- local solves
+# ---------------------------------------------------------------------------------------------- solves
 def _net(excess, sink, rows: int = 64) -> None:
     """Subtract min(excess, sink) from both, in place, a few rows at a time (no full-size temporary)."""
     for i in range(0, excess.shape[0], rows):
@@ -330,129 +313,6 @@ def _net(excess, sink, rows: int = 64) -> None:
         low = torch.minimum(e, s.to(torch.int64))
         e.sub_(low)
         s.sub_(low.to(s.dtype))
-
-
-def _local(R, excess, sink, geo: _Geometry, backend, stats, net: bool = True) -> torch.Tensor:
-    """Local max flow from ``excess`` to ``sink`` over the slab's inner arcs, in place; the source side.
-
-    The grid backend works on ``R`` itself (its border arcs are set aside for the solve: a grid has no
-    arcs leaving it), on ``excess`` (int64) and ``sink`` (the dtype of ``R``), which end as the new
-    residuals, excess and residual sink capacities; no copy of the network is made.
-    """
-    from .solvers import _pick
-
-    saved = [(d, side, geo.face(R[d], side).clone()) for side in (-1, 1) for d in geo.crossing[side]]
-    for d, side, _ in saved:
-        geo.face(R[d], side).zero_()
-    if net:
-        _net(excess, sink)
-    try:
-        mask, _ = _pick(R.device, backend).solve_grid(R.unsqueeze(0), excess.unsqueeze(0), sink.unsqueeze(0),
-                                                        geo.offsets)
-    finally:
-        for d, side, face in saved:  # the solve never writes there: no inner arc's reverse is a border arc
-            geo.face(R[d], side).copy_(face)
-    stats["local_solves"] += 1
-    return mask[0]
-
-
-def _reach(R, targets, geo: _Geometry, backend, stats) -> torch.Tensor:
-    """Nodes that reach ``targets`` through residual inner arcs (a solve with no excess: R unchanged)."""
-    zero = torch.zeros(targets.shape, dtype=torch.int64, device=targets.device)
-    stats["label_solves"] += 1
-    return ~_local(R, zero, targets.to(R.dtype), geo, backend, stats, net=False)
-
-
-# ---------------------------------------------------------------------------------------------- labels
-def _labels(R, sink, geo: _Geometry, backend, stats):
-    """Exact border-crossing distances to the sink (distributed 0-1 BFS); also the ghost labels."""
-    comm = geo.comm
-    dev = R.device
-    lab = torch.full(sink.shape, INF, dtype=torch.int32, device=dev)
-    ghost = {d: None for s in (-1, 1) for d in geo.crossing[s]}
-    rounds, prev = 0, None
-    while True:
-        rounds += 1
-        seed = torch.where(sink > 0, 0, INF).to(torch.int32)
-        for side in (-1, 1):
-            for d in geo.crossing[side]:
-                if ghost[d] is None:
-                    continue
-                f = geo.face(seed, side)
-                cand = torch.where((geo.face(R[d], side) > 0) & (ghost[d] < INF), ghost[d] + 1, INF).to(torch.int32)
-                torch.minimum(f, cand, out=f)
-        if prev is not None and torch.equal(seed, prev):
-            new = lab  # same targets as the last round: the same labels, no solve needed
-        else:
-            new = torch.full_like(lab, INF)
-            for level in torch.unique(seed[seed < INF]).tolist():
-                if not bool((new == INF).any()):
-                    break
-                reach = _reach(R, seed <= level, geo, backend, stats)
-                new.masked_fill_(reach & (new == INF), level)
-                del reach
-        prev = seed
-        changed = int((new != lab).any())
-        lab = new
-        got = comm.swap({side: geo.face(lab, side) for side in (-1, 1)})
-        for side, nb in got.items():
-            for d in geo.crossing[side]:
-                ghost[d] = geo.at_heads(nb, d, INF)
-        if comm.total([changed], dist.ReduceOp.MAX)[0] == 0:
-            stats["label_rounds"] += rounds
-            return lab, ghost
-
-
-# ---------------------------------------------------------------------------------------------- discharge
-def _discharge(R, excess, sink, ghost, geo: _Geometry, backend, stats):
-    """One region discharge of this slab, in place on R, excess and sink; returns the flow sent per
-    crossing direction."""
-    _local(R, excess, sink, geo, backend, stats)
-    sent = {d: torch.zeros_like(geo.face(excess, side)) for side in (-1, 1) for d in geo.crossing[side]}
-    open_lab = {}
-    for side in (-1, 1):
-        for d in geo.crossing[side]:
-            open_lab[d] = (side, torch.where(geo.face(R[d], side) > 0, ghost[d], INF))
-    levels = sorted({v for _, g in open_lab.values() for v in torch.unique(g).tolist() if v < INF})
-    # the stage's targets: border arcs into ghosts of one label, their residuals summed per node (int64,
-    # per border layer: a slab of one layer has one layer for both sides); beyond the dtype of R a
-    # target is capped, which only leaves flow for the next sweep
-    top = torch.iinfo(R.dtype).max
-    for level in levels:
-        if not bool((excess > 0).any()):
-            break
-        acc = {}
-        for d, (side, g) in open_lab.items():
-            f = acc.setdefault(geo.layer(side), torch.zeros_like(geo.face(excess, side)))
-            f += torch.where(g == level, geo.face(R[d], side), 0).to(torch.int64)
-        target = torch.zeros_like(sink)
-        layer_of = lambda t, i: t.select(t.dim() - len(geo.shape) + geo.axis, i)  # noqa: E731
-        for i, f in acc.items():
-            layer_of(target, i).copy_(f.clamp_(max=top))
-        _local(R, excess, target, geo, backend, stats)
-        for i, f in acc.items():  # the flow absorbed at each border node
-            f.sub_(layer_of(target, i).to(torch.int64))
-        del target
-        for d, (side, g) in open_lab.items():
-            f = acc[geo.layer(side)]
-            rd = geo.face(R[d], side)
-            take = torch.minimum(f, torch.where(g == level, rd, 0).to(torch.int64))
-            f -= take
-            rd -= take.to(rd.dtype)
-            sent[d] += take
-    return sent
-
-
-def _receive(R, excess, sent, geo: _Geometry):
-    """Exchange the flow pushed across borders and add it at the arcs' heads."""
-    out = {side: torch.stack([sent[d] for d in geo.crossing[side]]) for side in (-1, 1) if geo.crossing[side]}
-    got = geo.comm.swap(out)
-    for side, msg in got.items():
-        for j, d_nb in enumerate(geo.nb_crossing(side)):
-            amount = geo.to_heads(msg[j], d_nb)
-            geo.face(excess, side).add_(amount)
-            rr = geo.face(R[geo.opp(d_nb)], side)
-            rr += amount.to(rr.dtype)
 
 
 # ---------------------------------------------------------------------------------------------- push-relabel
@@ -800,26 +660,8 @@ def _all_sum(values, group, device) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------- entry point
-ALGORITHMS = ("auto", "region-discharge", "push-relabel")
-
-
-def _resolve(algorithm, device, axis: int) -> str:
-    """The algorithm "auto" stands for: the push-relabel kernels on CUDA slabs split along axis 0, region
-    discharge everywhere else."""
-    if algorithm == "auto":
-        return "push-relabel" if device.type == "cuda" and axis == 0 else "region-discharge"
-    return algorithm
-
-
-def _algorithm_error(algorithm):
-    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
-        return ("ValueError", "algorithm: expected 'auto', 'region-discharge' or 'push-relabel', "
-                f"got {algorithm!r}")
-    return None
-
-
 def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            backend: str = "auto", max_sweeps: int = 10000, algorithm: str = "auto") -> DistributedCutResult:
+            max_sweeps: int = 10000) -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -843,24 +685,18 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     start : int, optional
         This slab's first index along ``axis`` in the global grid. When given (on every rank), the
         slabs are checked to be contiguous and in rank order.
-    backend : str
-        The local grid solver, as for :func:`torchcut.maxflow`.
     max_sweeps : int
-        Guard on the number of discharge sweeps ("region-discharge"), push rounds (push-relabel in
-        torch ops) or global relabels (push-relabel on CUDA); exceeding it raises RuntimeError on every
-        rank.
-    algorithm : {"auto", "region-discharge", "push-relabel"}
-        "push-relabel" runs one bulk-synchronous push-relabel over all slabs (see the module
-        documentation): on CUDA slabs split along axis 0 with the grid kernels of one GPU, elsewhere in
-        torch ops (the specification of the CUDA path: exact but slow). "region-discharge" solves pieces
-        of the slab with ``backend`` and is the CPU path. "auto" (default): "push-relabel" on CUDA slabs
-        split along axis 0, "region-discharge" otherwise. ``backend`` is used by "region-discharge" only.
+        Guard on the number of global relabels (CUDA kernels) or push rounds (torch ops); exceeding it
+        raises RuntimeError on every rank.
 
     Returns
     -------
     DistributedCutResult
         ``flow_value`` global on every rank; ``mask`` this slab's part of the canonical minimum cut;
-        ``verify()`` (collective); ``stats`` with sweeps, label rounds, local solves and border bytes.
+        ``verify()`` (collective); ``stats``: ``global_relabels``, ``bfs_rounds`` (local BFS passes and
+        border rounds), ``rounds`` (push launches, or push rounds in torch ops), ``border_bytes`` sent by
+        this rank, ``kernels`` (whether the CUDA grid kernels ran: CUDA slabs split along axis 0), and
+        on CUDA ``repairs``, ``bfs_visits`` and the device time of the relabels and pushes.
 
     Raises
     ------
@@ -887,7 +723,6 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _Comm(group, None)  # raises: no process group
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
         head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
-    head["error"] = head["error"] or _algorithm_error(algorithm)
     rank = dist.get_rank(group)
     heads = [None] * dist.get_world_size(group)
     dist.all_gather_object(heads, head, group=group)
@@ -923,23 +758,26 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         keep = v[axis] != 0 and comm.has(v[axis])  # arcs into a neighbour are real
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
-    algorithm = _resolve(algorithm, dev, axis)
     snk, lo = snk.to(cap_dtype), None
-    if algorithm == "push-relabel" and dev.type == "cuda" and axis == 0:  # the kernels' padded layout
+    if _kernels(dev, axis):  # the kernels' padded layout
         lo, hi = (_pad_planes(len(shape)) if comm.has(-1) else 0), int(comm.has(1))
         caps, src, snk = _padded(caps, 1, lo, hi), _padded(src, 0, lo, hi), _padded(snk, 0, lo, hi)
-    return _run(caps, src, snk, geo, start, backend, max_sweeps, t0, certificate=True, algorithm=algorithm, lo=lo)
+    return _run(caps, src, snk, geo, start, max_sweeps, t0, certificate=True, lo=lo)
 
 
-def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certificate, algorithm="region-discharge",
-         lo=None):
-    """The sweeps on this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of
-    the dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
+def _kernels(device, axis: int) -> bool:
+    """Whether the push-relabel runs on the CUDA grid kernels (else in torch ops)."""
+    return device.type == "cuda" and axis == 0
+
+
+def _run(caps, src, snk, geo: _Geometry, start, max_sweeps, t0, certificate, lo=None):
+    """The solve of this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of the
+    dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
     themselves (used up) and only the mask is returned. ``lo``: the tensors are in the padded layout of
-    the push-relabel (:func:`_push_relabel_cuda`, split axis 0), their real planes start at ``lo``."""
+    the CUDA kernels (:func:`_push_relabel_cuda`, split axis 0), their real planes start at ``lo``."""
     comm, offs, shape, axis, K = geo.comm, geo.offsets, geo.shape, geo.axis, geo.K
     dev, cap_dtype = caps.device, caps.dtype
-    stats = {"sweeps": 0, "label_rounds": 0, "local_solves": 0, "label_solves": 0}
+    stats = {}
     src64 = src.to(torch.int64)
     snk_c = snk
     excess = src64.clone() if certificate else src64
@@ -947,35 +785,18 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
     _net(excess, sink_res)
     R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
-    if lo is not None:  # the padded layout: the kernels on CUDA, the torch-ops rounds on the real planes elsewhere
+    if lo is not None:  # the padded layout: the kernels, then the real planes alone
         n = shape[0]
-        if dev.type == "cuda":
-            mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_sweeps, stats)
+        mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_sweeps, stats)
         real = lambda t, lead=0: t.narrow(lead, lo, n)  # noqa: E731
         caps, src64, snk_c, R, excess, sink_res = (real(caps, 1), real(src64), real(snk_c), real(R, 1), real(excess),
                                                    real(sink_res))
-        if dev.type != "cuda":
-            mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
-        algorithm = "push-relabel (cuda)" if dev.type == "cuda" else "push-relabel (padded)"
-    while algorithm == "region-discharge":
-        lab, ghost = _labels(R, sink_res, geo, backend, stats)
-        active = int(((excess > 0) & (lab < INF)).any())
-        if comm.total([active], dist.ReduceOp.MAX)[0] == 0:
-            break
-        if stats["sweeps"] >= max_sweeps:
-            raise RuntimeError(f"max_sweeps: the solve did not finish in {max_sweeps} sweeps; pass a larger max_sweeps")
-        stats["sweeps"] += 1
-        del lab
-        sent = _discharge(R, excess, sink_res, ghost, geo, backend, stats)
-        _receive(R, excess, sent, geo)
-    if algorithm == "push-relabel":
+    else:
         mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
-    elif algorithm == "region-discharge":
-        mask = lab == INF
     solve_bytes = comm.sent_bytes - sent_before
+    stats.update(kernels=lo is not None, ranks=comm.size, border_bytes=solve_bytes, seconds=time.perf_counter() - t0)
     last_stats.clear()
-    last_stats.update(stats, algorithm=algorithm, ranks=comm.size, border_bytes=solve_bytes,
-                      seconds=time.perf_counter() - t0)
+    last_stats.update(stats)
     if not certificate:
         return mask
     sink_flow = snk_c.to(torch.int64) - sink_res
@@ -996,9 +817,7 @@ def _run(caps, src, snk, geo: _Geometry, start, backend, max_sweeps, t0, certifi
             gcaps[d] = geo.at_heads(msg[n + j], d, 0)
             gmask[d] = geo.at_heads(msg[2 * n].bool(), d, True)
             gexists[d] = geo.at_heads(torch.ones_like(msg[2 * n], dtype=torch.bool), d, False)
-    sweeps = max(stats["sweeps"], 1)
-    stats.update(backend="distributed", ranks=comm.size, border_bytes=solve_bytes,
-                 border_bytes_per_sweep=solve_bytes // sweeps, seconds=time.perf_counter() - t0)
+    stats.update(backend="distributed", seconds=time.perf_counter() - t0)
     slab = Slab(offs, shape, axis, -1 if start is None else start, src64, snk_c, caps)
     return DistributedCutResult(
         graph=slab,
@@ -1088,8 +907,7 @@ def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
 
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
             connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
-            scale: float | None = None, spacing=None, backend: str = "auto", algorithm: str = "auto",
-            return_result: bool = False):
+            scale: float | None = None, spacing=None, return_result: bool = False):
     """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
@@ -1109,9 +927,10 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         0 unknown, 1 object, 2 background; the volume as a whole needs both kinds.
     axis : int
         The split spatial axis; slabs follow in rank order.
-    group, backend, algorithm
-        As for :func:`maxflow`. With the push-relabel along axis 0, each rank builds its network with its
-        ghost planes in place (the kernels' padded layout), so no copy of the network is made.
+    group
+        As for :func:`maxflow`. Split CUDA volumes along axis 0: each rank then builds its network with
+        its ghost planes in place (the kernels' padded layout) and the CUDA grid kernels solve it, at
+        about the single GPU's memory per voxel.
     lam, sigma, connectivity, channel_axis, bins, scale, spacing
         As for :func:`torchcut.segment` (``lam`` defaults to its default).
     return_result : bool
@@ -1147,9 +966,6 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
             raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
         x, s = x[0], s[0]  # [C, *S], [*S]
         head = dict(shape=tuple(s.shape), channels=x.shape[0], conn=conn)
-        bad = _algorithm_error(algorithm)
-        if bad:
-            raise ValueError(bad[1])
     except (TypeError, ValueError) as exc:
         error = (type(exc).__name__, str(exc))
     heads = [None] * dist.get_world_size(group)
@@ -1182,10 +998,9 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     kw = dict(sigma=sigma, connectivity=conn, ndim=ndim, channel_axis=0, bins=bins, scale=scale, spacing=spacing)
     if lam is not None:
         kw["lam"] = lam
-    algorithm = _resolve(algorithm, x.device, axis)
     shape = tuple(s.shape)
     lo = None
-    if algorithm == "push-relabel" and axis == 0:
+    if axis == 0:
         # the padded layout: the network of the slab with a ghost plane (the neighbour's border layer) on
         # each side that has a neighbour, and filler below the first; n-links into the ghost planes come out
         # of the same float32 operations as the whole volume's, and everything outside the real planes is
@@ -1216,7 +1031,9 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     if caps.is_cuda:
         torch.cuda.synchronize(caps.device)
     built = time.perf_counter() - t0
-    result = _run(caps, src, snk, geo, None, backend, 10000, t0, certificate=return_result, algorithm=algorithm,
-                  lo=lo)
+    if lo is not None and not _kernels(caps.device, axis):  # torch ops: the real planes alone
+        real = lambda t, lead=0: t.narrow(lead, lo, shape[0])  # noqa: E731
+        caps, src, snk, lo = real(caps, 1), real(src), real(snk), None
+    result = _run(caps, src, snk, geo, None, 10000, t0, certificate=return_result, lo=lo)
     last_stats["build_seconds"] = built
     return (result.mask, result) if return_result else result
