@@ -69,13 +69,14 @@ def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
 def check_sum(tensors, what: str) -> None:
     """Raise when the sum of all capacities could overflow the int64 flow accumulators.
 
-    ``tensors``: an iterable of tensors (summed in float64, so the check itself cannot wrap around)
-    or an exact Python int total.
+    ``tensors``: an iterable of tensors (summed in float64, so the check itself cannot wrap around;
+    no float64 copy is made, and one value is read back for all of them) or an exact Python int total.
     """
     if isinstance(tensors, int):
         total = tensors
     else:
-        total = sum(float(t.to(torch.float64).sum()) for t in tensors)
+        sums = [t.sum(dtype=torch.float64) for t in tensors]
+        total = float(torch.stack(sums).sum()) if sums else 0.0
     if total >= SUM_LIMIT:
         total = int(total)
         raise ValueError(

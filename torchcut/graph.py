@@ -335,9 +335,15 @@ class FlowGraph:
         """Check the capacity sum, pick the capacity dtype and keep the layout (int64 capacities in)."""
         self.scale = scale
         self.is_float = scale is not None
-        if self.is_float:  # the quantized capacities (integer ones were checked before merging)
-            check_sum(int(src.sum()) + int(snk.sum()) + int(p_fwd.sum()) + int(p_bwd.sum()), "FlowGraph")
-        peak = max(int(snk.max()), int((p_fwd + p_bwd).max()) if p_fwd.numel() else 0)
+        # one read-back: the largest sink capacity and pair sum, and (quantized capacities; integer ones
+        # were checked before merging) the exact total
+        vals = [snk.max(), (p_fwd + p_bwd).max() if p_fwd.numel() else snk.new_zeros(())]
+        if self.is_float:
+            vals += [src.sum(), snk.sum(), p_fwd.sum(), p_bwd.sum()]
+        vals = torch.stack(vals).tolist()
+        if self.is_float:
+            check_sum(sum(vals[2:]), "FlowGraph")
+        peak = max(vals[0], vals[1])
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
         self.tail, self.head, self.rev = tail, head, rev
         self.caps = caps.to(cap_dtype)
