@@ -328,7 +328,7 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.T
     (one all-reduce per round). The solve stops right after a global relabel that leaves no node with
     excess and a finite height on any rank.
     """
-    from .solvers.reference import _Padded, _delivered, _unless
+    from .solvers.reference import _Padded, _unless, push_round, relabel_round
 
     comm, offs, axis, K = geo.comm, geo.offsets, geo.axis, geo.K
     INF = 2**29  # heights and distances; INF + INF + 1 stays within int32
@@ -396,29 +396,17 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.T
             rounds += 1
             if rounds > limit:
                 raise RuntimeError(f"max_sweeps: the solve did not finish in {limit} rounds; pass a larger max_sweeps")
-            delta = torch.minimum(e, s) * ((e > 0) & (h == 1))
-            s -= delta
-            e -= delta
             sent = {}
-            for k, o in enumerate(dirs):
-                ck = c[:, k]
-                admissible = (e > 0) & (h < INF) & (h == grid.at(h_buf, o) + 1)
-                delta = torch.minimum(e, ck) * admissible
-                ck -= delta
-                e -= delta
-                c[:, geo.opp(k)] += _delivered(grid, delta, o)
-                grid.at(e_buf, o).add_(delta)
-                side = o[axis]
+
+            def record(k, delta):  # what crosses a border, into the neighbour's nodes
+                side = dirs[k][axis]
                 if side != 0 and k in geo.crossing[side]:
-                    sent[k] = geo.face(delta[0], side).clone()  # into the neighbour's nodes
+                    sent[k] = geo.face(delta[0], side).clone()
+
+            push_round(grid, c, s, e_buf, h_buf, dirs, INF, record)
             for side in sides:  # what reached the padding was sent above
                 pad_view(e_buf, side).zero_()
-            active = (e > 0) & (h < INF)
-            new = _unless(s > 0, INF) + 1
-            for k, o in enumerate(dirs):
-                torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, INF), out=new)
-            h.add_((new.clamp_(max=INF) - h) * active)
-            del new, active
+            relabel_round(grid, c, s, h_buf, dirs, INF, (e > 0) & (h < INF))
             # the round's border flows and the new border heights to the neighbours
             out = {side: torch.stack([sent[d] for d in geo.crossing[side]] +
                                      [geo.face(h[0], side).to(torch.int64)])

@@ -163,27 +163,11 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
             rounds += 1
             if rounds > max_rounds:
                 raise RuntimeError(f"reference push-relabel did not converge in {max_rounds} rounds")
-            # pushes into the sink (height 0)
-            delta = torch.minimum(e, s) * ((e > 0) & (h == 1))
-            s -= delta
-            e -= delta
-            # pushes along each direction: independent within a direction
-            for k, o in enumerate(dirs):
-                ck = c[:, k]
-                admissible = (e > 0) & (h < inf) & (h == grid.at(h_buf, o) + 1)
-                delta = torch.minimum(e, ck) * admissible
-                ck -= delta
-                e -= delta
-                c[:, (k + K) % (2 * K)] += _delivered(grid, delta, o)
-                grid.at(e_buf, o).add_(delta)  # the neighbour p + o receives what p sent
-            # relabel every active node to 1 + its lowest residual neighbour
+            push_round(grid, c, s, e_buf, h_buf, dirs, inf)
             active = (e > 0) & (h < inf)
             if not bool(active.any()):
                 break
-            new = _unless(s > 0, inf) + 1
-            for k, o in enumerate(dirs):
-                torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, inf), out=new)
-            h.add_((new.clamp_(max=inf) - h) * active)
+            relabel_round(grid, c, s, h_buf, dirs, inf, active)
     excess.copy_(e)
     if c is not caps:
         caps.copy_(c)
@@ -198,6 +182,67 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
         "seconds": time.perf_counter() - t0,
     }
     return mask, stats
+
+
+def push_round(grid: _Padded, c, s, e_buf, h_buf, dirs, inf: int, on_push=None) -> None:
+    """One synchronous push round, in place: every node with excess and height 1 pushes into the sink,
+    then, direction by direction (independent within a direction), every node with excess pushes to its
+    neighbour one height lower. ``c`` ``[B, 2K, *shape]`` int64 residuals, ``s`` residual sink
+    capacities; ``e_buf`` and ``h_buf`` padded excess and heights (:class:`_Padded`: a push into the
+    padding is a delivery outside the grid). ``on_push(k, delta)``: called with what each node pushed
+    in direction ``k``.
+
+    Examples
+    --------
+    Node 0 (excess 3, height 2) pushes 2 units right to node 1 (height 1); node 1 had none to send.
+
+    >>> offs = ((0, 1), (1, 0)); grid = _Padded((1, 2), offs)
+    >>> c = torch.zeros(1, 4, 1, 2, dtype=torch.int64); c[0, 0, 0, 0] = 2
+    >>> s = torch.tensor([[[0, 4]]])
+    >>> e_buf = grid.new(1, 0, torch.int64, "cpu"); _ = grid.at(e_buf).copy_(torch.tensor([[[3, 0]]]))
+    >>> h_buf = grid.new(1, 9, torch.int32, "cpu"); _ = grid.at(h_buf).copy_(torch.tensor([[[2, 1]]]))
+    >>> push_round(grid, c, s, e_buf, h_buf, _directions(offs), 9)
+    >>> grid.at(e_buf).tolist(), c[0, 2].tolist()
+    ([[[1, 2]]], [[0, 2]])
+    """
+    K = len(dirs) // 2
+    e, h = grid.at(e_buf), grid.at(h_buf)
+    delta = torch.minimum(e, s) * ((e > 0) & (h == 1))  # into the sink (height 0)
+    s -= delta
+    e -= delta
+    for k, o in enumerate(dirs):
+        ck = c[:, k]
+        admissible = (e > 0) & (h < inf) & (h == grid.at(h_buf, o) + 1)
+        delta = torch.minimum(e, ck) * admissible
+        ck -= delta
+        e -= delta
+        c[:, (k + K) % (2 * K)] += _delivered(grid, delta, o)
+        grid.at(e_buf, o).add_(delta)  # the neighbour p + o receives what p sent
+        if on_push is not None:
+            on_push(k, delta)
+
+
+def relabel_round(grid: _Padded, c, s, h_buf, dirs, inf: int, active) -> None:
+    """Every ``active`` node to 1 + its lowest residual neighbour (the padding of ``h_buf`` holds the
+    heights beyond the grid), at most ``inf``, in place.
+
+    Examples
+    --------
+    Node 0's only residual arc leads to node 1 (height 4), so it rises to 5.
+
+    >>> offs = ((0, 1), (1, 0)); grid = _Padded((1, 2), offs)
+    >>> c = torch.zeros(1, 4, 1, 2, dtype=torch.int64); c[0, 0, 0, 0] = 2
+    >>> h_buf = grid.new(1, 9, torch.int32, "cpu"); _ = grid.at(h_buf).copy_(torch.tensor([[[0, 4]]]))
+    >>> no_sink = torch.zeros(1, 1, 2, dtype=torch.int64)
+    >>> relabel_round(grid, c, no_sink, h_buf, _directions(offs), 9, torch.tensor([[[True, False]]]))
+    >>> grid.at(h_buf).tolist()
+    [[[5, 4]]]
+    """
+    h = grid.at(h_buf)
+    new = _unless(s > 0, inf) + 1
+    for k, o in enumerate(dirs):
+        torch.minimum(new, grid.at(h_buf, o) + 1 + _unless(c[:, k] > 0, inf), out=new)
+    h.add_((new.clamp_(max=inf) - h) * active)
 
 
 def _delivered(grid: _Padded, delta: torch.Tensor, o) -> torch.Tensor:
