@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -780,6 +781,10 @@ def _run(caps, src, snk, geo: _Geometry, start, max_sweeps, t0, certificate, lo=
         caps, src64, snk_c, R, excess, sink_res = (real(caps, 1), real(src64), real(snk_c), real(R, 1), real(excess),
                                                    real(sink_res))
     else:
+        if dev.type == "cuda":
+            warnings.warn(f"axis: CUDA slabs split along axis {axis} run the push-relabel in torch ops, far slower "
+                          "and larger than the CUDA kernels, which need the split along axis 0; move that axis first "
+                          "(x.movedim(axis, 0)) to use them", RuntimeWarning, stacklevel=3)
         mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
     solve_bytes = comm.sent_bytes - sent_before
     stats.update(kernels=lo is not None, ranks=comm.size, border_bytes=solve_bytes, seconds=time.perf_counter() - t0)
