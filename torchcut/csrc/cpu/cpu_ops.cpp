@@ -47,7 +47,7 @@ constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, 
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
 // (auto) pseudoflow where the n-link capacities exceed hpf_ratio(ndim, D) times the netted terminal
 // capacities, else Boykov-Kolmogorov. A pair counts twice its smaller arc (a one-way pair, as in the
-// expansion moves of stereo, counts nothing: Boykov-Kolmogorov is 1.4x faster on them at any strength); a
+// expansion moves of stereo, counts nothing: Boykov-Kolmogorov is 1.4-1.9x faster on those moves); a
 // node's terminal capacity counts only up to its own n-link capacity (the rest, as on seeds, fixes its side
 // whatever the n-links, so it measured the seeds' area rather than the smoothness). The thresholds per
 // dimension and connectivity were measured on segmentation energies (photographs 0.25-4 MP, lam 1-100;
@@ -257,7 +257,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   HPFStats hs;
   // auto: the sum over both arcs above counts a one-way pair (an arc whose reverse is 0, as in the
   // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
-  // arc twice. That sum is never larger, so it is taken (one pass, ~1% of a solve) only where the first
+  // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
   // one passes the threshold.
   const double thr = 2.0 * hpf_ratio(lay.shape.size(), D) * tsum;
   bool hpf = algorithm == 1 || (count && nsum > thr);
