@@ -213,32 +213,62 @@ def _smooth_and_weak(shape, offsets, seed):
     return strong, weak
 
 
-# auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities of both arcs over twice the netted terminals
-AUTO_RATIO = {(2, 4): 3.4, (2, 8): 2.5, (3, 6): 4.0, (3, 18): 1.0, (3, 26): 1.0}
+# auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
+# the netted terminal capacities, each node's counted up to the capacity of its own n-links
+AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
+
+
+def _auto_ratio(g):
+    """The ratio auto compares with hpf_ratio, for a symmetric GridGraph."""
+    caps = g.caps[0].to(torch.int64)
+    t = (g.source[0] - g.sink[0]).abs()
+    return caps.sum().item() / (2 * torch.minimum(t, caps.sum(0)).sum().item())
 
 
 @pytest.mark.parametrize("ndim,conn", sorted(AUTO_RATIO))
 def test_auto_threshold_per_dimension_and_connectivity(ndim, conn):
     """"auto" takes pseudoflow just above its ratio for the grid's dimension and connectivity and
-    Boykov-Kolmogorov just below it (n-links scaled to 1.02 and 0.98 times the threshold); both picks
-    give the flow and cut of the other algorithm."""
+    Boykov-Kolmogorov just below it (the ratio at 1.02 and 0.98 times the threshold, n-links scaled); both
+    picks give the flow and cut of the other algorithm."""
     offsets = grid_offsets(ndim, conn)
     shape = {2: (24, 31), 3: (9, 8, 11)}[ndim]
     rng = np.random.default_rng(ndim * 100 + conn)
     source = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
     sink = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    source[0, 0], sink[0, 0] = 10**6, 0  # a seed: counted only up to its n-links
     base = rng.integers(500, 1000, size=(len(offsets),) + shape)
-    probe = GridGraph(source, sink, base, offsets)
-    nsum = probe.caps.sum().item()  # both arcs of every pair (arcs leaving the grid are zero)
-    tsum = (probe.source - probe.sink).abs().sum().item()
+
+    def graph(scale):
+        return GridGraph(source, sink, np.rint(base * scale).astype(np.int64), offsets)
+
     for factor, want in ((1.02, "pseudoflow"), (0.98, "boykov-kolmogorov")):
-        scale = factor * 2 * AUTO_RATIO[ndim, conn] * tsum / nsum
-        edges = np.rint(base * scale).astype(np.int64)
-        g = GridGraph(source, sink, edges, offsets)
-        ratio = g.caps.sum().item() / (2 * tsum)
+        lo, hi = 1e-3, 1e3  # the ratio grows with the scale of the n-links: bisection
+        for _ in range(60):
+            mid = (lo * hi) ** 0.5
+            lo, hi = (mid, hi) if _auto_ratio(graph(mid)) < factor * AUTO_RATIO[ndim, conn] else (lo, mid)
+        g = graph(hi if want == "pseudoflow" else lo)
+        ratio = _auto_ratio(g)
         assert (ratio > AUTO_RATIO[ndim, conn]) == (want == "pseudoflow"), ratio
+        assert abs(ratio / AUTO_RATIO[ndim, conn] - factor) < 0.01, ratio
         r = torchcut.maxflow(g, backend="cpu")
         other = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
+        assert r.stats["algorithm"] == want and r.verify() and other.verify()
+        assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
+
+
+def test_auto_counts_no_one_way_pairs():
+    """A pair whose reverse arc is 0 (the expansion moves of stereo) adds nothing to auto's n-link sum: strong
+    one-way n-links go to Boykov-Kolmogorov, the same n-links both ways to pseudoflow; flows and cuts agree."""
+    offsets = grid_offsets(2, 4)
+    rng = np.random.default_rng(7)
+    shape = (20, 27)
+    source = rng.integers(0, 100, size=shape) * (rng.random(shape) < 0.5)
+    sink = rng.integers(0, 100, size=shape) * (rng.random(shape) < 0.5)
+    edges = rng.integers(500, 1000, size=(2,) + shape)
+    for reverse, want in ((np.zeros_like(edges), "boykov-kolmogorov"), (None, "pseudoflow")):
+        g = GridGraph(source, sink, edges, offsets, reverse)
+        r = torchcut.maxflow(g, backend="cpu")
+        other = torchcut.maxflow(g, backend="cpu", algorithm="pseudoflow" if want != "pseudoflow" else "boykov-kolmogorov")
         assert r.stats["algorithm"] == want and r.verify() and other.verify()
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
@@ -283,7 +313,7 @@ def test_pseudoflow_on_long_paths_and_strong_smoothness():
     image = torch.rand(48, 64, generator=torch.Generator().manual_seed(3))
     seeds = torch.zeros(48, 64, dtype=torch.uint8)
     seeds[20:28, 28:36], seeds[:2], seeds[-2:] = 1, 2, 2
-    g = torchcut.segmentation_graph(image, seeds, lam=200.0)  # below auto's ratio: asked for by name
+    g = torchcut.segmentation_graph(image, seeds, lam=2.0)  # auto ratio 2.4, below the threshold: asked for by name
     r = torchcut.maxflow(g, backend="cpu", algorithm="pseudoflow")
     b = torchcut.maxflow(g, backend="cpu")
     assert r.stats["algorithm"] == "pseudoflow" and b.stats["algorithm"] == "boykov-kolmogorov" and r.verify()

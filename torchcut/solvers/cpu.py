@@ -140,11 +140,11 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
         (lowest label, with the gap rule), after which one search from the deficits proves the flow
         maximum (Boykov-Kolmogorov runs from it only if an augmenting path is left). "auto" (default)
-        picks pseudoflow for an item whose n-link capacities sum to more than a threshold times its
-        (netted) terminal capacities: 3.4 on 2D 4-connected grids, 2.5 on 8-connected ones, 4 on 3D
-        6-connected and 1 on 18/26-connected volumes (strong smoothness, long augmenting paths, bushy
-        search trees); Boykov-Kolmogorov otherwise (``docs/performance.md``, "The choice of
-        algorithm").
+        picks pseudoflow for an item whose n-link capacities (twice the smaller arc of each pair) sum to
+        more than a threshold times its netted terminal capacities (each node's up to its own n-links):
+        3.5 on 2D 4-connected grids, 3.85 on 8-connected ones, 5 on 3D 6-connected and 2 on
+        18/26-connected volumes (strong smoothness, long augmenting paths, bushy search trees);
+        Boykov-Kolmogorov otherwise (``docs/performance.md``, "The choice of algorithm").
 
     Returns
     -------

@@ -45,14 +45,17 @@ namespace {
 constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
                             // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
-// (auto) pseudoflow where the n-link capacities (both arcs of a pair, summed once per pair) exceed
-// hpf_ratio(ndim, D) times the netted terminal capacities, else Boykov-Kolmogorov. The thresholds per
-// dimension and connectivity were measured on segmentation energies (photographs 0.25-1 MP, lam 1-100; blob
-// volumes), the hard energies and the standard ones (docs/performance.md, "The choice of algorithm"):
+// (auto) pseudoflow where the n-link capacities exceed hpf_ratio(ndim, D) times the netted terminal
+// capacities, else Boykov-Kolmogorov. A pair counts twice its smaller arc (a one-way pair, as in the
+// expansion moves of stereo, counts nothing: Boykov-Kolmogorov is 1.4-1.9x faster on those moves); a
+// node's terminal capacity counts only up to its own n-link capacity (the rest, as on seeds, fixes its side
+// whatever the n-links, so it measured the seeds' area rather than the smoothness). The thresholds per
+// dimension and connectivity were measured on segmentation energies (photographs 0.25-4 MP, lam 1-100;
+// blob volumes), the hard energies and the standard ones (docs/performance.md, "The choice of algorithm"):
 // the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
 double hpf_ratio(size_t ndim, int D) {
-  if (ndim == 2) return D <= 4 ? 3.4 : 2.5;
-  if (ndim == 3) return D <= 6 ? 4.0 : 1.0;
+  if (ndim == 2) return D <= 4 ? 3.5 : 3.85;
+  if (ndim == 3) return D <= 6 ? 5.0 : 2.0;
   return 8.0;
 }
 
@@ -190,8 +193,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   w.resize(lay.n_pad, D);
   Cap* rc = w.rc.get();
   int64_t* tr = w.tr.get();
-  // algorithm 2: both arcs of every pair and the terminal capacities, summed per row in 64-bit integers
-  // (int32 arcs: a row sums below 2^63; int64 arcs per node in double), in double across rows
+  // algorithm 2: both arcs of every pair and the terminal capacities (each up to the node's n-links), summed
+  // per row (int32 arcs: per node in 64-bit integers; int64 arcs in double), in double across rows
   const bool count = algorithm == 2;
   double nsum = 0, tsum = 0;
   // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
@@ -212,20 +215,26 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
       for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
     }
     if (!count) return;
+    // the terminal capacity of a node counts only up to its n-link capacity: beyond it, it fixes the node's
+    // side and leaves straight through its terminal arcs, whatever the solver (seed constraints)
     double row_t = 0, row_n = 0;
-    int64_t row_n32 = 0;
+    int64_t row_t32 = 0, row_n32 = 0;
     for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
-      row_t += static_cast<double>(tr[v] < 0 ? -tr[v] : tr[v]);
+      const int64_t t = tr[v] < 0 ? -tr[v] : tr[v];
       const Cap* r = rc + v * D;
       if constexpr (sizeof(Cap) == 4) {
-        for (int d = 0; d < D; ++d) row_n32 += r[d];
+        int64_t s = 0;
+        for (int d = 0; d < D; ++d) s += r[d];
+        row_n32 += s;
+        row_t32 += t < s ? t : s;
       } else {
         double s = 0;
         for (int d = 0; d < D; ++d) s += static_cast<double>(r[d]);
         row_n += s;
+        row_t += std::min(static_cast<double>(t), s);
       }
     }
-    tsum += row_t;
+    tsum += row_t + static_cast<double>(row_t32);
     nsum += row_n + static_cast<double>(row_n32);
   });
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
@@ -246,7 +255,26 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   });
   const auto Th = std::chrono::steady_clock::now();
   HPFStats hs;
-  const bool hpf = algorithm == 1 || (count && nsum > 2.0 * hpf_ratio(lay.shape.size(), D) * tsum);
+  // auto: the sum over both arcs above counts a one-way pair (an arc whose reverse is 0, as in the
+  // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
+  // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
+  // one passes the threshold.
+  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D) * tsum;
+  bool hpf = algorithm == 1 || (count && nsum > thr);
+  if (hpf && count) {
+    double both = 0;
+    lay.for_each_row([&](int64_t v0, int64_t q0) {
+      if (q0 < 0) return;
+      for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+        const Cap* r = rc + v * D;
+        double s = 0;
+        for (int d = 0; d < D; ++d)  // each pair once, from the node it leaves in a direction d < sis[d]
+          if (d < sis[d]) s += 2.0 * static_cast<double>(std::min(r[d], rc[(v + delta[d]) * D + sis[d]]));
+        both += s;
+      }
+    });
+    hpf = both > thr;
+  }
   if (hpf) {  // pseudoflow first (cpu_hpf.h)
     HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
     hs = pf.run();
