@@ -629,7 +629,7 @@ class DistributedCutResult(CutResult):
                 count("residual arc from the source side to the sink side", tail_S & head_T & (r_f > 0))
                 cut += int(torch.where(tail_S & head_T, c_f, 0).sum())
         names = sorted(bad)
-        totals = _all_sum([bad[n] for n in names] + [int(snk_f.sum()), cut], self.group, res.device)
+        totals = _Comm(self.group, res.device).total([bad[n] for n in names] + [int(snk_f.sum()), cut])
         for n, v in zip(names, totals):
             if v:
                 raise CertificateError(f"{n} ({v} violation(s) over all ranks)")
@@ -640,12 +640,6 @@ class DistributedCutResult(CutResult):
         if cut_total != flow:
             raise CertificateError(f"cut capacity {cut_total} differs from the flow value {flow}")
         return True
-
-
-def _all_sum(values, group, device) -> list[int]:
-    t = torch.tensor(values, dtype=torch.int64, device=device)
-    dist.all_reduce(t, group=group)
-    return t.tolist()
 
 
 # ---------------------------------------------------------------------------------------------- entry point

@@ -91,10 +91,10 @@ class GridSlab : public torch::CustomClassHolder {
     // their flags, so that no launch visits them
     const int tz = nd == 3 ? G_.TZ : G_.TY;
     tile_rows_ = tz;
-    const long long row = (long long)G_.T / ((outer_ + tz - 1) / tz);  // tiles per tile row
+    row_tiles_ = (long long)G_.T / ((outer_ + tz - 1) / tz);
     pad_tiles_[0][0] = 0;
-    pad_tiles_[0][1] = (lo / tz) * row;
-    pad_tiles_[1][0] = ((hi + tz - 1) / tz) * row;
+    pad_tiles_[0][1] = (lo / tz) * row_tiles_;
+    pad_tiles_[1][0] = ((hi + tz - 1) / tz) * row_tiles_;
     pad_tiles_[1][1] = G_.T;
     c10::cuda::CUDAGuard guard(caps.device());
     auto i32 = caps.options().dtype(at::kInt);
@@ -159,8 +159,7 @@ class GridSlab : public torch::CustomClassHolder {
         for (int side = 0; side < 2; ++side) {
           if (side == 0 ? lo_ == 0 : hi_ == outer_) continue;
           launch_slab_fill(st, height() + ghost(side) * P_, P_, kInf);
-          const long long r = border(side) / tile_rows_, row = G_.T / ((outer_ + tile_rows_ - 1) / tile_rows_);
-          launch_slab_fill(st, touched_.data_ptr<int>() + r * row, row, 1);
+          launch_slab_fill(st, touched_.data_ptr<int>() + border(side) / tile_rows_ * row_tiles_, row_tiles_, 1);
         }
         launch_repair_seed(st, touched_.data_ptr<int>(), G_.T, G_, GB_, W_);
         launch_repair_queue<uint32_t>(st, bfs_blocks_, NTB, mask(), height(), GB_, W_, relax_.data_ptr<int>());
@@ -275,7 +274,8 @@ class GridSlab : public torch::CustomClassHolder {
  private:
   at::Tensor caps_, excess_, sink_, height_, mask_, tap_, plist_, scal_, state_, gen_, flags_, ring_, touched_, relax_;
   bool repair_ok_ = false, next_repair_ = false, last_warm_ = false, full_by_visits_ = false;
-  int full_depth_ = 0, tile_rows_ = 1;
+  int full_depth_ = 0, tile_rows_ = 1;  // push tile extent along the split axis
+  long long row_tiles_ = 1;             // push tiles per tile row
   long long seen_visits_ = 0;
   int64_t repairs_ = 0;
   int64_t lo_, hi_, outer_ = 0, N_ = 0, P_ = 0, seq_ = 0;
