@@ -21,6 +21,14 @@
 // resident BFS block, every relabel after a full BFS bound by its visits is a repair. (Timing each
 // relabel and repairing only while the last repair took no longer than the last full BFS was measured:
 // a choice by timings makes the schedule of 256^3 change from run to run, 9 against 14 ms.)
+// A repair's cost is estimated from its counters instead, in units of one wavefront step of a resident
+// BFS block: max(visits / BFS blocks, depth in tiles). A repair that costs at least as many units as
+// the last full BFS lost; the relabel after it is full, and after kRepairLosses lost repairs the run
+// relabels in full from then on (and the last full BFS decides the other rules again). Where the sink
+// is next to most nodes (the BVZ expansion moves of 1536 x 1152: a full BFS 3-45 tiles deep, repairs
+// 18-40 tiles deep over 2-3x the visits) repairs cost 1.2x the time of the same solve without them;
+// on large photographs, volumes and batches the first repair may lose but the later ones win (a 2048^2
+// photograph: 60 units against 34, then 6-26 against 26).
 // Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
 // was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
 // fewer relabels where each costs a long wavefront (hard low-contrast 1024^2 1.37x).
@@ -281,13 +289,17 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   constexpr long long kChainTiles = 2;  // chained pushes: at most this many active tiles per push block
   long long seen_visits = 0;  // BFS tile visits before this relabel
   bool full_by_visits = false;  // the last full BFS visited more tiles per tile of depth than bfs_blocks
+  constexpr int kRepairLosses = 2;  // repairs: lost repairs after which every relabel is full
+  int repair_losses = 0;
+  bool after_loss = false;  // the last relabel was a repair that lost
+  double full_units = 0;    // the last full BFS's cost in wavefront steps
   int status = kStatusOk;
   while (true) {
     // ---- global relabel: one queue BFS launch (bfs_init_kernel zeroes its counters), then one read-back
     if (profile) TC_CUDA_CHECK(cudaEventRecord(ev.e[1], st));
     const ItemCounts& ic = ic_pair[syncs & 1];  // this BFS counts into the buffer the last one read
     bool warm = repair && syncs > 0;
-    if (warm && !repair_always) warm = full_by_visits;
+    if (warm && !repair_always) warm = full_by_visits && !after_loss && repair_losses < kRepairLosses;
     launch_bfs_init<CapT, MaskT>(st, flat_blocks, cp, sp, mp, hp, GB, items, W.state, scp, ic, warm);
     if (warm) {
       launch_repair_seed(st, touched, pt, G, GB, W);
@@ -333,7 +345,14 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     // bound by its visits: at least twice as many per tile of depth as there are BFS blocks (measured:
     // repairs paid at 2.3-14x, on 2048^2, 256^3 and a batch of 32 x 512^2, and lost at 1.3-1.9x)
     const bool by_visits = visits >= 2LL * gen_depth * bfs_blocks;
-    if (!warm) full_by_visits = by_visits;
+    const double units = std::max((double)visits / std::max(bfs_blocks, 1), (double)gen_depth);
+    if (!warm) {
+      full_units = units;
+      // a full BFS after a lost repair keeps the run's regime unless repairs are over
+      if (!after_loss || repair_losses >= kRepairLosses) full_by_visits = by_visits;
+    }
+    after_loss = warm && !repair_always && units >= full_units;
+    repair_losses += after_loss;
     bfs_depth += gen_depth;
     if (trace) {
       float a = 0;
