@@ -422,12 +422,52 @@ def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ fallback and errors
+# One grid over several threads: its rows cut into ranges solved at once, then one solver over the
+# whole grid from their trees (a part needs at least 2**17 nodes, so these grids are that large).
+SPLIT_CASES = [(2, 4, (600, 500), 2), (2, 4, (600, 500), 4), (2, 8, (530, 520), 2), (2, 8, (530, 520), 4),
+               (3, 6, (70, 66, 64), 2), (3, 6, (70, 66, 64), 4), (3, 26, (66, 66, 64), 2)]
+
+
+@pytest.mark.parametrize("ndim,conn,shape,threads", SPLIT_CASES)
+def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads):
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(threads * 100 + conn)
+    offsets = grid_offsets(ndim, conn)
+    src = rng.integers(0, 60, size=shape) * (rng.random(shape) < 0.3)
+    snk = rng.integers(0, 60, size=shape) * (rng.random(shape) < 0.3)
+    edges = rng.integers(0, 20, size=(len(offsets),) + shape) * (rng.random((len(offsets),) + shape) < 0.8)
+    g = GridGraph(src, snk, edges, offsets)
+    one = torchcut.maxflow(g, backend="cpu", threads=1, algorithm="boykov-kolmogorov")
+    many = torchcut.maxflow(g, backend="cpu", threads=threads, algorithm="boykov-kolmogorov")
+    assert many.verify()
+    assert many.flow_value == one.flow_value == pymaxflow_grid(src, snk, edges, offsets)
+    assert torch.equal(many.mask, one.mask)
+    assert_canonical_grid(many)
+
+
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (48, 6000)), (2, 8, (40, 7000)), (3, 6, (10, 170, 170))])
+def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape):
+    """Source on the first rows, sink on the last: every unit of flow crosses every cut between parts."""
+    pytest.importorskip("maxflow")
+    rng = np.random.default_rng(conn)
+    offsets = grid_offsets(ndim, conn)
+    src, snk = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    src[:2] = 1000
+    snk[-2:] = 1000
+    edges = rng.integers(1, 30, size=(len(offsets),) + shape)
+    g = GridGraph(src, snk, edges, offsets)
+    r = torchcut.maxflow(g, backend="cpu", threads=3, algorithm="boykov-kolmogorov")
+    assert r.verify()
+    assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets) > 0
+    assert_canonical_grid(r)
+
+
 def test_threads_argument():
     g = GridGraph(np.ones((3, 3)), np.ones((3, 3)), np.ones((2, 3, 3)), grid_offsets(2, 4))
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match=f"threads: expected a positive int, got {bad!r}"):
             torchcut.maxflow(g, backend="cpu", threads=bad)
-    with pytest.raises(TypeError, match="maxflow\(\): keyword argument 'rounds' is an option of the 'cuda' backend, not of the 'cpu'"):
+    with pytest.raises(TypeError, match=r"maxflow\(\): keyword argument 'rounds' is an option of the 'cuda' backend, not of the 'cpu'"):
         torchcut.maxflow(FlowGraph.from_edges([0], [1], [1], source=[1, 0], sink=[0, 1]), backend="cpu",
                          lattice=False, rounds=3)
 

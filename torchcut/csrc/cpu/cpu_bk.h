@@ -49,41 +49,35 @@ class BK {
   using Cap = typename Topo::Cap;
   using P = typename Topo::P;
 
-  // tr: terminal residuals (modified); nxt: int32 scratch of n nodes; marks: n entries.
-  BK(Topo& g, int64_t n, int64_t* tr, int32_t* nxt, Marks* marks)
-      : g_(g), n_(n), tr_(tr), nxt_(nxt), mk_(marks) {}
+  // tr: terminal residuals (modified); nxt: int32 scratch of n nodes; marks: n entries. A solver of the
+  // nodes [lo, hi) only (lo < hi <= n) touches nothing outside them, provided no arc with residual leaves
+  // them: several solve disjoint ranges of one graph at once (see resume).
+  BK(Topo& g, int64_t n, int64_t* tr, int32_t* nxt, Marks* marks, int64_t lo = 0, int64_t hi = -1)
+      : g_(g), n_(n), lo_(lo), hi_(hi < 0 ? n : hi), tr_(tr), nxt_(nxt), mk_(marks) {}
 
   BKStats run() {
     init();
-    int32_t cur = -1;
-    for (;;) {
-      int32_t i = -1;
-      if (cur >= 0) {
-        nxt_[cur] = kIdle;
-        if (!g_.is_free(cur)) i = cur;
-        cur = -1;
-      }
-      if (i < 0 && (i = pop_active()) < 0) break;
-      ++st_.growths;
-      int32_t x = -1, y = -1;  // the S-tree and T-tree ends of the connecting arc
-      int64_t mid = -1, mid_sis = -1;
-      if (g_.is_sink(i)) grow<true>(i, x, y, mid, mid_sis); else grow<false>(i, x, y, mid, mid_sis);
-      tick();
-      if (mid >= 0) {
-        nxt_[i] = kCurrent;  // active, not queued: grown again next
-        cur = i;
-        augment(x, y, mid, mid_sis);
-        adopt();
-      }
-    }
-    return st_;
+    return loop();
   }
+
+  // Continues from the trees that solvers of disjoint ranges left (their ranges covering every node)
+  // after arcs between the ranges were opened: the nodes of `seeds` that are in a tree become active
+  // (they hold every opened arc), and the marks of those solvers stay valid as older ones (start: above
+  // every solver's clock). The flow of this run adds to theirs.
+  BKStats resume(const std::vector<int32_t>& seeds, int32_t start) {
+    time_ = start;
+    for (const int32_t v : seeds)
+      if (!g_.is_free(v)) activate(v);
+    return loop();
+  }
+
+  int32_t clock() const { return time_; }
 
   // The canonical sink side: nodes that can reach the sink in the residual network. Writes 1 there and
   // 0 elsewhere into `reach`; uses nxt as the BFS queue. Every node of the T tree reaches the sink along
   // its parent arcs and no node of the S tree does (else there would be an augmenting path), so only
   // free nodes need a search: it starts from those with a residual arc into the T tree.
-  void sink_side(uint8_t* reach) {
+  void sink_side(uint8_t* reach) {  // the whole graph (after a solver of every node)
     for (int64_t v = 0; v < n_; ++v) reach[v] = !g_.is_free(v) && g_.is_sink(v);
     int64_t qt = 0;
     for (int64_t v = 0; v < n_; ++v) {
@@ -114,6 +108,31 @@ class BK {
   static constexpr int32_t kCurrent = -2;  // active, being grown (not in the queue)
   static constexpr int32_t kInfD = std::numeric_limits<int32_t>::max();
 
+  BKStats loop() {
+    int32_t cur = -1;
+    for (;;) {
+      int32_t i = -1;
+      if (cur >= 0) {
+        nxt_[cur] = kIdle;
+        if (!g_.is_free(cur)) i = cur;
+        cur = -1;
+      }
+      if (i < 0 && (i = pop_active()) < 0) break;
+      ++st_.growths;
+      int32_t x = -1, y = -1;  // the S-tree and T-tree ends of the connecting arc
+      int64_t mid = -1, mid_sis = -1;
+      if (g_.is_sink(i)) grow<true>(i, x, y, mid, mid_sis); else grow<false>(i, x, y, mid, mid_sis);
+      tick();
+      if (mid >= 0) {
+        nxt_[i] = kCurrent;  // active, not queued: grown again next
+        cur = i;
+        augment(x, y, mid, mid_sis);
+        adopt();
+      }
+    }
+    return st_;
+  }
+
   // Grows i's tree over its residual arcs (S: i -> j, T: j -> i): free neighbours join as children, and
   // a neighbour of the same tree is re-parented to i when that shortens its path (the paper's
   // timestamp/distance rule). Stops at the first neighbour of the other tree and returns the connecting
@@ -141,7 +160,7 @@ class BK {
   }
 
   void init() {
-    for (int64_t v = 0; v < n_; ++v) {
+    for (int64_t v = lo_; v < hi_; ++v) {
       nxt_[v] = kIdle;
       mk_[v] = Marks{0, 1};
       if (tr_[v] > 0) {
@@ -158,7 +177,7 @@ class BK {
 
   void tick() {
     if (++time_ == std::numeric_limits<int32_t>::max()) {  // wrap: forget every mark
-      for (int64_t v = 0; v < n_; ++v) mk_[v].ts = 0;
+      for (int64_t v = lo_; v < hi_; ++v) mk_[v].ts = 0;
       time_ = 1;
     }
   }
@@ -274,6 +293,9 @@ class BK {
     }
     g_.set_free(i);
     for (auto k = g_.begin(i), e = g_.end(i); k != e; ++k) {
+      // a pair with no residual either way can neither activate j nor hold a parent arc (a parent arc
+      // always has residual): skipped before j is read, so a range solver never reads outside its range
+      if (g_.rc[g_.arc(i, k)] <= 0 && g_.rc[g_.sister(i, k)] <= 0) continue;
       const int32_t j = g_.head(i, k);
       if (g_.is_free(j) || g_.is_sink(j) != kSink) continue;
       if (g_.rc[kSink ? g_.arc(i, k) : g_.sister(i, k)] > 0) activate(j);
@@ -301,7 +323,7 @@ class BK {
   }
 
   Topo& g_;
-  int64_t n_;
+  int64_t n_, lo_, hi_;
   int64_t* tr_;
   int32_t* nxt_;
   Marks* mk_;

@@ -183,10 +183,96 @@ struct Layout {
   }
 };
 
+// Runs job(item, worker) for items 0..B-1 on up to `threads` threads; rethrows the first exception.
+template <class Job>
+void parallel_items(int64_t B, int64_t threads, Job job) {
+  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(threads, B));
+  if (T == 1) {
+    for (int64_t b = 0; b < B; ++b) job(b, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::exception_ptr err;
+  std::mutex m;
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < T; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (int64_t b; (b = next.fetch_add(1)) < B;) job(b, t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!err) err = std::current_exception();
+        next = B;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (err) std::rethrow_exception(err);
+}
+
+// A single grid is split over the threads only where every part has at least this many nodes.
+constexpr int64_t kSplitNodes = int64_t(1) << 17;
+
+// Several cores on one grid (Liu and Sun's block-parallel Boykov-Kolmogorov, one level of merging):
+// the padded rows are cut into `parts` ranges of consecutive rows, the arcs between ranges are closed,
+// and one solver per range runs on its own thread (a range solver touches only its nodes: its arcs out
+// are closed). Their flows are flows of the whole graph. The arcs are then reopened (no flow crossed
+// them, so their residuals are the saved ones) and `bk` continues on the whole graph from the trees the
+// range solvers left, from the nodes next to a cut: the result is the maximum flow. Returns the
+// counters of all the solvers together. Fewer parts when a range would be shorter than twice the
+// longest offset (an arc must cross one cut only).
+template <class Cap>
+BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int64_t* tr, GridWork<Cap>& w,
+                 const std::vector<int64_t>& delta, int64_t parts) {
+  const int D = static_cast<int>(delta.size());
+  const int64_t n = lay.n_pad, L = lay.L;
+  int64_t reach = 0;
+  for (const int64_t d : delta) reach = std::max<int64_t>(reach, d < 0 ? -d : d);
+  parts = std::min<int64_t>(parts, lay.rows * L / std::max<int64_t>(1, 2 * reach));
+  if (parts < 2) return bk.run();
+  std::vector<int64_t> cut(parts + 1);
+  for (int64_t p = 0; p <= parts; ++p) cut[p] = lay.rows * p / parts * L;
+  std::vector<std::pair<int64_t, Cap>> saved;  // (arc, residual) of the closed arcs
+  std::vector<int32_t> seeds;                  // nodes that hold one
+  for (int64_t p = 1; p < parts; ++p) {
+    const int64_t c = cut[p];
+    for (int64_t v = std::max<int64_t>(0, c - reach); v < std::min(n, c + reach); ++v) {
+      bool holds = false;
+      for (int d = 0; d < D; ++d) {
+        const int64_t j = v + delta[d];
+        if (j < 0 || j >= n || (v < c) == (j < c)) continue;
+        Cap& r = g.rc[v * D + d];
+        if (r != Cap(0)) saved.emplace_back(v * D + d, r);
+        r = Cap(0);
+        holds = true;
+      }
+      if (holds) seeds.push_back(static_cast<int32_t>(v));
+    }
+  }
+  std::vector<BKStats> st(parts);
+  std::vector<int32_t> clocks(parts);
+  parallel_items(parts, parts, [&](int64_t p, int64_t) {
+    BK<GridTopo<Cap>> part(g, n, tr, w.nxt.get(), w.mk.get(), cut[p], cut[p + 1]);
+    st[p] = part.run();
+    clocks[p] = part.clock();
+  });
+  for (const auto& [a, r] : saved) g.rc[a] = r;
+  const int32_t start = *std::max_element(clocks.begin(), clocks.end());
+  BKStats s = bk.resume(seeds, start == std::numeric_limits<int32_t>::max() - 1 ? start : start + 1);
+  for (const BKStats& t : st) {
+    s.flow += t.flow;
+    s.augmentations += t.augmentations;
+    s.orphans += t.orphans;
+    s.growths += t.growths;
+  }
+  return s;
+}
+
 template <class Cap>
 void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
                      Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
-                     const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm) {
+                     const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm,
+                     int64_t parts) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
   const auto Ts = std::chrono::steady_clock::now();
@@ -288,7 +374,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   if (!hpf || !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
     GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
     BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
-    s = bk.run();
+    s = parts > 1 ? split_bk<Cap>(g, bk, lay, tr, w, delta, parts) : bk.run();
     T1 = std::chrono::steady_clock::now();
     bk.sink_side(reach);
   }
@@ -311,33 +397,6 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   stats[0] = s.flow, stats[1] = s.augmentations, stats[2] = s.orphans, stats[3] = s.growths;
   stats[4] = us(Ts, Th), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
   stats[8] = hs.mergers, stats[9] = hs.relabels, stats[10] = hpf ? us(Th, T0) : 0, stats[11] = hpf;
-}
-
-// Runs job(item, worker) for items 0..B-1 on up to `threads` threads; rethrows the first exception.
-template <class Job>
-void parallel_items(int64_t B, int64_t threads, Job job) {
-  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(threads, B));
-  if (T == 1) {
-    for (int64_t b = 0; b < B; ++b) job(b, 0);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  std::exception_ptr err;
-  std::mutex m;
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < T; ++t) {
-    pool.emplace_back([&, t] {
-      try {
-        for (int64_t b; (b = next.fetch_add(1)) < B;) job(b, t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(m);
-        if (!err) err = std::current_exception();
-        next = B;
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  if (err) std::rethrow_exception(err);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
@@ -399,9 +458,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
     int64_t* e = excess.data_ptr<int64_t>();
     bool* m = mask.data_ptr<bool>();
     int64_t* st = stats.data_ptr<int64_t>();
+    // one item: its rows split over the threads where each part has at least kSplitNodes nodes
+    const int64_t parts = B == 1 ? std::min<int64_t>(threads, lay.n_pad / kSplitNodes) : 1;
     parallel_items(B, threads, [&](int64_t b, int64_t t) {
       solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, r + b * D * n, e + b * n,
-                           so + b * n, m + b * n, st + b * kStats, delta, sis, algorithm);
+                           so + b * n, m + b * n, st + b * kStats, delta, sis, algorithm, parts);
     });
   });
   return {mask, stats, res, excess, sink_out};
