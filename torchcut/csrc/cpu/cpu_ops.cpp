@@ -160,13 +160,14 @@ struct Layout {
     W = shape[nd - 1], L = pshape[nd - 1];
     rows = n_pad / L;
   }
-  // Calls f(v0, q0) for every padded row: v0 its first padded index, q0 the unpadded index of its first
-  // interior node, or -1 for a row of the border.
+  // Calls f(v0, q0) for every padded row (of rows [r0, r1) when given): v0 its first padded index, q0
+  // the unpadded index of its first interior node, or -1 for a row of the border.
   template <class F>
-  void for_each_row(F f) const {
+  void for_each_row(F f, int64_t r0 = 0, int64_t r1 = -1) const {
     const size_t nd = shape.size();
     std::vector<int64_t> idx(nd, 0);  // over the first nd - 1 axes
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t a = static_cast<int64_t>(nd) - 2, r = r0; a >= 0; --a) idx[a] = r % pshape[a], r /= pshape[a];
+    for (int64_t r = r0; r < (r1 < 0 ? rows : r1); ++r) {
       int64_t q0 = 0;
       bool inside = true;
       for (size_t a = 0; a + 1 < nd; ++a) {
@@ -282,9 +283,16 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   // algorithm 2: both arcs of every pair and the terminal capacities (each up to the node's n-links), summed
   // per row (int32 arcs: per node in 64-bit integers; int64 arcs in double), in double across rows
   const bool count = algorithm == 2;
-  double nsum = 0, tsum = 0;
+  // Rows are loaded and stored by `parts` threads (ranges of rows, as split_bk cuts them), sums per part
+  auto rows = [&](auto f) {
+    if (parts <= 1) return lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, 0); });
+    parallel_items(parts, parts, [&](int64_t p, int64_t) {
+      lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, p); }, lay.rows * p / parts, lay.rows * (p + 1) / parts);
+    });
+  };
+  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
   // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
-  lay.for_each_row([&](int64_t v0, int64_t q0) {
+  rows([&](int64_t v0, int64_t q0, int64_t part) {
     if (q0 < 0) {
       std::fill(rc + v0 * D, rc + (v0 + L) * D, Cap(0));
       std::fill(tr + v0, tr + v0 + L, int64_t(0));
@@ -320,9 +328,11 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
         row_t += std::min(static_cast<double>(t), s);
       }
     }
-    tsum += row_t + static_cast<double>(row_t32);
-    nsum += row_n + static_cast<double>(row_n32);
+    tsums[part] += row_t + static_cast<double>(row_t32);
+    nsums[part] += row_n + static_cast<double>(row_n32);
   });
+  double nsum = 0, tsum = 0;
+  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p];
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
   // onto a border node, whose own neighbours may lie outside the padded array.
   auto close_into = [&](int64_t v) {
@@ -380,7 +390,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   }
   const auto T2 = std::chrono::steady_clock::now();
 
-  lay.for_each_row([&](int64_t v0, int64_t q0) {
+  rows([&](int64_t v0, int64_t q0, int64_t) {
     if (q0 < 0) return;
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
