@@ -4,7 +4,9 @@ The energies are those of ``benchmarks/grid.py`` (Boykov-Jolly segmentation netw
 pictures, synthetic volumes), quantized to int32 once; every solver gets exactly those integers:
 
 * 2D at 512^2, 1024^2 and 2048^2, 4- and 8-connected; 3D at 64^3 and 128^3, 6-connected;
-* a batch of 8 pictures at 512^2 (torchcut solves the items on parallel threads);
+* a batch of 8 pictures at 512^2 (torchcut solves the items on parallel threads; a single grid of at
+  least 2 x 2^17 nodes is cut into ranges of rows solved on parallel threads), torchcut timed on all of
+  torch's threads and again on 1 and 2 threads where there are more;
 * the BVZ Tsukuba expansion moves (the 16 moves of the first Potts expansion pass, as in
   ``benchmarks/dimacs.py``), summed over the moves.
 
@@ -460,9 +462,11 @@ def main(argv=None):
             row[s + "_runs"] = runs[s]
             if s + "_solve_runs" in row:
                 row[s + "_solve"] = min(row[s + "_solve_runs"])
-        if spec.get("batch", 1) > 1:  # the same batch on one thread: what the parallel items buy
-            t1, _, _ = timed(*runner(spec, "torchcut", offs, items, threads=1), repeat)
-            row["torchcut_1thread"] = t1
+        every = torch.get_num_threads()
+        if spec["kind"] != "bvz" and every > 1:  # fewer threads: what parallel items and cut grids buy
+            for th in (t for t in (1, 2) if t < every):
+                _, times, _ = timed(*runner(spec, "torchcut", offs, items, threads=th), repeat)
+                row.setdefault("torchcut_threads", {})[str(th)] = min(times)
         ref = flows.get("pymaxflow", flows["torchcut"])
         for s, f in flows.items():
             assert f == ref, (spec["name"], s, f, ref)
@@ -503,7 +507,7 @@ def render(meta, rows, solvers):
              "flows columns); solve = the solve alone (torchcut on a built graph, PyMaxflow's maxflow()); peak "
              "memory = growth of the resident set during one solve in a fresh process, per node (thinhpf's time "
              "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
-             "in brackets: bk or pf); torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
+             "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
              "over the faster forced one.", "",
              "| case | nodes | " + " | ".join(mine) + " | auto / best | " + " | ".join(peers) + " | "
              + " | ".join(f"{p} / auto" for p in peers) + " | solve: auto, pymaxflow | flows ("
@@ -513,7 +517,9 @@ def render(meta, rows, solvers):
         mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
                         for s in ["torchcut"] + peers)
         pick = r.get("torchcut_stats", {}).get("algorithm")
-        tc = _t(r["torchcut"]) + (f" ({_t(r['torchcut_1thread'])} on 1 thread)" if "torchcut_1thread" in r else "")
+        fewer = r.get("torchcut_threads", {})
+        tc = _t(r["torchcut"]) + (" (" + ", ".join(f"{_t(v)} on {k} thread{'' if k == '1' else 's'}"
+                                                   for k, v in fewer.items()) + ")" if fewer else "")
         tc += {"pseudoflow": " [pf]", "boykov-kolmogorov": " [bk]", "mixed": " [mixed]"}.get(pick, "")
         ab = _auto_best(r)
         solve = ", ".join(_t(r[s + "_solve"]) if s + "_solve" in r else "-" for s in ("torchcut", "pymaxflow"))
