@@ -216,6 +216,8 @@ def _smooth_and_weak(shape, offsets, seed):
 # auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
+# a single grid cut over several threads (Boykov-Kolmogorov faster there, pseudoflow not)
+AUTO_RATIO_CUT = {(2, 4): 4.6, (2, 8): 4.15, (3, 6): 5.0, (3, 26): 4.0}
 
 
 def _auto_ratio(g):
@@ -225,13 +227,16 @@ def _auto_ratio(g):
     return caps.sum().item() / (2 * torch.minimum(t, caps.sum(0)).sum().item())
 
 
-@pytest.mark.parametrize("ndim,conn", sorted(AUTO_RATIO))
-def test_auto_threshold_per_dimension_and_connectivity(ndim, conn):
+@pytest.mark.parametrize("ndim,conn,cut", [k + (False,) for k in sorted(AUTO_RATIO)]
+                         + [k + (True,) for k in sorted(AUTO_RATIO_CUT)])
+def test_auto_threshold_per_dimension_and_connectivity(ndim, conn, cut):
     """"auto" takes pseudoflow just above its ratio for the grid's dimension and connectivity and
     Boykov-Kolmogorov just below it (the ratio at 1.02 and 0.98 times the threshold, n-links scaled); both
-    picks give the flow and cut of the other algorithm."""
+    picks give the flow and cut of the other algorithm. ``cut``: a grid large enough to be cut over two
+    threads, with the thresholds of that case (on one thread, the others)."""
     offsets = grid_offsets(ndim, conn)
-    shape = {2: (24, 31), 3: (9, 8, 11)}[ndim]
+    shape = {2: (520, 510), 3: (70, 66, 64)}[ndim] if cut else {2: (24, 31), 3: (9, 8, 11)}[ndim]
+    table, threads = (AUTO_RATIO_CUT, 2) if cut else (AUTO_RATIO, 1)
     rng = np.random.default_rng(ndim * 100 + conn)
     source = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
     sink = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
@@ -245,13 +250,14 @@ def test_auto_threshold_per_dimension_and_connectivity(ndim, conn):
         lo, hi = 1e-3, 1e3  # the ratio grows with the scale of the n-links: bisection
         for _ in range(60):
             mid = (lo * hi) ** 0.5
-            lo, hi = (mid, hi) if _auto_ratio(graph(mid)) < factor * AUTO_RATIO[ndim, conn] else (lo, mid)
+            lo, hi = (mid, hi) if _auto_ratio(graph(mid)) < factor * table[ndim, conn] else (lo, mid)
         g = graph(hi if want == "pseudoflow" else lo)
         ratio = _auto_ratio(g)
-        assert (ratio > AUTO_RATIO[ndim, conn]) == (want == "pseudoflow"), ratio
-        assert abs(ratio / AUTO_RATIO[ndim, conn] - factor) < 0.01, ratio
-        r = torchcut.maxflow(g, backend="cpu")
-        other = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
+        assert (ratio > table[ndim, conn]) == (want == "pseudoflow"), ratio
+        assert abs(ratio / table[ndim, conn] - factor) < 0.01, ratio
+        r = torchcut.maxflow(g, backend="cpu", threads=threads)
+        other = torchcut.maxflow(g, backend="cpu", threads=threads,
+                                 algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
         assert r.stats["algorithm"] == want and r.verify() and other.verify()
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
