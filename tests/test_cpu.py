@@ -217,7 +217,7 @@ def _smooth_and_weak(shape, offsets, seed):
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
 # a single grid cut over several threads (Boykov-Kolmogorov faster there, pseudoflow not)
-AUTO_RATIO_CUT = {(2, 4): 4.6, (2, 8): 4.15, (3, 6): 5.0, (3, 26): 4.0}
+AUTO_RATIO_CUT = {(2, 4): 4.6, (2, 8): 4.15, (3, 26): 4.0}  # 3D 6-connected: 5.0 either way
 
 
 def _auto_ratio(g):
@@ -429,9 +429,10 @@ def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ fallback and errors
 # One grid over several threads: its rows cut into ranges solved at once, then one solver over the
-# whole grid from their trees (a part needs at least 2**17 nodes, so these grids are that large).
+# whole grid from their trees (a part needs at least 2**17 nodes, 2**20 in a 6-connected volume, so
+# these grids are that large).
 SPLIT_CASES = [(2, 4, (600, 500), 2), (2, 4, (600, 500), 4), (2, 8, (530, 520), 2), (2, 8, (530, 520), 4),
-               (3, 6, (70, 66, 64), 2), (3, 6, (70, 66, 64), 4), (3, 26, (66, 66, 64), 2)]
+               (3, 6, (130, 128, 128), 2), (3, 18, (70, 66, 64), 4), (3, 26, (66, 66, 64), 2)]
 
 
 @pytest.mark.parametrize("ndim,conn,shape,threads", SPLIT_CASES)
@@ -451,7 +452,7 @@ def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads):
     assert_canonical_grid(many)
 
 
-@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (48, 6000)), (2, 8, (40, 7000)), (3, 6, (10, 170, 170))])
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (48, 6000)), (2, 8, (40, 7000)), (3, 18, (6, 180, 190))])
 def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape):
     """Source on the first rows, sink on the last: every unit of flow crosses every cut between parts."""
     pytest.importorskip("maxflow")
