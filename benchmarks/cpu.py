@@ -507,7 +507,8 @@ def render(meta, rows, solvers):
              "flows columns); solve = the solve alone (torchcut on a built graph, PyMaxflow's maxflow()); peak "
              "memory = growth of the resident set during one solve in a fresh process, per node (thinhpf's time "
              "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
-             "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
+             "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); "
+             "torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
              "over the faster forced one.", "",
              "| case | nodes | " + " | ".join(mine) + " | auto / best | " + " | ".join(peers) + " | "
              + " | ".join(f"{p} / auto" for p in peers) + " | solve: auto, pymaxflow | flows ("

@@ -13,8 +13,9 @@ is strong (n-links far above the terminal capacities: long augmenting paths), gr
 pseudoflow first (``torchcut/csrc/cpu/cpu_hpf.h``, option ``algorithm``), which is 1.5-6.6x faster there.
 Grids use implicit neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one
 byte per node for tree and parent), as in GridCut; items of a batch are solved on parallel threads, and a
-single grid of at least 2 x 2**17 nodes (a 6-connected volume 2 x 2**20) is cut into ranges of rows solved on parallel threads, then
-finished over the whole grid from their search trees (``docs/design.md``).
+single grid of at least 2 x 2**17 nodes (a 6-connected volume 2 x 2**20) is cut into ranges of rows
+solved on parallel threads, then finished over the whole grid from their search trees
+(``docs/design.md``).
 
 Result contract (shared with the other backends, see :mod:`torchcut.solvers`): the residuals, the
 excess and the residual sink capacities are written back in place; an unsaturated source residual is
@@ -138,8 +139,9 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
     offsets : the K offsets of the grid.
     threads : int, optional
         Threads: items of the batch solved at once, or for a single grid of at least 2 x 2**17 nodes,
-        the ranges of rows it is cut into (each at least 2**17 nodes, 2**20 in a 6-connected volume; default ``torch.get_num_threads()``).
-        The flow and the mask do not depend on it; the residuals of a cut grid may differ.
+        the ranges of rows it is cut into (each at least 2**17 nodes, 2**20 in a 6-connected volume;
+        default ``torch.get_num_threads()``). The flow and the mask do not depend on it; the residuals
+        of a cut grid may differ.
     algorithm : {"auto", "boykov-kolmogorov", "pseudoflow"}
         "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
         (lowest label, with the gap rule), after which one search from the deficits proves the flow

@@ -163,6 +163,9 @@ struct Layout {
     W = shape[nd - 1], L = pshape[nd - 1];
     rows = n_pad / L;
   }
+  // The first padded row of part p of `parts` (p = parts: the end): the ranges split_bk solves and the
+  // threads that load and store the rows share it.
+  int64_t part_row(int64_t p, int64_t parts) const { return rows * p / parts; }
   // Calls f(v0, q0) for every padded row (of rows [r0, r1) when given): v0 its first padded index, q0
   // the unpadded index of its first interior node, or -1 for a row of the border.
   template <class F>
@@ -220,13 +223,7 @@ void parallel_items(int64_t B, int64_t threads, Job job) {
 constexpr int64_t kSplitNodes = int64_t(1) << 17;
 constexpr int64_t kSplitNodes3D6 = int64_t(1) << 20;
 
-// Several cores on one grid (Liu and Sun's block-parallel Boykov-Kolmogorov, one level of merging):
-// the padded rows are cut into `parts` ranges of consecutive rows, the arcs between ranges are closed,
-// and one solver per range runs on its own thread (a range solver touches only its nodes: its arcs out
-// are closed). Their flows are flows of the whole graph. The arcs are then reopened (no flow crossed
-// them, so their residuals are the saved ones) and `bk` continues on the whole graph from the trees the
-// range solvers left, from the nodes next to a cut: the result is the maximum flow. Returns the
-// counters of all the solvers together. `parts` from split_parts.
+// The longest neighbour offset in the padded index.
 int64_t longest(const std::vector<int64_t>& delta) {
   int64_t reach = 0;
   for (const int64_t d : delta) reach = std::max<int64_t>(reach, d < 0 ? -d : d);
@@ -242,13 +239,20 @@ int64_t split_parts(const Layout& lay, const std::vector<int64_t>& delta, int64_
   return std::max<int64_t>(1, std::min(threads, most));
 }
 
+// Several cores on one grid (Liu and Sun's block-parallel Boykov-Kolmogorov, one level of merging):
+// the padded rows are cut into `parts` ranges of consecutive rows, the arcs between ranges are closed,
+// and one solver per range runs on its own thread (a range solver touches only its nodes: its arcs out
+// are closed). Their flows are flows of the whole graph. The arcs are then reopened (no flow crossed
+// them, so their residuals are the saved ones) and `bk` continues on the whole graph from the trees the
+// range solvers left, from the nodes next to a cut: the result is the maximum flow. Returns the
+// counters of all the solvers together. `parts` from split_parts.
 template <class Cap>
 BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int64_t* tr, GridWork<Cap>& w,
                  const std::vector<int64_t>& delta, int64_t parts) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n_pad, L = lay.L, reach = longest(delta);
   std::vector<int64_t> cut(parts + 1);
-  for (int64_t p = 0; p <= parts; ++p) cut[p] = lay.rows * p / parts * L;
+  for (int64_t p = 0; p <= parts; ++p) cut[p] = lay.part_row(p, parts) * L;
   std::vector<std::pair<int64_t, Cap>> saved;  // (arc, residual) of the closed arcs
   std::vector<int32_t> seeds;                  // nodes that hold one
   for (int64_t p = 1; p < parts; ++p) {
@@ -274,8 +278,8 @@ BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int
     clocks[p] = part.clock();
   });
   for (const auto& [a, r] : saved) g.rc[a] = r;
-  const int32_t start = *std::max_element(clocks.begin(), clocks.end());
-  BKStats s = bk.resume(seeds, start == std::numeric_limits<int32_t>::max() - 1 ? start : start + 1);
+  const int32_t last = *std::max_element(clocks.begin(), clocks.end());  // below INT32_MAX (tick wraps there)
+  BKStats s = bk.resume(seeds, std::min(last + 1, std::numeric_limits<int32_t>::max() - 1));
   for (const BKStats& t : st) {
     s.flow += t.flow;
     s.augmentations += t.augmentations;
@@ -299,11 +303,12 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   // algorithm 2: both arcs of every pair and the terminal capacities (each up to the node's n-links), summed
   // per row (int32 arcs: per node in 64-bit integers; int64 arcs in double), in double across rows
   const bool count = algorithm == 2;
-  // Rows are loaded and stored by `parts` threads (ranges of rows, as split_bk cuts them), sums per part
+  // Rows are loaded and stored by `parts` threads (the ranges split_bk solves), sums per part
   auto rows = [&](auto f) {
     if (parts <= 1) return lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, 0); });
     parallel_items(parts, parts, [&](int64_t p, int64_t) {
-      lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, p); }, lay.rows * p / parts, lay.rows * (p + 1) / parts);
+      lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, p); }, lay.part_row(p, parts),
+                       lay.part_row(p + 1, parts));
     });
   };
   std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
