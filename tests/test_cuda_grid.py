@@ -220,7 +220,7 @@ def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
                                                             {"tile_x": 8, "tile_y": 4}]))
 def test_property_repaired_relabels(case, a, b, c, batch, directed, seed, density, tiles):
     """Random grids, batches and tiles: every relabel repaired (repair=1) gives PyMaxflow's flows and the
-    same canonical masks as a full BFS every time with the old push schedule (repair=-1, push_grow=-1)."""
+    same canonical masks as a full BFS every time (repair=-1)."""
     ndim, conn = case
     shape = (a, b) if ndim == 2 else (c, a // 4 + 2, b // 4 + 2)
     offs = grid_offsets(ndim, conn)
@@ -228,7 +228,7 @@ def test_property_repaired_relabels(case, a, b, c, batch, directed, seed, densit
     fast = _check(s, t, e, offs, r, batch=True, reference=False, repeats=1, repair=1, **tiles)
     dev = "cuda"
     g = GridGraph(*(torch.as_tensor(x, device=dev) for x in (s, t, e)), offs, reverse=torch.as_tensor(r, device=dev))
-    full = torchcut.maxflow(g, backend="cuda", repair=-1, push_grow=-1, **tiles)
+    full = torchcut.maxflow(g, backend="cuda", repair=-1, **tiles)
     assert full.verify()
     assert torch.equal(fast.node_mask, full.node_mask)
     assert torch.equal(fast.flow_values, full.flow_values)

@@ -11,7 +11,7 @@
 // CUDA grid solver options, in the order of the op's `options` list (0 = the default).
 #define TORCHCUT_GRID_CUDA_OPTIONS(X)                                                                  \
   X(tile_x) X(tile_y) X(tile_z) X(rounds) X(push_launches) X(max_cycles) X(profile) X(persist)        \
-  X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(push_tail) X(item_skip) X(repair) X(push_grow) X(push_chain)
+  X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(push_tail) X(item_skip) X(repair) X(push_chain)
 
 // CUDA grid solver counters (one vector for the whole batch), `status` last.
 #define TORCHCUT_GRID_CUDA_STATS(X)                                                                    \

@@ -59,9 +59,6 @@ OPTIONS = {
               "them instead of a full BFS from the sink (default: on grids of at least 4 BFS tiles per resident BFS "
               "block, after a full BFS bound by its tile visits rather than its depth; only where every offset "
               "stays within the neighbouring BFS tiles); 1: always; -1: never",
-    "push_grow": "twice the last cycle's push launches (at most 24) when the last cycle removed under a quarter of "
-                 "the active nodes and its BFS, bound by its depth rather than its tile visits, was at least this "
-                 "many tiles deep (default 12); -1: off",
     "push_chain": "chained push launches, whose blocks also visit the tiles that flow enters during the launch: "
                   "by default, on a single grid (not a batch) of at least 512^2 nodes, after a global relabel bound "
                   "by its depth rather than its tile visits (and at least 12 tiles deep) that left at most twice as "

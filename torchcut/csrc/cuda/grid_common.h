@@ -44,7 +44,6 @@ constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
 //                   push blocks (default: the BFS depth in tiles, 6 to 24; -1: off)
 //   item_skip       batches: an item left with no active node is left out of every later BFS; -1: never
 //   repair          later global relabels may repair the last one's distances (see grid_solve.cpp)
-//   push_grow       twice the last cycle's push launches (at most 24) after a slow, deep cycle; -1: off
 //   push_chain      chained push launches (blocks also visit the tiles that flow enters during the launch);
 //                   see grid_solve.cpp for the default rule; n > 0: always, factor n; -1: never
 struct Options {

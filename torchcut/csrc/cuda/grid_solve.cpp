@@ -29,9 +29,6 @@
 // 18-40 tiles deep over 2-3x the visits) repairs cost 1.2x the time of the same solve without them;
 // on large photographs, volumes and batches the first repair may lose but the later ones win (a 2048^2
 // photograph: 60 units against 34, then 6-26 against 26).
-// Slow progress (option push_grow): when a cycle removed under a quarter of the active nodes and its BFS
-// was bound by its depth (at least 12 tiles), the next cycle runs twice its push launches (at most 24):
-// fewer relabels where each costs a long wavefront (hard low-contrast 1024^2 1.37x).
 // Chained pushes (option push_chain, grid_push.cuh): on a single 2D grid of at least 512^2 nodes, in a
 // cycle whose BFS was bound by its depth (at least 12 tiles deep) and that starts with at most twice as
 // many active tiles as there are push blocks, the cycle's P push launches become ceil(P / 16) chained
@@ -282,9 +279,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   // one's after a repair (whose own depth counts only the tiles it visited).
   int full_depth = 0;
   int64_t repairs = 0;
-  long long prev_active = -1;  // push_grow: active nodes after the last relabel, its push launches
-  int last_P = 0;
-  const int grow_depth = opts.push_grow > 0 ? (int)opts.push_grow : 12;
   constexpr int kChainDepth = 12;  // chained pushes: after a BFS bound by its depth, at least this deep
   constexpr long long kChainTiles = 2;  // chained pushes: at most this many active tiles per push block
   long long seen_visits = 0;  // BFS tile visits before this relabel
@@ -377,12 +371,6 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
     int P = push_opt > 0 ? (int)push_opt : std::max(push_min, std::min(push_cap, last_bfs / 2));
     if (tail_on && push_opt <= 0 && hostp[kActiveTiles] * 4 <= push_blocks)
       P = std::max(P, tail_fixed ? tail_fixed : std::min(24, std::max(6, last_bfs)));
-    // Slow progress (push_grow, see the top)
-    if (push_opt <= 0 && opts.push_grow >= 0 && !full_by_visits && prev_active > 0 && last_bfs >= grow_depth &&
-        hostp[kActive] * 4 > 3 * prev_active)
-      P = std::max(P, std::min(24, 2 * last_P));
-    prev_active = hostp[kActive];
-    last_P = P;
     // Chained pushes (see the top): late cycles of a BFS bound by its depth
     const bool chain = chain_always || (chain_auto && !full_by_visits && last_bfs >= kChainDepth &&
                                         hostp[kActiveTiles] <= kChainTiles * push_blocks);
