@@ -37,7 +37,7 @@ of the two forced algorithms (the choice is right when it is near 1). "solve" co
 solve on a built graph (``torchcut.maxflow``) and PyMaxflow's ``maxflow()`` alone.
 
     python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5] [--family hard|segment]
-        [--clock cpu] [--only TEXT]
+        [--clock cpu] [--only TEXT] [--no-peers]
 
 Writes OUT/cpu.md, OUT/cpu.json and OUT/cpu.png (time against nodes, log-log).
 """
@@ -404,6 +404,8 @@ def main(argv=None):
                     help="cpu: CPU seconds of the process instead of wall time (less disturbed on a busy machine; "
                          "the solvers' solves are single-threaded)")
     ap.add_argument("--only", default=None, help="run only the cases whose name contains this text")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="time torchcut's three ways only (checks auto's choice; flows not compared with a peer)")
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -418,7 +420,7 @@ def main(argv=None):
     err = cpu.load_error()
     if err is not None:
         raise SystemExit(f"the compiled CPU solver is unavailable: {err}")
-    solvers = [s for s in SOLVERS if available(s)]
+    solvers = [s for s in SOLVERS if available(s) and not (args.no_peers and not s.startswith("torchcut"))]
     meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers, "clock": args.clock,
             "load_before": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
