@@ -39,7 +39,8 @@ solve on a built graph (``torchcut.maxflow``) and PyMaxflow's ``maxflow()`` alon
     python benchmarks/cpu.py --out benchmarks/results [--quick] [--repeat 5] [--family hard|segment]
         [--clock cpu] [--only TEXT] [--no-peers]
 
-Writes OUT/cpu.md, OUT/cpu.json and OUT/cpu.png (time against nodes, log-log).
+Writes OUT/cpu-standard.md, OUT/cpu-standard.json and OUT/cpu-standard.png (time against nodes,
+log-log); ``OUT/cpu.*`` belong to ``python -m benchmarks --suite cpu``.
 """
 
 from __future__ import annotations
@@ -409,7 +410,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
-    stem = "cpu" if args.family == "standard" else f"cpu-{args.family}"
+    stem = f"cpu-{args.family}"  # not cpu.*, which `python -m benchmarks --suite cpu` writes
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -482,7 +483,8 @@ def main(argv=None):
         print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(
             f"{s} {row[s] * 1e3:8.1f} ms" for s in here) + " | " + " ".join(
             f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers) + (
-            f" | auto/best {_auto_best(row):.2f}" if _auto_best(row) else ""), flush=True)
+            f" | auto/best {_auto_best(row):.2f}" if _auto_best(row) else "") + (
+            f" pick/best {_pick_best(row):.2f}" if _pick_best(row) else ""), flush=True)
     meta["load_after"] = os.getloadavg()
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (out / f"{stem}.md").write_text(render(meta, rows, solvers))
@@ -495,6 +497,16 @@ def _auto_best(r):
     """auto's time over the faster forced algorithm's (None when they were not both timed)."""
     forced = [r[s] for s in FORCED if s in r]
     return r["torchcut"] / min(forced) if len(forced) == 2 else None
+
+
+def _pick_best(r):
+    """The forced time of auto's pick over the faster forced algorithm's: whether the choice was right,
+    free of the run-to-run spread between two timings of the same solve (None: not both timed, or a
+    batch whose items picked differently)."""
+    forced = {s: r[s] for s in FORCED if s in r}
+    pick = {"boykov-kolmogorov": "torchcut-bk", "pseudoflow": "torchcut-pseudoflow"}.get(
+        r.get("torchcut_stats", {}).get("algorithm"))
+    return forced[pick] / min(forced.values()) if len(forced) == 2 and pick in forced else None
 
 
 def render(meta, rows, solvers):
@@ -511,11 +523,13 @@ def render(meta, rows, solvers):
              "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
              "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); "
              "torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
-             "over the faster forced one.", "",
-             "| case | nodes | " + " | ".join(mine) + " | auto / best | " + " | ".join(peers) + " | "
-             + " | ".join(f"{p} / auto" for p in peers) + " | solve: auto, pymaxflow | flows ("
-             + ", ".join(solvers) + ") | bytes/node (torchcut, " + ", ".join(peers) + ") |",
-             "|---|---:|" + "---:|" * (len(mine) + 1 + 2 * len(peers) + 1) + "---|---|"]
+             "over the faster forced one; pick / best = the forced time of auto's pick over the faster forced one "
+             "(1.00: the right choice; auto / best also holds the spread between two timings of one solve).", "",
+             "| " + " | ".join(["case", "nodes", *mine, "auto / best", "pick / best", *peers,
+                                 *(f"{p} / auto" for p in peers), "solve: auto, pymaxflow",
+                                 "flows (" + ", ".join(solvers) + ")",
+                                 "bytes/node (" + ", ".join(["torchcut", *peers]) + ")"]) + " |",
+             "|---|---:|" + "---:|" * (len(mine) + 2 + 2 * len(peers) + 1) + "---|---|"]
     for r in rows:
         mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
                         for s in ["torchcut"] + peers)
@@ -524,13 +538,13 @@ def render(meta, rows, solvers):
         tc = _t(r["torchcut"]) + (" (" + ", ".join(f"{_t(v)} on {k} thread{'' if k == '1' else 's'}"
                                                    for k, v in fewer.items()) + ")" if fewer else "")
         tc += {"pseudoflow": " [pf]", "boykov-kolmogorov": " [bk]", "mixed": " [mixed]"}.get(pick, "")
-        ab = _auto_best(r)
+        ab, pb = _auto_best(r), _pick_best(r)
         solve = ", ".join(_t(r[s + "_solve"]) if s + "_solve" in r else "-" for s in ("torchcut", "pymaxflow"))
         fl = ", ".join(str(r["flows"][s]) if s in r.get("flows", {}) else "-" for s in solvers)
-        lines.append(f"| {r['case']} | {r['nodes']:,} | " + " | ".join([tc] + [_t(r[m]) if m in r else "-" for m in mine[1:]])
-                     + f" | {f'{ab:.2f}' if ab else '-'} | " + " | ".join(_t(r[p]) if p in r else "-" for p in peers) + " | "
-                     + " | ".join(f"{r[p] / r['torchcut']:.2f}x" if p in r else "-" for p in peers)
-                     + f" | {solve} | {fl} | {mem} |")
+        cells = [r["case"], f"{r['nodes']:,}", tc, *(_t(r[m]) if m in r else "-" for m in mine[1:]),
+                 f"{ab:.2f}" if ab else "-", f"{pb:.2f}" if pb else "-", *(_t(r[p]) if p in r else "-" for p in peers),
+                 *(f"{r[p] / r['torchcut']:.2f}x" if p in r else "-" for p in peers), solve, fl, mem]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -139,3 +139,34 @@ def test_gpu_suite_needs_cuda():
         pytest.skip("CUDA is available")
     with pytest.raises(SystemExit, match="CUDA is not available"):
         R.main(["--suite", "gpu", "--quick"])
+
+
+def _cpu_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cpu_bench", ROOT / "benchmarks" / "cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_script_checks_autos_pick_and_renders_without_peers():
+    """benchmarks/cpu.py: "pick / best" is the forced time of auto's pick over the faster forced one (so
+    two timings of one solve do not count as a wrong choice), and --no-peers leaves no empty columns."""
+    cpu = _cpu_script()
+    row = {"case": "c", "nodes": 10, "torchcut": 0.13, "torchcut-bk": 0.10, "torchcut-pseudoflow": 0.20,
+           "torchcut_stats": {"algorithm": "boykov-kolmogorov"}, "flows": {}}
+    assert cpu._auto_best(row) == pytest.approx(1.3)
+    assert cpu._pick_best(row) == pytest.approx(1.0)
+    wrong = dict(row, torchcut_stats={"algorithm": "pseudoflow"})
+    assert cpu._pick_best(wrong) == pytest.approx(2.0)
+    assert cpu._pick_best(dict(row, torchcut_stats={"algorithm": "mixed"})) is None
+    meta = {"date": "d", "cores": 2, "machine": "m", "torch": "t", "load_before": (0, 0, 0), "load_after": (0, 0, 0)}
+    for solvers in (["torchcut", "torchcut-bk", "torchcut-pseudoflow"],
+                    ["torchcut", "torchcut-bk", "torchcut-pseudoflow", "pymaxflow"]):
+        r = dict(row, pymaxflow=0.3) if "pymaxflow" in solvers else row
+        table = [ln for ln in cpu.render(meta, [r], solvers).splitlines() if ln.startswith("|")]
+        widths = {ln.count("|") for ln in table}
+        assert len(table) == 3 and len(widths) == 1, table
+        assert "|  |" not in table[0]
+        assert "| 1.30 | 1.00 |" in table[2]
