@@ -441,6 +441,21 @@ def build_tree(tree: Path, jobs: int) -> None:
     print(f"# built {tree} in place ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
+def clear_stale_locks(cache: Path) -> list[Path]:
+    """Remove the build locks in a reference tree's private cache (``<cache>/<extension>/lock``).
+
+    Only a compare uses that cache, and before its first worker starts nothing is building there: a lock
+    found then was left by a compare killed while the reference compiled its extensions on first use,
+    and torch's extension loader would wait for it forever. Returns the paths removed."""
+    gone = []
+    if cache.is_dir():
+        for lock in sorted(cache.glob("*/lock")):
+            lock.unlink(missing_ok=True)
+            gone.append(lock)
+            print(f"# removed a build lock left by an interrupted run: {lock}", flush=True)
+    return gone
+
+
 def run_worker(tree: Path, cache: Path, folder: Path, device: str, repeats: int, warmup: int, out: Path,
                budget: float | None = None) -> dict:
     """One worker process on ``tree`` over every saved case; its parsed JSON output."""
@@ -553,6 +568,8 @@ def compare(args, worker=run_worker) -> int:
             caches[tree] = (_cache_root() if tree == cur_tree else
                             Path(str(_cache_root()) + "-ref-" + hashlib.sha1(
                                 (_git(["rev-parse", "HEAD"], tree) or str(tree)).encode()).hexdigest()[:10]))
+            if tree != cur_tree:
+                clear_stale_locks(caches[tree])
         print(f"# compare on {device}: {len(specs)} cases, {args.rounds} rounds x {args.repeats} timed calls "
               f"(+{args.warmup} warm-up) per tree; building inputs", flush=True)
         t0 = time.perf_counter()

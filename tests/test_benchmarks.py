@@ -170,3 +170,18 @@ def test_cpu_script_checks_autos_pick_and_renders_without_peers():
         assert len(table) == 3 and len(widths) == 1, table
         assert "|  |" not in table[0]
         assert "| 1.30 | 1.00 |" in table[2]
+
+
+def test_compare_clears_build_locks_left_in_the_reference_cache(tmp_path, capsys):
+    """A compare killed while the reference tree compiled on first use leaves torch's build lock in the
+    reference's private cache; the next compare removes it before any worker starts (else the loader
+    waits forever), and leaves the built files alone."""
+    ext = tmp_path / "torchcut_grid_cpu"
+    ext.mkdir()
+    (ext / "lock").write_text("")
+    (ext / "build.ninja").write_text("rules")
+    gone = R.clear_stale_locks(tmp_path)
+    assert gone == [ext / "lock"] and not (ext / "lock").exists()
+    assert (ext / "build.ninja").read_text() == "rules"
+    assert "removed a build lock" in capsys.readouterr().out
+    assert R.clear_stale_locks(tmp_path / "missing") == []
