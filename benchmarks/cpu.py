@@ -504,8 +504,7 @@ def _pick_best(r):
     free of the run-to-run spread between two timings of the same solve (None: not both timed, or a
     batch whose items picked differently)."""
     forced = {s: r[s] for s in FORCED if s in r}
-    pick = {"boykov-kolmogorov": "torchcut-bk", "pseudoflow": "torchcut-pseudoflow"}.get(
-        r.get("torchcut_stats", {}).get("algorithm"))
+    pick = {alg: s for s, alg in FORCED.items()}.get(r.get("torchcut_stats", {}).get("algorithm"))
     return forced[pick] / min(forced.values()) if len(forced) == 2 and pick in forced else None
 
 
