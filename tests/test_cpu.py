@@ -216,8 +216,9 @@ def _smooth_and_weak(shape, offsets, seed):
 # auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
-# a single grid cut over several threads (Boykov-Kolmogorov faster there, pseudoflow not)
-AUTO_RATIO_CUT = {(2, 4): 4.6, (2, 8): 4.15, (3, 26): 4.0}  # 3D 6-connected: 5.0 either way
+# a single grid cut over several threads (both algorithms one range per thread; cut 26-connected volumes
+# gain more with Boykov-Kolmogorov)
+AUTO_RATIO_CUT = {(2, 4): 3.5, (2, 8): 3.85, (3, 26): 4.0}  # 3D 6-connected: 5.0 either way
 
 
 def _auto_ratio(g):
@@ -428,15 +429,17 @@ def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ fallback and errors
-# One grid over several threads: its rows cut into ranges solved at once, then one solver over the
-# whole grid from their trees (a part needs at least 2**17 nodes, 2**20 in a 6-connected volume, so
-# these grids are that large).
+# One grid over several threads: its rows cut into ranges solved at once (Boykov-Kolmogorov or
+# pseudoflow), then one solver over the whole grid from what they left (a part needs at least 2**17
+# nodes, 2**20 in a 6-connected volume, so these grids are that large).
+SPLIT_ALGORITHMS = ["boykov-kolmogorov", "pseudoflow"]
 SPLIT_CASES = [(2, 4, (600, 500), 2), (2, 4, (600, 500), 4), (2, 8, (530, 520), 2), (2, 8, (530, 520), 4),
                (3, 6, (130, 128, 128), 2), (3, 18, (70, 66, 64), 4), (3, 26, (66, 66, 64), 2)]
 
 
+@pytest.mark.parametrize("algorithm", SPLIT_ALGORITHMS)
 @pytest.mark.parametrize("ndim,conn,shape,threads", SPLIT_CASES)
-def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads):
+def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads, algorithm):
     pytest.importorskip("maxflow")
     rng = np.random.default_rng(threads * 100 + conn)
     offsets = grid_offsets(ndim, conn)
@@ -445,15 +448,16 @@ def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads):
     edges = rng.integers(0, 20, size=(len(offsets),) + shape) * (rng.random((len(offsets),) + shape) < 0.8)
     g = GridGraph(src, snk, edges, offsets)
     one = torchcut.maxflow(g, backend="cpu", threads=1, algorithm="boykov-kolmogorov")
-    many = torchcut.maxflow(g, backend="cpu", threads=threads, algorithm="boykov-kolmogorov")
-    assert many.verify()
+    many = torchcut.maxflow(g, backend="cpu", threads=threads, algorithm=algorithm)
+    assert many.stats["algorithm"] == algorithm and many.verify()
     assert many.flow_value == one.flow_value == pymaxflow_grid(src, snk, edges, offsets)
     assert torch.equal(many.mask, one.mask)
     assert_canonical_grid(many)
 
 
+@pytest.mark.parametrize("algorithm", SPLIT_ALGORITHMS)
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (48, 6000)), (2, 8, (40, 7000)), (3, 18, (6, 180, 190))])
-def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape):
+def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape, algorithm):
     """Source on the first rows, sink on the last: every unit of flow crosses every cut between parts."""
     pytest.importorskip("maxflow")
     rng = np.random.default_rng(conn)
@@ -463,8 +467,8 @@ def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape):
     snk[-2:] = 1000
     edges = rng.integers(1, 30, size=(len(offsets),) + shape)
     g = GridGraph(src, snk, edges, offsets)
-    r = torchcut.maxflow(g, backend="cpu", threads=3, algorithm="boykov-kolmogorov")
-    assert r.verify()
+    r = torchcut.maxflow(g, backend="cpu", threads=3, algorithm=algorithm)
+    assert r.stats["algorithm"] == algorithm and r.verify()
     assert r.flow_value == pymaxflow_grid(src, snk, edges, offsets) > 0
     assert_canonical_grid(r)
 

@@ -53,11 +53,11 @@ constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, 
 // dimension and connectivity were measured on segmentation energies (photographs 0.25-4 MP, lam 1-100;
 // blob volumes), the hard energies and the standard ones (docs/performance.md, "The choice of algorithm"):
 // the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
-// A single grid cut over several threads (split_bk) runs Boykov-Kolmogorov 1.2-2x faster on two cores
-// while pseudoflow stays on one, so it has its own thresholds (`cut`), measured with two threads the same
-// way: 2D 4-connected 4.6, 8-connected 4.15, 3D 18/26-connected 4.
+// A single grid cut over several threads runs either algorithm one range per thread (split_bk, split_hpf),
+// both 1.3-2x faster on two cores; measured with two threads the same way, 2D keeps its thresholds, while
+// 18/26-connected volumes, where cut Boykov-Kolmogorov gains more, take pseudoflow only above 4 (`cut`).
 double hpf_ratio(size_t ndim, int D, bool cut) {
-  if (ndim == 2) return cut ? (D <= 4 ? 4.6 : 4.15) : (D <= 4 ? 3.5 : 3.85);
+  if (ndim == 2) return D <= 4 ? 3.5 : 3.85;
   if (ndim == 3) return D <= 6 ? 5.0 : (cut ? 4.0 : 2.0);
   return 8.0;
 }
@@ -239,53 +239,88 @@ int64_t split_parts(const Layout& lay, const std::vector<int64_t>& delta, int64_
   return std::max<int64_t>(1, std::min(threads, most));
 }
 
+// The arcs between `parts` ranges of consecutive padded rows (split_parts), closed so that a solver of one
+// range touches only its own nodes. Holds the closed arcs' residuals to reopen them, the range bounds
+// (node indices) and the nodes next to a cut (those that hold a closed arc).
+template <class Cap>
+struct Cuts {
+  std::vector<int64_t> bound;                  // [parts + 1] first node of each range, then n
+  std::vector<std::pair<int64_t, Cap>> saved;  // (arc, residual) of the closed arcs
+  std::vector<int32_t> seeds;                  // nodes that hold one
+  Cap* rc;
+
+  Cuts(Cap* rc_, const Layout& lay, const std::vector<int64_t>& delta, int64_t parts) : bound(parts + 1), rc(rc_) {
+    const int D = static_cast<int>(delta.size());
+    const int64_t n = lay.n_pad, reach = longest(delta);
+    for (int64_t p = 0; p <= parts; ++p) bound[p] = lay.part_row(p, parts) * lay.L;
+    for (int64_t p = 1; p < parts; ++p) {
+      const int64_t c = bound[p];
+      for (int64_t v = std::max<int64_t>(0, c - reach); v < std::min(n, c + reach); ++v) {
+        bool holds = false;
+        for (int d = 0; d < D; ++d) {
+          const int64_t j = v + delta[d];
+          if (j < 0 || j >= n || (v < c) == (j < c)) continue;
+          Cap& r = rc[v * D + d];
+          if (r != Cap(0)) saved.emplace_back(v * D + d, r);
+          r = Cap(0);
+          holds = true;
+        }
+        if (holds) seeds.push_back(static_cast<int32_t>(v));
+      }
+    }
+  }
+  // No flow crossed a closed arc, so its residual is the saved one.
+  void reopen() const {
+    for (const auto& [a, r] : saved) rc[a] = r;
+  }
+};
+
 // Several cores on one grid (Liu and Sun's block-parallel Boykov-Kolmogorov, one level of merging):
-// the padded rows are cut into `parts` ranges of consecutive rows, the arcs between ranges are closed,
-// and one solver per range runs on its own thread (a range solver touches only its nodes: its arcs out
-// are closed). Their flows are flows of the whole graph. The arcs are then reopened (no flow crossed
-// them, so their residuals are the saved ones) and `bk` continues on the whole graph from the trees the
-// range solvers left, from the nodes next to a cut: the result is the maximum flow. Returns the
-// counters of all the solvers together. `parts` from split_parts.
+// the padded rows are cut into `parts` ranges of consecutive rows (Cuts), and one solver per range runs
+// on its own thread. Their flows are flows of the whole graph. The arcs are then reopened and `bk`
+// continues on the whole graph from the trees the range solvers left, from the nodes next to a cut: the
+// result is the maximum flow. Returns the counters of all the solvers together.
 template <class Cap>
 BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int64_t* tr, GridWork<Cap>& w,
                  const std::vector<int64_t>& delta, int64_t parts) {
-  const int D = static_cast<int>(delta.size());
-  const int64_t n = lay.n_pad, L = lay.L, reach = longest(delta);
-  std::vector<int64_t> cut(parts + 1);
-  for (int64_t p = 0; p <= parts; ++p) cut[p] = lay.part_row(p, parts) * L;
-  std::vector<std::pair<int64_t, Cap>> saved;  // (arc, residual) of the closed arcs
-  std::vector<int32_t> seeds;                  // nodes that hold one
-  for (int64_t p = 1; p < parts; ++p) {
-    const int64_t c = cut[p];
-    for (int64_t v = std::max<int64_t>(0, c - reach); v < std::min(n, c + reach); ++v) {
-      bool holds = false;
-      for (int d = 0; d < D; ++d) {
-        const int64_t j = v + delta[d];
-        if (j < 0 || j >= n || (v < c) == (j < c)) continue;
-        Cap& r = g.rc[v * D + d];
-        if (r != Cap(0)) saved.emplace_back(v * D + d, r);
-        r = Cap(0);
-        holds = true;
-      }
-      if (holds) seeds.push_back(static_cast<int32_t>(v));
-    }
-  }
+  const Cuts<Cap> cuts(g.rc, lay, delta, parts);
   std::vector<BKStats> st(parts);
   std::vector<int32_t> clocks(parts);
   parallel_items(parts, parts, [&](int64_t p, int64_t) {
-    BK<GridTopo<Cap>> part(g, n, tr, w.nxt.get(), w.mk.get(), cut[p], cut[p + 1]);
+    BK<GridTopo<Cap>> part(g, lay.n_pad, tr, w.nxt.get(), w.mk.get(), cuts.bound[p], cuts.bound[p + 1]);
     st[p] = part.run();
     clocks[p] = part.clock();
   });
-  for (const auto& [a, r] : saved) g.rc[a] = r;
+  cuts.reopen();
   const int32_t last = *std::max_element(clocks.begin(), clocks.end());  // below INT32_MAX (tick wraps there)
-  BKStats s = bk.resume(seeds, std::min(last + 1, std::numeric_limits<int32_t>::max() - 1));
+  BKStats s = bk.resume(cuts.seeds, std::min(last + 1, std::numeric_limits<int32_t>::max() - 1));
   for (const BKStats& t : st) {
     s.flow += t.flow;
     s.augmentations += t.augmentations;
     s.orphans += t.orphans;
     s.growths += t.growths;
   }
+  return s;
+}
+
+// Pseudoflow on several cores: one pseudoflow per range of rows (Cuts), each on its own thread and on its
+// own nodes alone (indices relative to the range's first node; a closed arc is never followed, so no
+// search leaves the range). Every range ends at its maximum flow; the arcs are reopened, and the caller's
+// search from the deficits (grid_sink_side) then finds the paths across the cuts still open, which
+// Boykov-Kolmogorov augments. Returns the counters of the range solvers together.
+template <class Cap>
+HPFStats split_hpf(Cap* rc, int64_t* tr, const Layout& lay, int D, const std::vector<int64_t>& delta,
+                   const std::vector<uint8_t>& sis, int64_t parts) {
+  const Cuts<Cap> cuts(rc, lay, delta, parts);
+  std::vector<HPFStats> st(parts);
+  parallel_items(parts, parts, [&](int64_t p, int64_t) {
+    const int64_t lo = cuts.bound[p];
+    HPF<Cap> pf(cuts.bound[p + 1] - lo, D, rc + lo * D, tr + lo, delta.data(), sis.data());
+    st[p] = pf.run();
+  });
+  cuts.reopen();
+  HPFStats s;
+  for (const HPFStats& t : st) s.mergers += t.mergers, s.relabels += t.relabels, s.gaps += t.gaps;
   return s;
 }
 
@@ -393,8 +428,12 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     hpf = both > thr;
   }
   if (hpf) {  // pseudoflow first (cpu_hpf.h)
-    HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
-    hs = pf.run();
+    if (parts > 1) {
+      hs = split_hpf<Cap>(rc, tr, lay, D, delta, sis, parts);
+    } else {
+      HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
+      hs = pf.run();
+    }
   }
   const auto T0 = std::chrono::steady_clock::now();
   uint8_t* reach = w.reach.get();
