@@ -494,7 +494,6 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cy
     push_min = 6 if D >= 18 and len(ext) == 3 else 1
     push_blocks = 2 * torch.cuda.get_device_properties(dev).multi_processor_count * comm.size
     relabels = launches = bfs_rounds = 0
-    prev_active, last_p = -1, 0
     marks = []  # (event before a global relabel, event before its pushes): the phases' device time
     while True:
         marks.append([torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)])
@@ -525,9 +524,6 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cy
         n = max(push_min, min(push_cap, depth // 2))
         if tiles * 4 <= push_blocks:  # few active tiles: launches are cheap, relabels are not
             n = max(n, min(24, max(6, depth)))
-        if prev_active > 0 and depth >= 12 and active * 4 > 3 * prev_active:  # slow progress
-            n = max(n, min(24, 2 * last_p))
-        prev_active, last_p = active, n
         marks[-1][1].record()
         for _ in range(n):
             slab.push()

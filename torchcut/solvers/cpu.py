@@ -14,8 +14,8 @@ pseudoflow first (``torchcut/csrc/cpu/cpu_hpf.h``, option ``algorithm``), which 
 Grids use implicit neighbours (``p + delta[d]`` in a padded, node-major copy of the residuals, one
 byte per node for tree and parent), as in GridCut; items of a batch are solved on parallel threads, and a
 single grid of at least 2 x 2**17 nodes (a 6-connected volume 2 x 2**20) is cut into ranges of rows
-solved on parallel threads, then finished over the whole grid from their search trees
-(``docs/design.md``).
+solved on parallel threads (by either algorithm), then finished over the whole grid by
+Boykov-Kolmogorov from what the ranges left (``docs/design.md``).
 
 Result contract (shared with the other backends, see :mod:`torchcut.solvers`): the residuals, the
 excess and the residual sink capacities are written back in place; an unsaturated source residual is
