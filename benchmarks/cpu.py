@@ -523,7 +523,9 @@ def render(meta, rows, solvers):
              "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); "
              "torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
              "over the faster forced one; pick / best = the forced time of auto's pick over the faster forced one "
-             "(1.00: the right choice; auto / best also holds the spread between two timings of one solve).", "",
+             "(1.00: the right choice; auto / best also holds the spread between two timings of one solve, and "
+             "auto's pseudoflow on a cut 2D grid, unlike the forced one, may hand ranges over to "
+             "Boykov-Kolmogorov: [pf+bk]).", "",
              "| " + " | ".join(["case", "nodes", *mine, "auto / best", "pick / best", *peers,
                                  *(f"{p} / auto" for p in peers), "solve: auto, pymaxflow",
                                  "flows (" + ", ".join(solvers) + ")",
@@ -536,7 +538,9 @@ def render(meta, rows, solvers):
         fewer = r.get("torchcut_threads", {})
         tc = _t(r["torchcut"]) + (" (" + ", ".join(f"{_t(v)} on {k} thread{'' if k == '1' else 's'}"
                                                    for k, v in fewer.items()) + ")" if fewer else "")
-        tc += {"pseudoflow": " [pf]", "boykov-kolmogorov": " [bk]", "mixed": " [mixed]"}.get(pick, "")
+        handed = r.get("torchcut_stats", {}).get("handovers")
+        tc += {"pseudoflow": " [pf+bk]" if handed else " [pf]", "boykov-kolmogorov": " [bk]",
+               "mixed": " [mixed]"}.get(pick, "")
         ab, pb = _auto_best(r), _pick_best(r)
         solve = ", ".join(_t(r[s + "_solve"]) if s + "_solve" in r else "-" for s in ("torchcut", "pymaxflow"))
         fl = ", ".join(str(r["flows"][s]) if s in r.get("flows", {}) else "-" for s in solvers)

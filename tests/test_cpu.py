@@ -217,8 +217,10 @@ def _smooth_and_weak(shape, offsets, seed):
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
 # a single grid cut over several threads (both algorithms one range per thread; cut 26-connected volumes
-# gain more with Boykov-Kolmogorov)
-AUTO_RATIO_CUT = {(2, 4): 3.5, (2, 8): 3.85, (3, 26): 4.0}  # 3D 6-connected: 5.0 either way
+# gain more with Boykov-Kolmogorov; cut 8-connected images gain more with pseudoflow's handover)
+AUTO_RATIO_CUT = {(2, 4): 3.5, (2, 8): 2.7, (3, 26): 4.0}  # 3D 6-connected: 5.0 either way
+# auto's pseudoflow on a cut 2D grid hands ranges that run long to Boykov-Kolmogorov below these ratios
+HANDOVER_RATIO = {4: 4.6, 8: 4.1}
 
 
 def _auto_ratio(g):
@@ -261,6 +263,40 @@ def test_auto_threshold_per_dimension_and_connectivity(ndim, conn, cut):
                                  algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
         assert r.stats["algorithm"] == want and r.verify() and other.verify()
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn):
+    """auto's pseudoflow on a grid cut over two threads, one range empty and the other a random energy of a
+    ratio inside the handover band: the empty range is done at once, the other is stopped and handed to
+    Boykov-Kolmogorov; the flow and the cut are PyMaxflow's. Forced pseudoflow never hands over."""
+    pytest.importorskip("maxflow")
+    offsets = grid_offsets(2, conn)
+    shape = (1040, 500)
+    rng = np.random.default_rng(conn)
+    source = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    sink = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    base = rng.integers(500, 1000, size=(len(offsets),) + shape)
+    source[:520], sink[:520], base[:, :520] = 0, 0, 0  # the first range: nothing to do
+    want = (AUTO_RATIO_CUT[2, conn] + HANDOVER_RATIO[conn]) / 2
+
+    def graph(scale):
+        return GridGraph(source, sink, np.rint(base * scale).astype(np.int64), offsets)
+
+    lo, hi = 1e-3, 1e3
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if _auto_ratio(graph(mid)) < want else (lo, mid)
+    g = graph(hi)
+    assert AUTO_RATIO_CUT[2, conn] < _auto_ratio(g) < HANDOVER_RATIO[conn]
+    expected = pymaxflow_grid(source, sink, np.rint(base * hi).astype(np.int64), offsets)
+    r = torchcut.maxflow(g, backend="cpu", threads=2)
+    assert r.stats["algorithm"] == "pseudoflow" and r.stats["handovers"] == 1 and r.verify()
+    assert r.flow_value == expected
+    assert_canonical_grid(r)
+    forced = torchcut.maxflow(g, backend="cpu", threads=2, algorithm="pseudoflow")
+    assert forced.stats["handovers"] == 0 and forced.flow_value == expected
+    assert torch.equal(forced.mask, r.mask)
 
 
 def test_auto_counts_no_one_way_pairs():
@@ -423,7 +459,7 @@ def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
 
     path = tmp_path / "g.max"
     path.write_text("p max 4 5\nn 1 s\nn 4 t\na 1 2 3\na 1 3 2\na 2 3 1\na 2 4 2\na 3 4 3\n")
-    assert cli.main(["maxflow", str(path), "--verify", "--no-lattice"]) == 0
+    assert cli.main(["maxflow", str(path), "--device", "cpu", "--verify", "--no-lattice"]) == 0
     out = capsys.readouterr().out
     assert "s 5" in out and "backend cpu" in out
 

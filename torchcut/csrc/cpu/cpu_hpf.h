@@ -28,6 +28,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct HPFStats {
   int64_t mergers = 0;
   int64_t relabels = 0;
   int64_t gaps = 0;
+  int64_t handovers = 0;  // ranges stopped and handed to Boykov-Kolmogorov (split_hpf)
 };
 
 template <class Cap>
@@ -47,7 +49,9 @@ class HPF {
   HPF(int64_t n, int D, Cap* rc, int64_t* tr, const int64_t* delta, const uint8_t* sis)
       : n_(n), D_(D), rc_(rc), e_(tr), delta_(delta), sis_(sis) {}
 
-  HPFStats run() {
+  // Runs to the maximum flow, or until *stop (when given) reads true: it is read every 16 roots, and
+  // between two roots the arcs and excesses are a pseudoflow any solver may go on from (complete()).
+  HPFStats run(const std::atomic<bool>* stop = nullptr) {
     lab_.assign(n_, 0);
     par_.assign(n_, kRoot);
     ca_.assign(n_, 0);
@@ -69,9 +73,20 @@ class HPF {
       }
       ++count_[lab_[v]];
     }
-    for (int32_t r; (r = pop_lowest()) >= 0;) process(r);
+    complete_ = true;
+    for (int64_t k = 1;; ++k) {
+      const int32_t r = pop_lowest();
+      if (r < 0) break;
+      process(r);
+      if (stop && (k & 15) == 0 && stop->load(std::memory_order_relaxed)) {
+        complete_ = false;
+        break;
+      }
+    }
     return st_;
   }
+  // Whether the last run() ended at the maximum flow (rather than at *stop).
+  bool complete() const { return complete_; }
 
  private:
   static constexpr uint8_t kRoot = 0xFF;
@@ -234,6 +249,7 @@ class HPF {
   std::vector<int32_t> lab_, child_, next_, prev_, scan_, bnext_, bhead_, count_;
   std::vector<uint8_t> par_, ca_, inq_;
   int32_t cap_ = 0, limit_ = 0, lowest_ = 0;
+  bool complete_ = false;
   HPFStats st_;
 };
 

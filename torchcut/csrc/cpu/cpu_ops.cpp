@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <exception>
@@ -43,7 +44,8 @@ namespace torchcut_cpu {
 namespace {
 
 constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
-                            // then pseudoflow's mergers, relabels and microseconds, and 1 if it ran
+                            // then pseudoflow's mergers, relabels and microseconds, 1 if it ran, and
+                            // the ranges it handed over
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
 // (auto) pseudoflow where the n-link capacities exceed hpf_ratio(ndim, D) times the netted terminal
 // capacities, else Boykov-Kolmogorov. A pair counts twice its smaller arc (a one-way pair, as in the
@@ -55,13 +57,21 @@ constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, 
 // the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
 // A single grid cut over several threads runs either algorithm one range per thread (split_bk, split_hpf):
 // on two cores Boykov-Kolmogorov 1.2-2x and pseudoflow 0.9-2.2x (median 1.46x) faster. Measured with two
-// threads the same way, 2D keeps its thresholds, while 18/26-connected volumes, where cut
-// Boykov-Kolmogorov gains more, take pseudoflow only above 4 (`cut`).
+// threads the same way, 2D 4-connected grids keep their threshold, while 18/26-connected volumes, where
+// cut Boykov-Kolmogorov gains more, take pseudoflow only above 4 (`cut`). On a cut 2D grid below
+// handover_ratio, auto's pseudoflow hands ranges that run long to Boykov-Kolmogorov (split_hpf), which
+// makes it the faster from 2.7 on cut 8-connected grids.
 double hpf_ratio(size_t ndim, int D, bool cut) {
-  if (ndim == 2) return D <= 4 ? 3.5 : 3.85;
+  if (ndim == 2) return D <= 4 ? 3.5 : (cut ? 2.7 : 3.85);
   if (ndim == 3) return D <= 6 ? 5.0 : (cut ? 4.0 : 2.0);
   return 8.0;
 }
+
+// Below this ratio (2D cut grids, auto), split_hpf hands the ranges that run long to Boykov-Kolmogorov;
+// above it pseudoflow costs far less per unit of work than Boykov-Kolmogorov (hard energies, strong
+// smoothness: 1.09-1.42x slower with the handover) and runs to the end. docs/performance.md, "Balancing
+// the ranges of a cut grid".
+double handover_ratio(size_t ndim, int D) { return ndim == 2 ? (D <= 4 ? 4.6 : 4.1) : 0.0; }
 
 // ------------------------------------------------------------------------------------------- grids
 template <class CapT>
@@ -240,20 +250,30 @@ int64_t split_parts(const Layout& lay, const std::vector<int64_t>& delta, int64_
   return std::max<int64_t>(1, std::min(threads, most));
 }
 
-// The arcs between `parts` ranges of consecutive padded rows (split_parts), closed so that a solver of one
-// range touches only its own nodes. Holds the closed arcs' residuals to reopen them, the range bounds
-// (node indices) and the nodes next to a cut (those that hold a closed arc).
+// The first padded row of each of `parts` ranges of equal length, then the end.
+std::vector<int64_t> even_rows(const Layout& lay, int64_t parts) {
+  std::vector<int64_t> rows(parts + 1);
+  for (int64_t p = 0; p <= parts; ++p) rows[p] = lay.part_row(p, parts);
+  return rows;
+}
+
+// The arcs across the cuts between ranges of consecutive padded rows (`rows`: the first row of each range,
+// then the end; each range at least as long as split_parts asks, so no arc crosses two cuts), closed so
+// that a solver of one range touches only its own nodes. Holds the closed arcs' residuals to reopen
+// them, the range bounds (node indices) and, with `seed`, the nodes next to a cut (those that hold a
+// closed arc).
 template <class Cap>
 struct Cuts {
   std::vector<int64_t> bound;                  // [parts + 1] first node of each range, then n
   std::vector<std::pair<int64_t, Cap>> saved;  // (arc, residual) of the closed arcs
-  std::vector<int32_t> seeds;                  // nodes that hold one
+  std::vector<int32_t> seeds;                  // nodes that hold one (with `seed`)
   Cap* rc;
 
-  Cuts(Cap* rc_, const Layout& lay, const std::vector<int64_t>& delta, int64_t parts) : bound(parts + 1), rc(rc_) {
+  Cuts(Cap* rc_, const Layout& lay, const std::vector<int64_t>& delta, const std::vector<int64_t>& rows, bool seed)
+      : bound(rows.size()), rc(rc_) {
     const int D = static_cast<int>(delta.size());
-    const int64_t n = lay.n_pad, reach = longest(delta);
-    for (int64_t p = 0; p <= parts; ++p) bound[p] = lay.part_row(p, parts) * lay.L;
+    const int64_t n = lay.n_pad, reach = longest(delta), parts = static_cast<int64_t>(rows.size()) - 1;
+    for (int64_t p = 0; p <= parts; ++p) bound[p] = rows[p] * lay.L;
     for (int64_t p = 1; p < parts; ++p) {
       const int64_t c = bound[p];
       for (int64_t v = std::max<int64_t>(0, c - reach); v < std::min(n, c + reach); ++v) {
@@ -266,7 +286,7 @@ struct Cuts {
           r = Cap(0);
           holds = true;
         }
-        if (holds) seeds.push_back(static_cast<int32_t>(v));
+        if (holds && seed) seeds.push_back(static_cast<int32_t>(v));
       }
     }
   }
@@ -277,14 +297,15 @@ struct Cuts {
 };
 
 // Several cores on one grid (Liu and Sun's block-parallel Boykov-Kolmogorov, one level of merging):
-// the padded rows are cut into `parts` ranges of consecutive rows (Cuts), and one solver per range runs
-// on its own thread. Their flows are flows of the whole graph. The arcs are then reopened and `bk`
-// continues on the whole graph from the trees the range solvers left, from the nodes next to a cut: the
-// result is the maximum flow. Returns the counters of all the solvers together.
+// the padded rows are cut into ranges (`rows`, Cuts), and one solver per range runs on its own thread.
+// Their flows are flows of the whole graph. The arcs are then reopened and `bk` continues on the whole
+// graph from the trees the range solvers left, from the nodes next to a cut: the result is the maximum
+// flow. Returns the counters of all the solvers together.
 template <class Cap>
 BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int64_t* tr, GridWork<Cap>& w,
-                 const std::vector<int64_t>& delta, int64_t parts) {
-  const Cuts<Cap> cuts(g.rc, lay, delta, parts);
+                 const std::vector<int64_t>& delta, const std::vector<int64_t>& rows) {
+  const Cuts<Cap> cuts(g.rc, lay, delta, rows, true);
+  const int64_t parts = static_cast<int64_t>(rows.size()) - 1;
   std::vector<BKStats> st(parts);
   std::vector<int32_t> clocks(parts);
   parallel_items(parts, parts, [&](int64_t p, int64_t) {
@@ -304,24 +325,70 @@ BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int
   return s;
 }
 
+// split_hpf: a thread whose range is done while others still run waits this fraction of the time spent
+// so far, then the ranges still running are stopped and handed over (docs/performance.md, "The handover").
+constexpr double kHandoverGrace = 0.3;
+
 // Pseudoflow on several cores: one pseudoflow per range of rows (Cuts), each on its own thread and on its
 // own nodes alone (indices relative to the range's first node; a closed arc is never followed, so no
-// search leaves the range). Every range ends at its maximum flow; the arcs are reopened, and the caller's
-// search from the deficits (grid_sink_side) then finds the paths across the cuts still open, which
+// search leaves the range). The work of a range is not known beforehand (on a photograph one half of the
+// rows measured 4x the other's pseudoflow), so with `hand`, when one range is done and others still run
+// after a grace (kHandoverGrace), those are stopped: a pseudoflow is a valid flow between any two roots it processes.
+// `handover` then holds new ranges of rows for split_bk, cut where the stopped rows are, so that each
+// thread's Boykov-Kolmogorov takes an equal share of the work left; it stays empty when every range
+// ended at its maximum flow. The arcs are reopened either way; after a full run the caller's search
+// from the deficits (grid_sink_side) finds the paths across the cuts still open, which
 // Boykov-Kolmogorov augments. Returns the counters of the range solvers together.
 template <class Cap>
-HPFStats split_hpf(Cap* rc, int64_t* tr, const Layout& lay, int D, const std::vector<int64_t>& delta,
-                   const std::vector<uint8_t>& sis, int64_t parts) {
-  const Cuts<Cap> cuts(rc, lay, delta, parts);
+HPFStats split_hpf(Cap* rc, int64_t* tr, const Layout& lay, const std::vector<int64_t>& delta,
+                   const std::vector<uint8_t>& sis, int64_t parts, bool hand, std::vector<int64_t>& handover) {
+  using Clock = std::chrono::steady_clock;
+  const int D = static_cast<int>(delta.size());
+  const std::vector<int64_t> rows = even_rows(lay, parts);
+  const Cuts<Cap> cuts(rc, lay, delta, rows, false);
   std::vector<HPFStats> st(parts);
+  std::vector<std::atomic<bool>> stop(parts);
+  for (auto& x : stop) x = false;
+  std::vector<char> complete(parts, 1);
+  std::mutex m;
+  std::condition_variable cv;
+  int64_t done = 0;
+  const auto start = Clock::now();
   parallel_items(parts, parts, [&](int64_t p, int64_t) {
     const int64_t lo = cuts.bound[p];
     HPF<Cap> pf(cuts.bound[p + 1] - lo, D, rc + lo * D, tr + lo, delta.data(), sis.data());
-    st[p] = pf.run();
+    st[p] = pf.run(&stop[p]);
+    complete[p] = pf.complete();
+    std::unique_lock<std::mutex> lk(m);
+    ++done;
+    cv.notify_all();
+    if (!hand || done == parts) return;
+    const auto now = Clock::now();
+    if (!cv.wait_until(lk, now + (now - start) * kHandoverGrace, [&] { return done == parts; }))
+      for (auto& x : stop) x = true;
   });
   cuts.reopen();
   HPFStats s;
   for (const HPFStats& t : st) s.mergers += t.mergers, s.relabels += t.relabels, s.gaps += t.gaps;
+  // the handover's ranges: equal shares of the stopped rows, each range as long as split_parts asks
+  handover.clear();
+  int64_t left = 0;
+  for (int64_t p = 0; p < parts; ++p) left += complete[p] ? 0 : rows[p + 1] - rows[p];
+  if (left == 0) return s;
+  s.handovers = std::count(complete.begin(), complete.end(), 0);
+  const int64_t least = (2 * longest(delta) + lay.L - 1) / lay.L + 1;
+  handover.assign(1, 0);
+  int64_t seen = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    if (complete[p]) continue;
+    for (int64_t r = rows[p]; r < rows[p + 1]; ++r, ++seen) {
+      const int64_t k = static_cast<int64_t>(handover.size());  // the cut wanted next
+      if (k < parts && seen * parts >= k * left && r - handover.back() >= least && lay.rows - r >= least * (parts - k))
+        handover.push_back(r);
+    }
+  }
+  if (static_cast<int64_t>(handover.size()) != parts) handover = rows;  // too few rows to share: even ranges
+  else handover.push_back(lay.rows);
   return s;
 }
 
@@ -408,12 +475,14 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   });
   const auto Th = std::chrono::steady_clock::now();
   HPFStats hs;
+  std::vector<int64_t> handover;  // split_hpf stopped ranges: split_bk's rows (else empty)
   // auto: the sum over both arcs above counts a one-way pair (an arc whose reverse is 0, as in the
   // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
   // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
   // one passes the threshold.
   const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * tsum;
   bool hpf = algorithm == 1 || (count && nsum > thr);
+  bool hand = false;  // auto, 2D, below handover_ratio: split_hpf may hand ranges over
   if (hpf && count) {
     double both = 0;
     lay.for_each_row([&](int64_t v0, int64_t q0) {
@@ -427,10 +496,11 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
       }
     });
     hpf = both > thr;
+    hand = both < 2.0 * handover_ratio(lay.shape.size(), D) * tsum;
   }
   if (hpf) {  // pseudoflow first (cpu_hpf.h)
     if (parts > 1) {
-      hs = split_hpf<Cap>(rc, tr, lay, D, delta, sis, parts);
+      hs = split_hpf<Cap>(rc, tr, lay, delta, sis, parts, hand, handover);
     } else {
       HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
       hs = pf.run();
@@ -441,11 +511,14 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   BKStats s;
   auto T1 = T0;
   // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
-  // usual case) and is then the canonical sink side; otherwise Boykov-Kolmogorov finishes.
-  if (!hpf || !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
+  // usual case) and is then the canonical sink side; otherwise Boykov-Kolmogorov finishes (at once
+  // where split_hpf handed ranges over, on the rows it chose).
+  if (!hpf || !handover.empty() ||
+      !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
     GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
     BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
-    s = parts > 1 ? split_bk<Cap>(g, bk, lay, tr, w, delta, parts) : bk.run();
+    if (parts > 1) s = split_bk<Cap>(g, bk, lay, tr, w, delta, handover.empty() ? even_rows(lay, parts) : handover);
+    else s = bk.run();
     T1 = std::chrono::steady_clock::now();
     bk.sink_side(reach);
   }
@@ -468,6 +541,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   stats[0] = s.flow, stats[1] = s.augmentations, stats[2] = s.orphans, stats[3] = s.growths;
   stats[4] = us(Ts, Th), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
   stats[8] = hs.mergers, stats[9] = hs.relabels, stats[10] = hpf ? us(Th, T0) : 0, stats[11] = hpf;
+  stats[12] = hs.handovers;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
