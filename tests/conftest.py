@@ -1,6 +1,7 @@
 """Shared fixtures: the data directory, and skipping of CUDA tests without a GPU."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,10 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 SHARED_DATA = Path(os.environ.get("TORCHCUT_DATA") or HERE.parent.parent / "shared" / "data")  # empty = unset
+# torch.compile's on-disk caches key a graph by its calls, not by what the compiled ops return: a cache
+# written by another build of torchcut (another number of counters) would replay stale output sizes.
+# The tests compile into a cache of their own run.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torchcut-inductor-"))
 
 
 def pytest_collection_modifyitems(config, items):
