@@ -265,11 +265,12 @@ def test_auto_threshold_per_dimension_and_connectivity(ndim, conn, cut):
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
 
-@pytest.mark.parametrize("conn", [4, 8])
-def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn):
-    """auto's pseudoflow on a grid cut over two threads, one range empty and the other a random energy of a
-    ratio inside the handover band: the empty range is done at once, the other is stopped and handed to
-    Boykov-Kolmogorov; the flow and the cut are PyMaxflow's. Forced pseudoflow never hands over."""
+@pytest.mark.parametrize("conn,threads", [(4, 2), (8, 2), (4, 3)])
+def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn, threads):
+    """auto's pseudoflow on a grid cut over two or three threads, the first half of the rows empty and the
+    other a random energy of a ratio inside the handover band: the empty range is done at once, the others
+    are stopped and handed to Boykov-Kolmogorov; the flow and the cut are PyMaxflow's. Forced pseudoflow
+    never hands over."""
     pytest.importorskip("maxflow")
     offsets = grid_offsets(2, conn)
     shape = (1040, 500)
@@ -290,11 +291,11 @@ def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn):
     g = graph(hi)
     assert AUTO_RATIO_CUT[2, conn] < _auto_ratio(g) < HANDOVER_RATIO[conn]
     expected = pymaxflow_grid(source, sink, np.rint(base * hi).astype(np.int64), offsets)
-    r = torchcut.maxflow(g, backend="cpu", threads=2)
-    assert r.stats["algorithm"] == "pseudoflow" and r.stats["handovers"] == 1 and r.verify()
+    r = torchcut.maxflow(g, backend="cpu", threads=threads)
+    assert r.stats["algorithm"] == "pseudoflow" and 1 <= r.stats["handovers"] <= threads - 1 and r.verify()
     assert r.flow_value == expected
     assert_canonical_grid(r)
-    forced = torchcut.maxflow(g, backend="cpu", threads=2, algorithm="pseudoflow")
+    forced = torchcut.maxflow(g, backend="cpu", threads=threads, algorithm="pseudoflow")
     assert forced.stats["handovers"] == 0 and forced.flow_value == expected
     assert torch.equal(forced.mask, r.mask)
 
