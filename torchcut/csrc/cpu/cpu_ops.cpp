@@ -241,10 +241,15 @@ int64_t longest(const std::vector<int64_t>& delta) {
   return reach;
 }
 
+// The fewest padded rows a range may have: more than twice the longest offset, so no arc crosses two cuts.
+int64_t least_rows(const Layout& lay, const std::vector<int64_t>& delta) {
+  return (2 * longest(delta) + lay.L - 1) / lay.L + 1;
+}
+
 // The parts of a single grid on `threads` threads: each at least kSplitNodes (kSplitNodes3D6) nodes and
 // twice the longest offset (an arc crosses one cut only); 1: not cut.
 int64_t split_parts(const Layout& lay, const std::vector<int64_t>& delta, int64_t threads) {
-  const int64_t rows_each = (2 * longest(delta) + lay.L - 1) / lay.L + 1;  // rows per part, at least
+  const int64_t rows_each = least_rows(lay, delta);  // rows per part, at least
   const int64_t least = lay.shape.size() == 3 && delta.size() <= 6 ? kSplitNodes3D6 : kSplitNodes;
   const int64_t most = std::min(lay.n_pad / least, lay.rows / rows_each);
   return std::max<int64_t>(1, std::min(threads, most));
@@ -376,7 +381,7 @@ HPFStats split_hpf(Cap* rc, int64_t* tr, const Layout& lay, const std::vector<in
   for (int64_t p = 0; p < parts; ++p) left += complete[p] ? 0 : rows[p + 1] - rows[p];
   if (left == 0) return s;
   s.handovers = std::count(complete.begin(), complete.end(), 0);
-  const int64_t least = (2 * longest(delta) + lay.L - 1) / lay.L + 1;
+  const int64_t least = least_rows(lay, delta);
   handover.assign(1, 0);
   int64_t seen = 0;
   for (int64_t p = 0; p < parts; ++p) {
