@@ -113,8 +113,11 @@ def test_lattice_route_on_cuda(csr_ext, shared_data):
     for name, value in (("16x16", 50), ("32x32", 186)):
         path = shared_data / "maxflow" / "tsukuba_crops" / f"tsukuba_crop_{name}.max"
         g = torchcut.read_dimacs(path, device="cuda")
-        r = torchcut.maxflow(g)  # lattice -> grid kernels (or the grid reference if they do not build)
+        r = torchcut.maxflow(g, lattice=True)  # lattice -> grid kernels (or the grid reference if they do not build)
         assert r.flow_value == value and r.verify()
         r2 = torchcut.maxflow(g, backend="cuda", lattice=False)
         assert r2.flow_value == value and r2.verify()
         assert torch.equal(r.mask, r2.mask)
+        r3 = torchcut.maxflow(g)  # small: the CPU solver, the result back on the GPU
+        assert r3.stats["route"].startswith("host") and r3.mask.is_cuda
+        assert r3.flow_value == value and r3.verify() and torch.equal(r3.mask, r2.mask)

@@ -382,8 +382,8 @@ class FlowGraph:
         """
         return self.row_ptr[1:] - self.row_ptr[:-1]
 
-    def to(self, device) -> "FlowGraph":
-        """A copy of the graph on ``device``.
+    def to(self, device, non_blocking: bool = False) -> "FlowGraph":
+        """A copy of the graph on ``device`` (``non_blocking`` as for :meth:`torch.Tensor.to`).
 
         Examples
         --------
@@ -393,9 +393,9 @@ class FlowGraph:
         new = object.__new__(FlowGraph)
         new.__dict__.update(self.__dict__)
         for name in ("tail", "head", "caps", "rev", "pair_fwd", "pair_bwd", "row_ptr", "source", "sink"):
-            setattr(new, name, getattr(self, name).to(device))
+            setattr(new, name, getattr(self, name).to(device, non_blocking=non_blocking))
         if self.node_ids is not None:
-            new.node_ids = self.node_ids.to(device)
+            new.node_ids = self.node_ids.to(device, non_blocking=non_blocking)
         new._lattice = None
         return new
 

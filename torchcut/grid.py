@@ -364,8 +364,8 @@ class GridGraph:
         """All 2K directions: the offsets, then their negations."""
         return self.offsets + tuple(tuple(-v for v in o) for o in self.offsets)
 
-    def to(self, device) -> "GridGraph":
-        """A copy of the graph on ``device``.
+    def to(self, device, non_blocking: bool = False) -> "GridGraph":
+        """A copy of the graph on ``device`` (``non_blocking`` as for :meth:`torch.Tensor.to`).
 
         Examples
         --------
@@ -375,7 +375,8 @@ class GridGraph:
         """
         new = object.__new__(GridGraph)
         new.__dict__.update(self.__dict__)
-        new.caps, new.source, new.sink = (t.to(device) for t in (self.caps, self.source, self.sink))
+        new.caps, new.source, new.sink = (t.to(device, non_blocking=non_blocking)
+                                          for t in (self.caps, self.source, self.sink))
         return new
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ from .._ops import check_not_capturing
 from ..grid import GridGraph
 from ..result import CutResult
 from . import reference
+from ._host import solve_on_host, wants_host
 from ._choice import BACKENDS, BackendChoice
 
 __all__ = ["maxflow", "consume_mask", "BACKENDS"]
@@ -96,7 +97,10 @@ def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch
         raise TypeError(f"graph: expected a torchcut.GridGraph, got {type(graph).__name__}")
     if graph.device.type == "cuda":
         check_not_capturing("torchcut.segment")
-    mask = _phase_one(graph, backend, True, options)[0]
+    if wants_host(graph, "grid", backend, options):
+        mask = solve_on_host(graph, lambda g: _solve_grid(g, backend)).node_mask
+    else:
+        mask = _phase_one(graph, backend, True, options)[0]
     return mask if graph.batched else mask[0]
 
 
@@ -109,7 +113,8 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
         The network. Its device picks the solver.
     backend : {"auto", "reference", "cpu", "cuda"}
         "auto" uses the CUDA kernels for CUDA graphs and the compiled CPU solver (Boykov-Kolmogorov)
-        for CPU graphs, falling back to the reference push-relabel in torch ops with one warning when
+        for CPU graphs and for CUDA graphs small enough that the GPU's launches would cost more than
+        the solve (:data:`torchcut.solvers._host.HOST_NODES`; the result still comes back on the GPU), falling back to the reference push-relabel in torch ops with one warning when
         they cannot be built. "cpu" and "cuda" name a compiled solver (and raise when it cannot be
         built); "reference" runs the specification.
     **options
@@ -154,6 +159,8 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     if isinstance(device, torch.device) and device.type == "cuda":
         check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):
+        if wants_host(graph, "grid", backend, options):
+            return solve_on_host(graph, lambda g: _solve_grid(g, backend))
         return _solve_grid(graph, backend, **options)
     solve = getattr(graph, "_maxflow", None)
     if solve is not None:

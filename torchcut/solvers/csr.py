@@ -18,6 +18,7 @@ import torch
 from ..result import CutResult
 from . import csr_reference
 from ._choice import BACKENDS, BackendChoice
+from ._host import solve_on_host, wants_host
 
 __all__ = ["solve_flowgraph"]
 
@@ -81,6 +82,8 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if wants_host(graph, "csr", backend, options) and lattice is None:
+        return solve_on_host(graph, lambda g: solve_flowgraph(g, backend))
     impl = None
     if lattice is None:
         impl = _pick(graph.device, backend)
