@@ -29,6 +29,14 @@ def test_wants_host_rules():
     assert not _host.wants_host(g, "grid", "auto", {})  # a CPU graph is solved where it is
 
 
+def test_transfer_packs_every_dtype_and_shape():
+    ts = [torch.arange(5), torch.tensor([True, False, True]), torch.arange(7, dtype=torch.int32).view(7, 1),
+          torch.tensor(3), torch.zeros(0, 4, dtype=torch.int16), torch.arange(6, dtype=torch.int64).view(2, 3)[:, 1:]]
+    out = _host._transfer(ts, torch.device("cpu"))
+    for a, b in zip(ts, out):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
 def test_solve_on_host_keeps_device_and_values():
     g = _grid((12, 10), 1)
     r = _host.solve_on_host(g, lambda h: torchcut.maxflow(h))
@@ -48,6 +56,8 @@ def test_small_cuda_grid_goes_to_host(shape, batch):
     assert "route" not in k.stats or not k.stats["route"].startswith("host")
     assert r.flow_values.tolist() == k.flow_values.tolist()
     assert torch.equal(r.node_mask, k.node_mask) and r.verify()
+    back = _host._transfer([r.residual, r.node_mask, r.flow_values], torch.device("cpu"))
+    assert torch.equal(back[0], r.residual.cpu()) and torch.equal(back[1], r.node_mask.cpu())
     m = torchcut.solvers.consume_mask(_grid(shape, 2, "cuda", batch))
     assert m.is_cuda and torch.equal(m, r.mask)
 
