@@ -102,7 +102,7 @@ def _cmd_segment(args) -> int:
     import torch
     from PIL import Image
 
-    from .segment import segment
+    from ._segment import segment
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available (use --device cpu)")

@@ -46,6 +46,7 @@ import math
 import numpy as np
 import torch
 
+from ._deprecate import renamed_keywords
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import grid_offsets, overlap_slices, shift
 from .solvers.warm import WarmGrid
@@ -526,8 +527,9 @@ def _greedy(E: _Energy, f, e, take, items, info, fused: bool = False):
     return f, e
 
 
-def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
-              schedule: str = "auto", backend: str = "auto", return_info: bool = False,
+@renamed_keywords(max_cycles="max_iter", return_info="return_result")
+def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_iter=None,
+              schedule: str = "auto", backend: str = "auto", return_result: bool = False,
               warm_start: bool | None = None):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
@@ -546,17 +548,18 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         4 or 8 in 2D (default 4), 6, 18 or 26 in 3D (default 6).
     init : int or integer tensor, optional
         Starting labels (``[*shape]`` or ``[B, *shape]``), default the per-pixel argmin of the unary.
-    max_cycles : int, optional
+    max_iter : int, optional
         Stop after this many cycles (sequential: L moves each; batched: one batched solve each).
         Default: until no move lowers the energy (a local minimum with respect to expansion moves).
+        Formerly ``max_cycles`` (still accepted, with a ``FutureWarning``).
     schedule : {"auto", "sequential", "batched"}
         How moves are grouped into solves (module docstring). "auto": batched on CUDA while one
         batched solve holds at most 2**23 nodes (``B * L * H * W``), else sequential; sequential on the
         CPU.
     backend : str
         Passed to :func:`torchcut.maxflow`.
-    return_info : bool
-        Also return a dict: ``energy`` (float64 ``[B]``, final energies in the input's units, of the
+    return_result : bool
+        Also return a dict (formerly ``return_info``, still accepted with a ``FutureWarning``): ``energy`` (float64 ``[B]``, final energies in the input's units, of the
         quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
         rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``,
         ``skipped`` (sequential moves not solved because nothing changed since the same label's last
@@ -585,18 +588,18 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     E = _Energy(unary, pairwise, weights, connectivity)
     if schedule not in ("auto", "sequential", "batched"):
         raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
-    if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, (int, np.integer))
-                                   or max_cycles < 0):
-        raise ValueError(f"max_cycles: expected a non-negative int or None, got {max_cycles!r}")
+    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
+                                 or max_iter < 0):
+        raise ValueError(f"max_iter: expected a non-negative int or None, got {max_iter!r}")
     if schedule == "auto":
         schedule = _auto_schedule(E)
     f = E.U.argmin(1) if init is None else _labels_in(init, E)
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
             "schedule": schedule}
     warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
-    f = _minimise(E, f, max_cycles, schedule, backend, info, warm)
+    f = _minimise(E, f, max_iter, schedule, backend, info, warm)
     labels = f if E.batched else f[0]
-    if not return_info:
+    if not return_result:
         return labels
     return labels, _finish_info(E, f, info)
 

@@ -72,7 +72,7 @@ def segment(
         ``graph.energy`` records sigma, scale and the seed capacity).
     **solver_options
         Passed to the backend: ``threads`` and ``algorithm`` for the compiled CPU solver, the tuning
-        options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_rounds`` and
+        options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_iter`` and
         ``relabel_period`` for the reference. Any other keyword raises ``TypeError`` naming
         ``segment()``, what it takes and what the backend takes.
 
