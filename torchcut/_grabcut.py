@@ -73,9 +73,16 @@ def _spatial_shape(img: torch.Tensor, channel_axis) -> tuple:
         return shape
     if len(shape) in (3, 4):
         lead = len(shape) - 3
-        if shape[lead] <= 4:
+        first, last = shape[lead] <= 4, shape[-1] <= 4
+        if first and last:  # e.g. [3, 10, 3]: 3 channels of 10 x 3, or 3 x 10 pixels of 3 channels
+            raise ValueError(
+                f"image: shape {shape} is ambiguous without seeds: the channels could be axis {lead} "
+                f"({'[B, C, H, W]' if lead else '[C, H, W]'}) or axis {len(shape) - 1} "
+                f"({'[B, H, W, C]' if lead else '[H, W, C]'}); pass channel_axis (or seeds)"
+            )
+        if first:
             return shape[:lead] + shape[lead + 1:]
-        if shape[-1] <= 4:
+        if last:
             return shape[:-1]
     raise ValueError(
         f"image: expected [H, W], [C, H, W], [H, W, C], [B, C, H, W] or [B, H, W, C] with at most 4 channels "
@@ -151,6 +158,8 @@ def _one(image, seeds, box, channel_axis, connectivity, index=None):
     if seeds is None:
         if box is None:
             raise ValueError("seeds, box: expected seeds (0 unknown, 1 object, 2 background) or a box, got neither")
+        if img.numel() == 0:
+            raise ValueError(f"image: expected a non-empty image, got shape {tuple(img.shape)}")
         shape = _spatial_shape(img, channel_axis)
         if len(shape) not in (2, 3):
             raise ValueError(f"image: expected 2 spatial dimensions (optionally batched), got shape {tuple(img.shape)}")
@@ -544,7 +553,8 @@ def grabcut(
         Weight of the contrast-sensitive smoothness term (OpenCV's gamma; default 25, tuned on half
         of the GrabCut set, see ``DEFAULT_LAM``).
     connectivity : {4, 8}
-        Neighbourhood of the grid (default 8; diagonal pairs weigh ``1 / sqrt(2)``).
+        Neighbourhood of the grid (default 8, as OpenCV's GrabCut and the ``lam`` tuning used; diagonal
+        pairs weigh ``1 / sqrt(2)``; ``segment`` defaults to 4, the smaller graph, as it has no tuning).
     channel_axis : int, optional
         The image's channel axis when its shape does not tell it.
     backend : {"auto", "reference", "cpu", "cuda"}

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, OSError, RuntimeError, TypeError) as exc:
+    except (ValueError, OSError, EOFError, RuntimeError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"torchcut {args.command}: error: {msg}", file=sys.stderr)
         return 1
