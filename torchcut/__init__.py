@@ -56,8 +56,8 @@ class _MovedModule(types.ModuleType):
         self._target = target
 
     def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
+        if attr.startswith("__") or not hasattr(self._target, attr):  # probes by tools stay quiet
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
         short = self.__name__.rsplit(".", 1)[1]
         where = f"torchcut.{attr}" if attr in __all__ else f"{self._target.__name__}.{attr}"
         warnings.warn(f"the module {self.__name__} is deprecated: import {attr} as {where} (the name "

@@ -207,7 +207,9 @@ def _check_layout(unary, pairwise, weights, connectivity):
                 f"pairwise table's {L} labels; move them with unary.movedim(-1, {lab_axis})")
     ws = _shape_of(weights)
     batched = len(us) == 5 or (len(us) == 4 and connectivity not in (6, 18, 26))
-    if ws is not None and batched and len(ws) == len(us) and ws[0] != us[0] and ws[1] == us[0]:
+    conn = connectivity if connectivity in _CONN_NDIM else (4 if len(us) == 4 else 6)
+    K = len(grid_offsets(_CONN_NDIM[conn], conn))
+    if ws is not None and batched and len(ws) == len(us) and ws[0] == K != us[0] and ws[1] == us[0]:
         import warnings
 
         warnings.warn(f"weights: shape {ws} is GridGraph's edge layout [K, B, *shape]; expansion reads it as "

@@ -61,12 +61,17 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
 def _check_csr_options(impl, options: dict, backend: str, device) -> None:
     """Raise TypeError, naming ``maxflow()``, for an option that the solver of general graphs does not take
     (grid options such as the CPU's ``algorithm`` apply only to a FlowGraph routed to the grid solver)."""
-    from ._options import _BACKEND_NAMES, RENAMED_OPTIONS, _module_options
+    import inspect
 
-    takes = _module_options(impl, "csr")
-    bad = [k for k in options if k not in takes and RENAMED_OPTIONS.get(k) not in takes]
+    solve = impl.solve_csr
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    skip = {"row_ptr", "head", "tail", "rev", "caps", "excess", "sink"}
+    takes = [p.name for p in inspect.signature(solve).parameters.values() if p.kind in kinds and p.name not in skip]
+    renamed = getattr(solve, "__renamed__", {})  # former names, still accepted (with a warning)
+    bad = [k for k in options if k not in takes and renamed.get(k) not in takes]
     if bad:
-        name = _BACKEND_NAMES.get(impl.__name__, impl.__name__)
+        name = {"cuda_csr": "cuda", "csr_reference": "reference"}.get(impl.__name__.rsplit(".", 1)[-1],
+                                                                     impl.__name__.rsplit(".", 1)[-1])
         raise TypeError(
             f"maxflow(): keyword argument {bad[0]!r} does not apply to this FlowGraph: it is solved as a general "
             f"graph by the {name!r} backend (backend={backend!r} on {device.type}), whose solver takes "
