@@ -44,7 +44,7 @@ import cv2  # noqa: E402
 import torch  # noqa: E402
 
 import torchcut  # noqa: E402
-from torchcut.grabcut import DEFAULT_LAM, grabcut  # noqa: E402
+from torchcut._grabcut import DEFAULT_LAM, grabcut  # noqa: E402
 
 DATA = Path(os.environ.get("TORCHCUT_DATA", ROOT / "data")) / "grabcut"
 

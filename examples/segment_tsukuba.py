@@ -104,6 +104,24 @@ def overlay(image: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return out.round().clamp(0, 255).to(torch.uint8)
 
 
+def pick_device(parser: argparse.ArgumentParser, name) -> torch.device:
+    """The ``--device`` to run on (default: CUDA when available); a device this torch cannot use ends
+    the script with one line naming the option (exit code 2), as argparse does for other bad options."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        parser.error(f"--device: expected a torch device such as cpu or cuda, got {name!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        why = ("this torch is a CPU-only build; install a CUDA build from pytorch.org" if torch.version.cuda is None
+               else "no CUDA GPU is visible")
+        parser.error(f"--device {name}: CUDA is not available ({why}); run with --device cpu")
+    if device.type not in ("cpu", "cuda"):
+        parser.error(f"--device: expected cpu or cuda, got {name!r}")
+    return device
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--image", type=Path, help="image to segment (default: Tsukuba, else the astronaut)")
@@ -115,6 +133,7 @@ def main(argv=None) -> int:
     p.add_argument("--connectivity", type=int, default=CONNECTIVITY, choices=(4, 8), help="default 8")
     p.add_argument("--no-download", action="store_true", help="never download Tsukuba")
     args = p.parse_args(argv)
+    device = pick_device(p, args.device)  # before any work: a device this torch cannot use ends here
 
     if args.image is not None:
         if args.seeds is None:
@@ -129,16 +148,15 @@ def main(argv=None) -> int:
     seeds = read_seeds(args.seeds, image.shape[:2])
     image, seeds = resize(image, seeds, args.size)
 
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x = torch.from_numpy(image.copy()).to(device)  # [H, W] or [H, W, 3]: the channel axis is found
     s = torch.from_numpy(seeds.copy()).to(device)
-    if device.type == "cpu":  # the compiled CPU solver is built on first use (about 20 s, once per machine)
-        from torchcut.solvers import cpu
+    if device.type == "cpu":  # the CPU solver is built at install and loaded at import; only a tree
+        from torchcut.solvers import cpu  # without a build for this torch compiles it here, once, into a cache
 
         t_build = time.perf_counter()
         if cpu.load_error() is None and time.perf_counter() - t_build > 1:
-            print(f"prepared the CPU solver in {time.perf_counter() - t_build:.0f} s (compiled on first use and "
-                  "cached, loaded on later runs; not in the time below)")
+            print(f"prepared the CPU solver in {time.perf_counter() - t_build:.0f} s (no installed build fitted "
+                  "this torch: compiled once into the cache; not in the time below)")
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else LAM.get(name, torchcut.energy.DEFAULT_LAM)
     mask, result = torchcut.segment(x, s, lam=lam, connectivity=args.connectivity, return_result=True)

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    d, info = disparity(L, R, args.disparities, lam=args.lam, return_info=True)
+    d, info = disparity(L, R, args.disparities, lam=args.lam, return_result=True)
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0

@@ -140,6 +140,18 @@ def one_rank_nccl(outbox):
             assert r.mask.is_cuda and r.verify()
             g = torchcut.GridGraph(*args[:3], case["offsets"], args[3])
             assert torch.equal(r.mask, torchcut.maxflow(g).mask)
+        # segment's backends and the slab options: the kernels (with options), torch ops, one device
+        image = torch.from_numpy(rng.normal(0, 20, (24, 20, 18)).astype(np.float32)).cuda()
+        image[6:18, 5:15, 4:14] += 100
+        seeds = torch.zeros(24, 20, 18, dtype=torch.int64, device="cuda")
+        seeds[12, 10, 9], seeds[0] = 1, 2
+        want = torchcut.segment(image, seeds)
+        tcd = torchcut.distributed
+        for kw, kernels in ((dict(backend="cuda", rounds=8, repair=1, max_iter=5000), True),
+                            (dict(backend="reference"), False), (dict(ndim=3), True)):
+            mask, res = tcd.segment(image, seeds, return_result=True, **kw)
+            assert torch.equal(mask, want), kw
+            assert res.stats["kernels"] is kernels and res.verify(), kw
         outbox.put(("ok", None))
     except BaseException:  # reported to the test, which fails with it
         outbox.put(("fail", traceback.format_exc()))

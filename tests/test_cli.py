@@ -135,12 +135,17 @@ def test_bvz_subcommand_writes_instances(tmp_path, capsys):
     Image.fromarray(right).save(tmp_path / "r.png")
     out = tmp_path / "inst"
     code, text, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
-                                   "--out", str(out), "--disparities", "3", "--solver", "torchcut", "--name", "T"])
+                                   "--out", str(out), "--disparities", "3", "--backend", "torchcut", "--name", "T"])
     assert code == 0, err
     for a in range(3):
         g = torchcut.read_dimacs(out / f"T{a}.max")
         assert g.lattice_shape() == (6, 9) and g.terminal_ids == (1, 2)
         assert torchcut.maxflow(g).flow_value == torchcut.read_dimacs_solution(out / f"T{a}.sol")
+    # the option's former name still works, with a warning, and writes the same instances
+    code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
+                                "--out", str(tmp_path / "old"), "--disparities", "3", "--solver", "torchcut", "--name", "T"])
+    assert code == 0 and "warning: --solver is deprecated; use --backend (same values)" in err
+    assert all((tmp_path / "old" / f"T{a}.max").read_bytes() == (out / f"T{a}.max").read_bytes() for a in range(3))
     code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
                                 "--out", str(out), "--disparities", "1"])
     assert code == 1 and "--disparities: expected at least 2, got 1" in err

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import torchcut
 from torchcut.energy import to_pymaxflow
-from torchcut.grabcut import _component_loglik, _fit, _kmeans, grabcut
+from torchcut._grabcut import _component_loglik, _fit, _kmeans, grabcut
 
 maxflow = pytest.importorskip("maxflow")
 
@@ -122,7 +122,7 @@ def test_warm_started_cuts_equal_cuts_from_zero_flow(h, w, seed, conn, backend):
     seeds[:, 0, :] = 2
     out = {}
     for warm in (True, False):
-        out[warm] = grabcut(img, seeds, components=2, connectivity=conn, iterations=6, backend=backend,
+        out[warm] = grabcut(img, seeds, components=2, connectivity=conn, max_iter=6, backend=backend,
                             return_result=True, warm_start=warm)
     assert torch.equal(out[True][0], out[False][0])
     assert out[True][1].stats["grabcut_iterations"] == out[False][1].stats["grabcut_iterations"]
@@ -139,11 +139,11 @@ def test_batch_equals_single_calls_and_inputs_untouched():
         seeds.append(torch.from_numpy(s))
     batch, sb = torch.stack(imgs), torch.stack(seeds)
     b_copy, s_copy = batch.clone(), sb.clone()
-    out = grabcut(batch, sb, iterations=4)
+    out = grabcut(batch, sb, max_iter=4)
     assert torch.equal(batch, b_copy) and torch.equal(sb, s_copy)
     assert out.shape == (3, 40, 40) and out.dtype == torch.bool
     for i in range(3):
-        assert torch.equal(out[i], grabcut(imgs[i], seeds[i], iterations=4))
+        assert torch.equal(out[i], grabcut(imgs[i], seeds[i], max_iter=4))
 
 
 def test_list_of_different_sizes_equals_single_calls():
@@ -159,7 +159,7 @@ def test_list_of_different_sizes_equals_single_calls():
 
 def test_early_stop_is_reported():
     img, truth = two_colour_textures()
-    _, res = grabcut(img, box=(8, 6, 36, 34), iterations=10, return_result=True)
+    _, res = grabcut(img, box=(8, 6, 36, 34), max_iter=10, return_result=True)
     assert 2 <= res.stats["grabcut_iterations"][0] < 10
 
 
@@ -196,7 +196,7 @@ def test_real_image_beats_histogram(shared_data):
         (dict(), r"seeds, box: expected seeds .* or a box, got neither"),
         (dict(box=(0, 0, 40, 40)), r"expected some background"),
         (dict(box=(1, 1, 9, 9), components=0), r"components: expected an int >= 1, got 0"),
-        (dict(box=(1, 1, 9, 9), iterations=0), r"iterations: expected an int >= 1, got 0"),
+        (dict(box=(1, 1, 9, 9), max_iter=0), r"max_iter: expected an int >= 1, got 0"),
         (dict(box=(1, 1, 9, 9), connectivity=6), r"connectivity: expected 4 or 8, got 6"),
         (dict(box=(1, 1, 9, 9), lam=-1.0), r"lam: expected a finite number in \[0, 1e\+06\], got -1.0"),
         (dict(box=(1, 1, 9, 9), lam=2e6), r"lam: expected a finite number in \[0, 1e\+06\], got 2000000.0"),
@@ -246,7 +246,7 @@ def test_cuda_matches_cpu_and_batches():
 
 @pytest.mark.cuda
 def test_cuda_graph_replays_equal_eager_steps():
-    module = sys.modules["torchcut.grabcut"]
+    module = sys.modules["torchcut._grabcut"]
     g = torch.Generator().manual_seed(5)
     imgs = []
     for _ in range(3):
@@ -258,14 +258,14 @@ def test_cuda_graph_replays_equal_eager_steps():
     cache.graphs.clear()
     cache.seen.clear()
     replays = cache.replays
-    graphed = [grabcut(im, box=box, iterations=6) for im in imgs + imgs[:1]]
+    graphed = [grabcut(im, box=box, max_iter=6) for im in imgs + imgs[:1]]
     keys = list(cache.graphs)
     assert any(k[-1] for k in keys) and any(not k[-1] for k in keys)  # the k-means step and a later step
     assert cache.replays > replays  # the graphs were replayed, not only captured
-    eager = [grabcut(im, box=box, iterations=6, cuda_graphs=False) for im in imgs + imgs[:1]]
+    eager = [grabcut(im, box=box, max_iter=6, cuda_graphs=False) for im in imgs + imgs[:1]]
     assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
     # a batch of another shape and the list path still run eagerly or graphed, with equal masks
-    both = grabcut(torch.stack(imgs), box=[box] * 3, iterations=6)
+    both = grabcut(torch.stack(imgs), box=[box] * 3, max_iter=6)
     assert all(torch.equal(b, e) for b, e in zip(both, eager[:3]))
 
 
@@ -273,7 +273,7 @@ def test_cuda_graph_replays_equal_eager_steps():
 @given(seed=st.integers(0, 10_000), C=st.sampled_from([1, 3, 4]), K=st.integers(1, 5), B=st.integers(1, 2))
 def test_compiled_cpu_models_match_the_tensor_version(seed, C, K, B):
     """cpu_grabcut.cpp's Lloyd iterations and model step against the tensor ops they replace on the CPU."""
-    module = sys.modules["torchcut.grabcut"]
+    module = sys.modules["torchcut._grabcut"]
     g = torch.Generator().manual_seed(seed)
     H, W = 30, 37
     x = torch.rand(B, H * W, C, generator=g) * 255
@@ -302,7 +302,7 @@ def test_compiled_cpu_models_match_the_tensor_version(seed, C, K, B):
 
 
 def test_compiled_cpu_models_give_the_tensor_versions_masks():
-    module = sys.modules["torchcut.grabcut"]
+    module = sys.modules["torchcut._grabcut"]
     g = torch.Generator().manual_seed(3)
     img = torch.rand(3, 48, 64, generator=g) * 80
     img[:, 12:36, 16:48] += 120
@@ -391,7 +391,7 @@ def corner_crop(shared_data, name, corner, transpose, box=(10, 10, 60, 50)):
 
 
 def test_object_touching_the_box_corner_keeps_a_mask(shared_data, recwarn):
-    from torchcut.grabcut import EmptyMaskWarning
+    from torchcut import EmptyMaskWarning
 
     # Without the rule that a cut may not empty a mask, the third (60 x 70) and second (70 x 60)
     # iterations emptied these masks, and the empty object model kept them empty.
@@ -403,7 +403,7 @@ def test_object_touching_the_box_corner_keeps_a_mask(shared_data, recwarn):
         ran = res.stats["grabcut_iterations"][0]
         assert m.any() and ran < 5 and res.stats["grabcut_empty"] == [False]
         assert iou(m, gt) > 0.35
-        assert torch.equal(m, grabcut(img, box=box, iterations=ran))  # the mask of one iteration fewer
+        assert torch.equal(m, grabcut(img, box=box, max_iter=ran))  # the mask of one iteration fewer
         assert res.verify() and torch.equal(res.mask, m)
         assert not m[:10].any() and not m[50:].any() and not m[:, :10].any() and not m[:, 60:].any()
         masks.append(m)
@@ -416,7 +416,7 @@ def test_object_touching_the_box_corner_keeps_a_mask(shared_data, recwarn):
 
 
 def test_empty_mask_comes_with_a_warning_naming_the_box(shared_data):
-    from torchcut.grabcut import EmptyMaskWarning
+    from torchcut import EmptyMaskWarning
 
     img, _ = corner_crop(shared_data, "bush", 0, False)
     with pytest.warns(EmptyMaskWarning, match=r"no object pixel left in the image \(box \(10, 10, 60, 50\)\).*lam=25"):
@@ -434,10 +434,10 @@ def test_empty_mask_comes_with_a_warning_naming_the_box(shared_data):
 
 def test_unknown_keyword_names_grabcut():
     img, _ = two_colour_textures()
-    with pytest.raises(TypeError, match=r"^grabcut\(\): unexpected keyword argument 'iteration' \(did you mean "
-                                        r"'iterations'\?\)\. grabcut\(\) takes image, seeds, box, iterations, .*; "
+    with pytest.raises(TypeError, match=r"^grabcut\(\): unexpected keyword argument 'max_iters' \(did you mean "
+                                        r"'max_iter'\?\)\. grabcut\(\) takes image, seeds, box, max_iter, .*; "
                                         r"further keywords go to the max-flow backend, here 'cpu'"):
-        grabcut(img, box=(8, 6, 36, 34), iteration=3)
+        grabcut(img, box=(8, 6, 36, 34), max_iters=3)
     with pytest.raises(TypeError, match=r"^grabcut\(\): keyword argument 'threads' is an option of the 'cpu' backend, "
                                         r"not of the 'reference' backend"):
         grabcut([img], box=(8, 6, 36, 34), backend="reference", threads=2)

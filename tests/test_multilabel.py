@@ -75,7 +75,7 @@ def test_potts_result_within_factor_two_of_the_optimum(seed, schedule):
     U = torch.tensor(rng.integers(0, 20, (L, H, Wd)))
     W = torch.tensor(rng.integers(0, 15, (2, H, Wd)))
     V = potts(L)
-    lab, info = expansion(U, V, weights=W, schedule=schedule, return_info=True)
+    lab, info = expansion(U, V, weights=W, schedule=schedule, return_result=True)
     energies, _ = brute_energies(U, V, W)
     opt = int(energies.min())
     got = int(labeling_energy(U, V, lab, weights=W))
@@ -107,7 +107,7 @@ def test_energy_against_aexpansion_grid(schedule, metric):
     U[truth, np.arange(H)[:, None], np.arange(Wd)] //= 4
     U = torch.tensor(U)
     V = potts(L, 15) if metric == "potts" else trunc_linear(L, 3, 6)
-    lab, info = expansion(U, V, schedule=schedule, return_info=True)
+    lab, info = expansion(U, V, schedule=schedule, return_result=True)
     ours = int(labeling_energy(U, V, lab))
     ref = int(labeling_energy(U, V, _aexp(U, V)))
     assert ours == float(info["energy"])
@@ -182,7 +182,7 @@ def test_per_edge_weights_against_gco():
 def test_batch_equals_items_alone(schedule):
     U, W = random_problem(4, (3, 9, 11), 4, 30, 9)
     V = trunc_linear(4, 2, 4)
-    lab, info = expansion(U, V, weights=W, schedule=schedule, return_info=True)
+    lab, info = expansion(U, V, weights=W, schedule=schedule, return_result=True)
     assert lab.shape == (3, 9, 11) and lab.dtype == torch.int64
     for b in range(3):
         alone = expansion(U[b], V, weights=W[b], schedule=schedule)
@@ -195,7 +195,7 @@ def test_float_energy_is_quantised_close_to_the_integer_one():
     U = torch.tensor(rng.integers(0, 400, (4, 16, 16)))
     V = trunc_linear(4, 2, 60)
     lab_i = expansion(U, V)
-    lab_f, info = expansion(U.double() / 8, V.double() / 8, return_info=True)
+    lab_f, info = expansion(U.double() / 8, V.double() / 8, return_result=True)
     assert not info["exact"] and info["scale"] > 1e3
     e_i = float(labeling_energy(U, V, lab_i)) / 8
     e_f = float(labeling_energy(U.double() / 8, V.double() / 8, lab_f))
@@ -207,9 +207,9 @@ def test_init_and_max_cycles():
     rng = np.random.default_rng(9)
     U = torch.tensor(rng.integers(0, 30, (3, 8, 8)))
     V = potts(3, 20)
-    lab, info = expansion(U, V, init=2, max_cycles=1, return_info=True)
+    lab, info = expansion(U, V, init=2, max_iter=1, return_result=True)
     assert info["cycles"] == 1 and info["solves"] == 3
-    lab0, info0 = expansion(U, V, init=2, max_cycles=0, return_info=True)
+    lab0, info0 = expansion(U, V, init=2, max_iter=0, return_result=True)
     assert bool((lab0 == 2).all()) and info0["solves"] == 0
     full = expansion(U, V, init=torch.full((8, 8), 2))
     assert int(labeling_energy(U, V, full)) <= int(labeling_energy(U, V, lab))
@@ -381,7 +381,7 @@ def test_tsukuba_bad_pixels(shared_data):
     from torchcut.stereo import bad_pixel_rates, disparity
 
     left, right, truth = tsukuba_or_skip()
-    d, info = disparity(left, right, 16, schedule="batched", return_info=True)
+    d, info = disparity(left, right, 16, schedule="batched", return_result=True)
     r = bad_pixel_rates(d, truth)
     assert r["nonocc"] <= 1.9, r
     assert r["all"] < 4.5, r
@@ -395,7 +395,7 @@ def test_cuda_matches_cpu(schedule):
     U, W = random_problem(12, (2, 40, 50), 6, 40, 9)
     V = trunc_linear(6, 2, 5)
     cpu = expansion(U, V, weights=W, schedule=schedule)
-    gpu, info = expansion(U.cuda(), V.cuda(), weights=W.cuda(), schedule=schedule, return_info=True)
+    gpu, info = expansion(U.cuda(), V.cuda(), weights=W.cuda(), schedule=schedule, return_result=True)
     assert gpu.device.type == "cuda"
     # canonical minimum cuts: the same moves, hence the same labels
     assert torch.equal(gpu.cpu(), cpu)
@@ -462,7 +462,7 @@ def test_cuda_move_kernels_equal_the_tensor_ops(monkeypatch, case, schedule):
     monkeypatch.setattr(ml._FusedMoves, "solve", lambda self, *a: calls.append(1) or solve(self, *a))
 
     def run(**kw):
-        return expansion(U, V, weights=W, connectivity=conn, schedule=schedule, return_info=True, **kw)
+        return expansion(U, V, weights=W, connectivity=conn, schedule=schedule, return_result=True, **kw)
 
     fused = {w: run(warm_start=w) for w in (True, False)}
     assert len(calls) == fused[True][1]["solves"] + fused[False][1]["solves"]

@@ -151,8 +151,12 @@ def test_max_rounds_guard():
     snk = np.zeros((1, 40), dtype=np.int64)
     src[0, 0] = snk[0, -1] = 100
     edges = np.full((2, 1, 40), 100)
-    with pytest.raises(RuntimeError, match="did not converge"):
-        torchcut.maxflow(GridGraph(src, snk, edges, grid_offsets(2, 4)), backend="reference", max_rounds=2, relabel_period=4)
+    g = GridGraph(src, snk, edges, grid_offsets(2, 4))
+    with pytest.raises(RuntimeError, match=r"did not converge in 2 rounds \(option max_iter\)"):
+        torchcut.maxflow(g, backend="reference", max_iter=2, relabel_period=4)
+    with pytest.warns(FutureWarning, match="max_rounds= is deprecated; use max_iter="):  # the former name
+        with pytest.raises(RuntimeError, match=r"did not converge in 2 rounds"):
+            torchcut.maxflow(g, backend="reference", max_rounds=2, relabel_period=4)
 
 
 caps_strategy = st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32))

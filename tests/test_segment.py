@@ -236,16 +236,19 @@ def test_unknown_keyword_names_segment_and_lists_what_it_takes():
     with pytest.raises(TypeError, match=r"^segment\(\): unexpected keyword argument 'lamda' \(did you mean 'lam'\?\)\. "
                                         r"segment\(\) takes image, seeds, lam, sigma, .*, backend, return_result; "
                                         r"further keywords go to the max-flow backend, here 'reference' "
-                                        r"\(backend='reference' on cpu\), which takes max_rounds, relabel_period"):
+                                        r"\(backend='reference' on cpu\), which takes max_iter, relabel_period"):
         torchcut.segment(img, seeds, lamda=2, backend="reference")
     with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'tile_x' is an option of the 'cuda' backend, "
                                         r"not of the 'reference' backend that runs here"):
         torchcut.segment(img, seeds, tile_x=32, backend="reference")
-    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'max_rounds' is an option of the 'reference' "
-                                        r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
-                                        r"which takes threads, algorithm"):
-        torchcut.segment(img, seeds, max_rounds=5, backend="cpu")
+    for name in ("max_iter", "max_rounds"):  # max_rounds: the option's former name
+        with pytest.raises(TypeError, match=rf"^segment\(\): keyword argument '{name}' is an option of the 'reference' "
+                                            r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
+                                            r"which takes threads, algorithm"):
+            torchcut.segment(img, seeds, **{name: 5}, backend="cpu")
     # the backend's own options still reach it
     want = torchcut.segment(img, seeds, backend="reference")
-    assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_rounds=10**6), want)
+    assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_iter=10**6), want)
+    with pytest.warns(FutureWarning, match=r"the reference backend's options: the keyword max_rounds= is deprecated; use max_iter="):
+        assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_rounds=10**6), want)
     assert torch.equal(torchcut.segment(img, seeds, backend="cpu", threads=1, algorithm="pseudoflow"), want)

@@ -42,7 +42,7 @@ def test_moves_never_raise_the_energy_and_flows_match():
     D = data_costs(L, R, range(4))
     wh, wv = smoothness_weights(L)
     prev = energy(D, np.zeros((7, 10), dtype=np.int64), wh, wv)
-    for m in expansion_moves(L, R, 4, solver="torchcut"):
+    for m in expansion_moves(L, R, 4, backend="torchcut"):
         e = energy(D, m.labels, wh, wv)
         assert e <= prev
         prev = e
@@ -57,8 +57,8 @@ def test_pymaxflow_label_updates():
     rng = np.random.default_rng(4)
     L = rng.integers(0, 255, (5, 8))
     R = np.roll(L, -1, axis=1)
-    a = list(expansion_moves(L, R, 3, solver="pymaxflow"))
-    b = list(expansion_moves(L, R, 3, solver="torchcut"))
+    a = list(expansion_moves(L, R, 3, backend="pymaxflow"))
+    b = list(expansion_moves(L, R, 3, backend="torchcut"))
     # the first move is the same graph for both; later ones depend on which minimum cut each took
     assert a[0].flow == b[0].flow
     for m in a:

@@ -111,7 +111,7 @@ def test_expansion_from_the_last_flows_gives_the_same_labels(schedule, backend, 
     """Items that reach their local minimum at different cycles leave the warm state (``keep``)."""
     U, V, Wt = _problem(3, 3, 5, 14, 17, float_energy)
     U[1] = U[1] // 7 * 7  # a flatter item: it stops at another cycle than the others
-    out = {w: torchcut.expansion(U, V, weights=Wt, schedule=schedule, backend=backend, return_info=True,
+    out = {w: torchcut.expansion(U, V, weights=Wt, schedule=schedule, backend=backend, return_result=True,
                                  warm_start=w) for w in (True, False)}
     assert torch.equal(out[True][0], out[False][0])
     assert out[True][1]["solves"] == out[False][1]["solves"]
@@ -145,13 +145,13 @@ def test_sequential_skips_moves_whose_graph_did_not_change():
     """A label's move is not solved again when it and the L - 1 moves since changed nothing; the labels
     equal those of the textbook loop (one cycle per call, which never skips)."""
     U, V, Wt = _problem(7, 2, 5, 12, 15)
-    lab, info = torchcut.expansion(U, V, weights=Wt, schedule="sequential", return_info=True)
+    lab, info = torchcut.expansion(U, V, weights=Wt, schedule="sequential", return_result=True)
     assert info["skipped"] > 0
     assert len(info["energies"]) == 1 + info["cycles"] * 5
     f = U.argmin(1)
     for _ in range(50):  # cycle by cycle from the last labels until a cycle changes nothing
-        nxt, one = torchcut.expansion(U, V, weights=Wt, init=f, max_cycles=1, schedule="sequential",
-                                      return_info=True)
+        nxt, one = torchcut.expansion(U, V, weights=Wt, init=f, max_iter=1, schedule="sequential",
+                                      return_result=True)
         assert one["skipped"] == 0
         if torch.equal(nxt, f):
             break

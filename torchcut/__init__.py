@@ -9,6 +9,9 @@ Examples
 3
 """
 
+import sys
+import types
+import warnings
 from importlib import import_module
 
 from . import _ops
@@ -18,10 +21,9 @@ _ops._load_at_import()  # the installed CPU library, when it fits this torch (no
 from .grid import GridGraph, grid_offsets  # noqa: E402
 from .result import CertificateError, CutResult  # noqa: E402
 from .solvers import maxflow  # noqa: E402
-# Imported eagerly: the function shares its name with its module, and a lazy lookup would return the
-# module once anything imported ``torchcut.segment``.
-from .segment import segment  # noqa: E402
-from .grabcut import grabcut  # noqa: E402 - same reason as segment
+# ``torchcut.segment`` and ``torchcut.grabcut`` are functions; their modules are private.
+from ._segment import segment  # noqa: E402
+from ._grabcut import EmptyMaskWarning, grabcut  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -38,13 +40,36 @@ _LAZY = {
     "Segmenter": "interactive",
 }
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
-# use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
-# ``torchcut.grabcut`` are the functions: import their modules by name).
+# use (``grid``, ``result`` and ``solvers`` are imported above).
 _MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "interactive",
             "multilabel", "stereo")
 
-__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY,
-           *_MODULES]
+__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "EmptyMaskWarning", "CutResult",
+           "CertificateError", *_LAZY, *_MODULES]
+
+
+class _MovedModule(types.ModuleType):
+    """The former module path ``torchcut.segment`` or ``torchcut.grabcut``: every name read through it
+    warns (FutureWarning) and comes from the function's new place (``torchcut``) or its private module."""
+
+    def __init__(self, name: str, target):
+        super().__init__(name)
+        self._target = target
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") or not hasattr(self._target, attr):  # probes by tools stay quiet
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        short = self.__name__.rsplit(".", 1)[1]
+        where = f"torchcut.{attr}" if attr in __all__ else f"{self._target.__name__}.{attr}"
+        warnings.warn(f"the module {self.__name__} is deprecated: import {attr} as {where} (the name "
+                      f"torchcut.{short} is the function {short}())", FutureWarning, stacklevel=2)
+        return getattr(self._target, attr)
+
+
+# Old imports such as ``from torchcut.grabcut import EmptyMaskWarning`` keep working, with a warning.
+for _name in ("segment", "grabcut"):
+    sys.modules[f"{__name__}.{_name}"] = _MovedModule(f"{__name__}.{_name}", sys.modules[f"{__name__}._{_name}"])
+del _name
 
 
 def __getattr__(name):

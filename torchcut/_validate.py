@@ -26,10 +26,26 @@ def describe(x: Any) -> str:
     return f"{type(x).__name__}"
 
 
+def check_has_data(t: torch.Tensor, name: str) -> torch.Tensor:
+    """Raise ValueError for a tensor without values (the ``meta`` device); return ``t``.
+
+    Examples
+    --------
+    >>> check_has_data(torch.zeros(2, device="meta"), "seeds")
+    Traceback (most recent call last):
+    ...
+    ValueError: seeds: expected a tensor with values (on the CPU or a CUDA device), got one on the meta device, which holds only a shape
+    """
+    if t.device.type == "meta":
+        raise ValueError(f"{name}: expected a tensor with values (on the CPU or a CUDA device), got one on the meta "
+                         "device, which holds only a shape")
+    return t
+
+
 def as_tensor(x: Any, name: str, device: torch.device | None = None) -> torch.Tensor:
     """Turn a tensor, numpy array or nested sequence into a tensor, or raise TypeError."""
     if isinstance(x, torch.Tensor):
-        t = x
+        t = check_has_data(x, name)
     elif isinstance(x, np.ndarray):
         if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")

@@ -102,7 +102,7 @@ def _cmd_segment(args) -> int:
     import torch
     from PIL import Image
 
-    from .segment import segment
+    from ._segment import segment
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available (use --device cpu)")
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, OSError, RuntimeError, TypeError) as exc:
+    except (ValueError, OSError, EOFError, RuntimeError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"torchcut {args.command}: error: {msg}", file=sys.stderr)
         return 1

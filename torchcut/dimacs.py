@@ -43,13 +43,17 @@ def _open_bytes(path) -> bytes:
     p = Path(os.fspath(path))
     with open(p, "rb") as f:
         magic = f.read(3)
-    if magic[:2] == b"\x1f\x8b":
-        with gzip.open(p, "rb") as f:
+    opener = gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic == b"BZh" else None
+    if opener is None:
+        return p.read_bytes()
+    kind = "gzip" if opener is gzip.open else "bzip2"
+    try:
+        with opener(p, "rb") as f:
             return f.read()
-    if magic == b"BZh":
-        with bz2.open(p, "rb") as f:
-            return f.read()
-    return p.read_bytes()
+    except EOFError as exc:  # a download or copy cut short
+        raise ValueError(f"path: {p} is a truncated {kind} file ({exc}); download or copy it again") from None
+    except OSError as exc:  # corrupt data (gzip.BadGzipFile, bz2's "Invalid data stream")
+        raise ValueError(f"path: {p} is not a valid {kind} file ({exc})") from None
 
 
 def _write_bytes(path, data: bytes) -> None:

@@ -58,7 +58,7 @@ value equals a cut's capacity is a maximum flow, and the cut is minimum. ``T`` i
 canonical sink side of docs/design.md, so the masks agree with the single-grid solvers bit for bit.
 
 Termination. Between two global relabels the ranks run a bounded number of push launches, and each
-global relabel restores exact distances, as in the single-device solver; ``max_sweeps`` guards the
+global relabel restores exact distances, as in the single-device solver; ``max_iter`` guards the
 number of global relabels (push rounds in torch ops), and running past it raises on every rank
 rather than returning an inexact answer.
 """
@@ -74,6 +74,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ._deprecate import renamed_keywords
 from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity
 from .grid import GridGraph, _check_offsets, _zero_outside, shift
 from .result import CertificateError, CutResult
@@ -87,6 +88,51 @@ INF = 2**30  # label of nodes that cannot reach the sink
 #: ``border_bytes`` sent by this rank during the solve, ``seconds``.
 last_stats: dict = {}
 _slab_options: list = []  # the CUDA grid options of the slabs (names: torch.ops.torchcut.names("grid_cuda_options"))
+#: The max-flow backends of a split grid: "cuda" the single-device grid kernels on every slab (CUDA slabs
+#: split along axis 0), "reference" the synchronous push-relabel of torchcut.solvers.reference in torch ops
+#: (any device, any axis); "auto" the first that applies.
+BACKENDS = ("auto", "cuda", "reference")
+#: Options of the CUDA kernels that the slabs honour (see torchcut.solvers.cuda.OPTIONS); the tile shapes
+#: are fixed by the slabs' padded layout, and the push launches per relabel by the loop here.
+SLAB_OPTIONS = ("rounds", "persist", "repair")
+DEFAULT_MAX_ITER = 10000
+
+
+def _check_max_iter(max_iter):
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter: expected a positive int, got {max_iter!r}")
+
+
+def _solver_setup(fn, backend, device, axis: int, options: dict) -> tuple:
+    """``(kernels, slab options)`` for a call of ``fn`` with ``backend`` and ``**options`` on slabs of
+    ``device`` split along ``axis``; raises naming ``fn`` and the argument."""
+    if backend not in BACKENDS:
+        hint = " (the compiled CPU solvers do not run split grids; 'reference' runs CPU slabs)" if backend == "cpu" else ""
+        raise ValueError(f"backend: expected one of {', '.join(map(repr, BACKENDS))}, got {backend!r}{hint}")
+    if backend == "cuda" and not _kernels(device, axis):
+        raise ValueError(f"backend: 'cuda' runs the grid kernels on CUDA slabs split along axis 0, got slabs on "
+                         f"{device} split along axis {axis}; pass backend='auto' or 'reference'")
+    kernels = backend != "reference" and _kernels(device, axis)
+    bad = sorted(set(options) - set(SLAB_OPTIONS))
+    if bad or (options and not kernels):
+        key = bad[0] if bad else sorted(options)[0]
+        takes = ", ".join(SLAB_OPTIONS) if kernels else "none"
+        raise TypeError(f"{fn.__name__}(): unexpected keyword argument {key!r}; further keywords go to the CUDA "
+                        f"kernels of the slabs, which take {', '.join(SLAB_OPTIONS)} (here they "
+                        f"{'run' if kernels else 'do not run'}: backend={backend!r}, {device.type} slabs along axis "
+                        f"{axis}; options taken here: {takes})")
+    if not options:
+        return kernels, list(_slab_options)
+    from . import _ops
+
+    _ops.ensure("cuda")
+    names = list(_ops.names("grid_cuda_options"))
+    slab = [0] * len(names)
+    for k, v in options.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{k}: expected an int, got {v!r}")
+        slab[names.index(k)] = v
+    return kernels, slab
 
 
 # ---------------------------------------------------------------------------------------------- comms
@@ -317,7 +363,7 @@ def _net(excess, sink, rows: int = 64) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- push-relabel
-def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.Tensor:
+def _push_relabel(R, excess, sink, geo: _Geometry, max_iter, stats) -> torch.Tensor:
     """Bulk-synchronous push-relabel over all slabs, in torch ops, in place; returns the source side.
 
     The synchronous rounds of :mod:`torchcut.solvers.reference` on every slab at once: a push along
@@ -362,7 +408,7 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.T
         return changed
 
     rounds = relabels = bfs_rounds = 0
-    limit = max_sweeps
+    limit = max_iter
     while True:
         # ---- global relabel: exact distances over all slabs, in rounds
         d_buf = grid.new(1, INF, torch.int32, R.device)
@@ -396,7 +442,7 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_sweeps, stats) -> torch.T
         for _ in range(period):
             rounds += 1
             if rounds > limit:
-                raise RuntimeError(f"max_sweeps: the solve did not finish in {limit} rounds; pass a larger max_sweeps")
+                raise RuntimeError(f"max_iter: the solve did not finish in {limit} rounds; pass a larger max_iter")
             sent = {}
 
             def record(k, delta):  # what crosses a border, into the neighbour's nodes
@@ -439,7 +485,8 @@ def _padded(t: torch.Tensor, lead: int, lo: int, hi: int) -> torch.Tensor:
     return out
 
 
-def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cycles: int, stats) -> torch.Tensor:
+def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_iter: int, stats,
+                       slab_options=()) -> torch.Tensor:
     """The bulk-synchronous push-relabel with the CUDA grid kernels, in place; the source side of the real planes.
 
     ``R`` ``[2K, Z, ...]``, ``excess`` (int64) and ``sink`` are the padded slab: real planes ``[lo, hi)``
@@ -466,7 +513,7 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cy
     ext = tuple(R.shape[1:])
     P = math.prod(ext[1:])
     offsets = [int(v) for o in geo.offsets for v in o]
-    slab = torch.classes.torchcut.GridSlab(R, excess, sink, list(ext), offsets, lo, hi, list(_slab_options))
+    slab = torch.classes.torchcut.GridSlab(R, excess, sink, list(ext), offsets, lo, hi, list(slab_options))
     step = {0: -1, 1: 1}
     sides = [s for s in (0, 1) if comm.has(step[s])]
     peer = {s: comm.peer(comm.rank + step[s]) for s in sides}
@@ -518,9 +565,9 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_cy
             raise RuntimeError("the CUDA BFS stalled (a bug, please report it)")
         if active == 0:
             break
-        if relabels > max_cycles:
-            raise RuntimeError(f"max_sweeps: the solve did not finish in {max_cycles} global relabels; pass a "
-                               "larger max_sweeps")
+        if relabels > max_iter:
+            raise RuntimeError(f"max_iter: the solve did not finish in {max_iter} global relabels; pass a "
+                               "larger max_iter")
         n = max(push_min, min(push_cap, depth // 2))
         if tiles * 4 <= push_blocks:  # few active tiles: launches are cheap, relabels are not
             n = max(n, min(24, max(6, depth)))
@@ -639,8 +686,9 @@ class DistributedCutResult(CutResult):
 
 
 # ---------------------------------------------------------------------------------------------- entry point
+@renamed_keywords(max_sweeps="max_iter")
 def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            max_sweeps: int = 10000) -> DistributedCutResult:
+            backend: str = "auto", max_iter: int = DEFAULT_MAX_ITER, **solver_options) -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -664,9 +712,18 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     start : int, optional
         This slab's first index along ``axis`` in the global grid. When given (on every rank), the
         slabs are checked to be contiguous and in rank order.
-    max_sweeps : int
+    backend : {"auto", "cuda", "reference"}
+        "cuda": the single-device grid kernels on every slab (CUDA slabs split along axis 0);
+        "reference": the synchronous push-relabel in torch ops (any device and axis, exact, slow);
+        "auto" (default): "cuda" where it applies, else "reference".
+    max_iter : int
         Guard on the number of global relabels (CUDA kernels) or push rounds (torch ops); exceeding it
-        raises RuntimeError on every rank.
+        raises RuntimeError on every rank (default 10000; formerly ``max_sweeps``, still accepted with a
+        ``FutureWarning``).
+    **solver_options
+        With the CUDA kernels: ``rounds``, ``persist`` and ``repair`` of
+        ``torchcut.solvers.cuda.OPTIONS`` (the tiles are fixed by the slabs' layout). Anything else
+        raises ``TypeError``.
 
     Returns
     -------
@@ -700,8 +757,13 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     if not dist.is_available() or not dist.is_initialized():
         _raise_first([head["error"]], 0)
         _Comm(group, None)  # raises: no process group
-    if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or max_sweeps < 1:
-        head["error"] = head["error"] or ("ValueError", f"max_sweeps: expected a positive int, got {max_sweeps!r}")
+    try:
+        _check_max_iter(max_iter)
+        dev0 = parts[0].device if parts else torch.device("cpu")
+        kernels, slab_opts = _solver_setup(maxflow, backend, dev0, axis, solver_options)
+    except (TypeError, ValueError) as exc:
+        head["error"] = head["error"] or (type(exc).__name__, str(exc))
+        kernels, slab_opts = False, []
     rank = dist.get_rank(group)
     heads = [None] * dist.get_world_size(group)
     dist.all_gather_object(heads, head, group=group)
@@ -738,10 +800,10 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         _zero_outside(caps[d], tuple(0 if (i == axis and keep) else x for i, x in enumerate(v)))
     del e, rv, out
     snk, lo = snk.to(cap_dtype), None
-    if _kernels(dev, axis):  # the kernels' padded layout
+    if kernels:  # the kernels' padded layout
         lo, hi = (_pad_planes(len(shape)) if comm.has(-1) else 0), int(comm.has(1))
         caps, src, snk = _padded(caps, 1, lo, hi), _padded(src, 0, lo, hi), _padded(snk, 0, lo, hi)
-    return _run(caps, src, snk, geo, start, max_sweeps, t0, certificate=True, lo=lo)
+    return _run(caps, src, snk, geo, start, max_iter, t0, certificate=True, lo=lo, slab_options=slab_opts)
 
 
 def _kernels(device, axis: int) -> bool:
@@ -749,7 +811,7 @@ def _kernels(device, axis: int) -> bool:
     return device.type == "cuda" and axis == 0
 
 
-def _run(caps, src, snk, geo: _Geometry, start, max_sweeps, t0, certificate, lo=None):
+def _run(caps, src, snk, geo: _Geometry, start, max_iter, t0, certificate, lo=None, slab_options=()):
     """The solve of this slab's network (``caps`` ``[2K, *shape]`` border arcs included, ``snk`` of the
     dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
     themselves (used up) and only the mask is returned. ``lo``: the tensors are in the padded layout of
@@ -766,16 +828,16 @@ def _run(caps, src, snk, geo: _Geometry, start, max_sweeps, t0, certificate, lo=
     sent_before = comm.sent_bytes
     if lo is not None:  # the padded layout: the kernels, then the real planes alone
         n = shape[0]
-        mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_sweeps, stats)
+        mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_iter, stats, slab_options)
         real = lambda t, lead=0: t.narrow(lead, lo, n)  # noqa: E731
         caps, src64, snk_c, R, excess, sink_res = (real(caps, 1), real(src64), real(snk_c), real(R, 1), real(excess),
                                                    real(sink_res))
     else:
-        if dev.type == "cuda":
+        if dev.type == "cuda" and axis != 0:
             warnings.warn(f"axis: CUDA slabs split along axis {axis} run the push-relabel in torch ops, far slower "
                           "and larger than the CUDA kernels, which need the split along axis 0; move that axis first "
                           "(x.movedim(axis, 0)) to use them", RuntimeWarning, stacklevel=3)
-        mask = _push_relabel(R, excess, sink_res, geo, max_sweeps, stats)
+        mask = _push_relabel(R, excess, sink_res, geo, max_iter, stats)
     solve_bytes = comm.sent_bytes - sent_before
     stats.update(kernels=lo is not None, ranks=comm.size, border_bytes=solve_bytes, seconds=time.perf_counter() - t0)
     last_stats.clear()
@@ -889,8 +951,9 @@ def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
 
 
 def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
-            connectivity: int | None = None, channel_axis: int | None = None, bins: int | None = None,
-            scale: float | None = None, spacing=None, return_result: bool = False):
+            connectivity: int | None = None, ndim: int | None = None, channel_axis: int | None = None,
+            bins: int | None = None, scale: float | None = None, spacing=None, backend: str = "auto",
+            return_result: bool = False, **solver_options):
     """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
@@ -915,9 +978,18 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         its ghost planes in place (the kernels' padded layout) and the CUDA grid kernels solve it, at
         about the single GPU's memory per voxel.
     lam, sigma, connectivity, channel_axis, bins, scale, spacing
-        As for :func:`torchcut.segment` (``lam`` defaults to its default).
+        As for :func:`torchcut.segment` (``lam`` defaults to its default, 8; ``None`` takes it so that
+        the energy is the single-device one unless asked otherwise).
+    ndim : int, optional
+        Number of spatial dimensions of the slab (2 or 3), as for :func:`torchcut.segment`; a slab is
+        never a batch, so it must equal ``seeds.dim()`` (default).
+    backend : {"auto", "cuda", "reference"}
+        As for :func:`maxflow`.
     return_result : bool
         Also return the :class:`DistributedCutResult`.
+    **solver_options
+        ``max_iter`` (default 10000), and with the CUDA kernels ``rounds``, ``persist`` and ``repair``,
+        as for :func:`maxflow`; anything else raises ``TypeError`` naming ``segment()``.
 
     Returns
     -------
@@ -940,13 +1012,20 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     if not dist.is_available() or not dist.is_initialized():
         _Comm(group, None)  # raises: no process group
     error, head = None, {}
+    options = dict(solver_options)
+    max_iter = options.pop("max_iter", DEFAULT_MAX_ITER)
     try:
         nd = energy._as_seed_tensor(seeds, None).dim() if not isinstance(seeds, torch.Tensor) else seeds.dim()
         if nd not in (2, 3):
             raise ValueError(f"seeds: expected one slab [*S] with 2 or 3 spatial dims, got {nd} dims")
+        if ndim is not None and ndim != nd:
+            raise ValueError(f"ndim: expected None or {nd} (seeds.dim(): a slab is one grid, never a batch), "
+                             f"got {ndim!r}")
         x, s, ndim, conn, _, _ = energy._prepare(image, seeds, nd, connectivity, channel_axis)
         if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < ndim:
             raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
+        _check_max_iter(max_iter)
+        kernels, slab_opts = _solver_setup(segment, backend, x.device, axis, options)
         x, s = x[0], s[0]  # [C, *S], [*S]
         head = dict(shape=tuple(s.shape), channels=x.shape[0], conn=conn)
     except (TypeError, ValueError) as exc:
@@ -1014,9 +1093,10 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     if caps.is_cuda:
         torch.cuda.synchronize(caps.device)
     built = time.perf_counter() - t0
-    if lo is not None and not _kernels(caps.device, axis):  # torch ops: the real planes alone
+    if lo is not None and not kernels:  # torch ops: the real planes alone
         real = lambda t, lead=0: t.narrow(lead, lo, shape[0])  # noqa: E731
         caps, src, snk, lo = real(caps, 1), real(src), real(snk), None
-    result = _run(caps, src, snk, geo, None, 10000, t0, certificate=return_result, lo=lo)
+    result = _run(caps, src, snk, geo, None, max_iter, t0, certificate=return_result, lo=lo,
+                  slab_options=slab_opts)
     last_stats["build_seconds"] = built
     return (result.mask, result) if return_result else result

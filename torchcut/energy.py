@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._validate import INT32_MAX, SUM_LIMIT, describe
+from ._validate import INT32_MAX, SUM_LIMIT, check_has_data, describe
 from .grid import GridGraph, grid_offsets, overlap_slices
 
 __all__ = ["segmentation_graph", "to_pymaxflow", "EnergyInfo", "DEFAULT_LAM"]
@@ -155,7 +155,7 @@ def _as_image_tensor(x: Any, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         if x.dtype == torch.bool or x.is_complex():
             raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
-        return x
+        return check_has_data(x, name)
     raise TypeError(f"{name}: expected a torch tensor, numpy array or PIL image, got {describe(x)}")
 
 
@@ -180,7 +180,7 @@ def _as_seed_tensor(x: Any, device: torch.device) -> torch.Tensor:
         raise TypeError(
             f"seeds: expected an integer tensor of labels 0 (unknown), 1 (object), 2 (background), got {describe(x)}"
         )
-    return x.to(device)
+    return check_has_data(x, "seeds").to(device)
 
 
 def _resolve_ndim(seed_shape: tuple, ndim, connectivity) -> tuple[int, int]:

@@ -52,8 +52,13 @@ def _compiled_layout() -> bool:
     return _ops.load_error("cpu") is None
 
 
+def _empty_list(x) -> bool:
+    """An empty list or tuple (which torch would read as float32)."""
+    return isinstance(x, (list, tuple)) and len(x) == 0
+
+
 def _index_tensor(x, name: str, device=None) -> torch.Tensor:
-    t = as_tensor(x, name, device)
+    t = torch.zeros(0, dtype=torch.int64, device=device) if _empty_list(x) else as_tensor(x, name, device)
     if t.dim() != 1:
         raise ValueError(f"{name}: expected a 1-D tensor of node indices, got {describe(t)}")
     if t.is_floating_point() or t.dtype == torch.bool or t.is_complex():
@@ -62,7 +67,7 @@ def _index_tensor(x, name: str, device=None) -> torch.Tensor:
 
 
 def _cap_tensor(x, name: str, shape, device) -> torch.Tensor:
-    t = as_tensor(x, name, device)
+    t = torch.zeros(0, dtype=torch.int64, device=device) if _empty_list(x) else as_tensor(x, name, device)
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {describe(t)}")
     return check_capacity(t, name)
@@ -116,7 +121,9 @@ class FlowGraph:
         rev_cap : 1-D tensor or array, length M, optional
             Capacity of the reverse arc ``v[k] -> u[k]``; default 0 (directed arcs).
         source, sink : 1-D tensor or array, length N, optional
-            Capacities of the arcs source -> p and p -> sink; default 0.
+            Capacities of the arcs source -> p and p -> sink, one per node (``source[p]``), not node
+            ids: the terminals are implicit (for a network whose terminals are two of its nodes, see
+            :meth:`from_network`); default 0.
         num_nodes : int, optional
             N; default the length of ``source``/``sink``, else ``max(u, v) + 1``.
         scale : float, optional
@@ -139,13 +146,23 @@ class FlowGraph:
         M = u.numel()
         cap = _cap_tensor(cap, "cap", (M,), device)
         rc = None if rev_cap is None else _cap_tensor(rev_cap, "rev_cap", (M,), device)
+        for name, t in (("source", source), ("sink", sink)):
+            if isinstance(t, (int, float, np.number)) or (isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim == 0):
+                raise ValueError(
+                    f"{name}: expected the capacities of the arcs {'source -> p' if name == 'source' else 'p -> sink'}, "
+                    f"one per node (a 1-D tensor or array of length N), got the single number {t!r}; the terminals "
+                    "are implicit, not node ids (FlowGraph.from_network takes a network whose source and sink are "
+                    "two of its nodes)")
         if num_nodes is None:
             for t in (source, sink):
                 if t is not None:
                     num_nodes = int(as_tensor(t, "source" if t is source else "sink").numel())
                     break
             else:
-                num_nodes = int(torch.maximum(u.max(), v.max())) + 1 if M else 0
+                if not M:
+                    raise ValueError("num_nodes: expected a positive integer; with no arcs (empty u and v) and no "
+                                     "source or sink capacities nothing tells the number of nodes")
+                num_nodes = int(torch.maximum(u.max(), v.max())) + 1
         if not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool) or num_nodes < 1:
             raise ValueError(f"num_nodes: expected a positive integer, got {num_nodes!r}")
         N = int(num_nodes)

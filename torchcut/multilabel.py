@@ -46,7 +46,8 @@ import math
 import numpy as np
 import torch
 
-from ._validate import INT32_MAX, SUM_LIMIT, describe
+from ._deprecate import renamed_keywords
+from ._validate import INT32_MAX, SUM_LIMIT, check_has_data, describe
 from .grid import grid_offsets, overlap_slices, shift
 from .solvers.warm import WarmGrid
 
@@ -74,6 +75,7 @@ def _tensor(x, name: str, device=None) -> torch.Tensor:
         raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
     if x.dtype == torch.bool or x.is_complex():
         raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
+    check_has_data(x, name)
     if device is not None:
         x = x.to(device)
     if x.is_floating_point():
@@ -158,6 +160,64 @@ def _layout(unary: torch.Tensor, connectivity):
             f"connectivity: expected 6, 18 or 26 for a 3D unary of shape {tuple(unary.shape)}, got {connectivity}"
         )
     return batched, ndim, connectivity
+
+
+def _shape_of(x) -> tuple | None:
+    """The shape of a tensor, array or nested sequence (None when it has none)."""
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return tuple(x.shape)
+    try:
+        return tuple(np.shape(x))
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_layout(unary, pairwise, weights, connectivity):
+    """Checks of the axes' meaning that the shapes alone allow, before the energy is built; returns
+    ``weights``, read as ``[B, K, *S]``. The number of labels is the pairwise table's side ``L``:
+
+    * a 4-dim unary without ``connectivity`` is ``[B, L, H, W]`` only when its axis 1 has L entries;
+      ``[L, D, H, W]`` (axis 0 has L entries, axis 1 not) needs a 3D ``connectivity``, and when both
+      axes have L entries nothing tells the batch from the volume;
+    * a unary whose last axis, not its first (or second, batched), has L entries holds its labels last;
+    * batched weights in GridGraph's edge layout ``[K, B, *S]`` (B != K) are read as ``[B, K, *S]``
+      with a FutureWarning.
+    """
+    us, vs = _shape_of(unary), _shape_of(pairwise)
+    if us is None or vs is None or len(vs) != 2 or vs[0] != vs[1]:
+        return weights  # _Energy names what is wrong
+    L = vs[0]
+    if len(us) == 4 and connectivity is None:
+        if us[0] == L and us[1] == L:
+            raise ValueError(
+                f"unary: shape {us} with a {L} x {L} pairwise is ambiguous: a batch [B, L, H, W] of {us[0]} 2D "
+                f"grids, or one 3D grid [L, D, H, W] of depth {us[1]}; pass connectivity (4 or 8 for the batch, "
+                "6, 18 or 26 for the volume)")
+        if us[0] == L and us[1] != L:
+            raise ValueError(
+                f"connectivity: a unary of shape {us} with a {L} x {L} pairwise is one 3D grid [L, D, H, W]; pass "
+                f"connectivity 6, 18 or 26 (without it a 4-dim unary is a batch [B, L, H, W], whose axis 1 would "
+                f"need {L} labels)")
+    if len(us) >= 3:
+        lab_axis = 0 if len(us) == 3 or (len(us) == 4 and connectivity in (6, 18, 26)) else 1
+        if us[lab_axis] != L and us[-1] == L:
+            want = "[L, H, W]" if len(us) == 3 else "[B, L, H, W]" if lab_axis else "[L, D, H, W]"
+            raise ValueError(
+                f"unary: expected the labels on axis {lab_axis} ({want}), got shape {us}, whose last axis has the "
+                f"pairwise table's {L} labels; move them with unary.movedim(-1, {lab_axis})")
+    ws = _shape_of(weights)
+    batched = len(us) == 5 or (len(us) == 4 and connectivity not in (6, 18, 26))
+    conn = connectivity if connectivity in _CONN_NDIM else (4 if len(us) == 4 else 6)
+    K = len(grid_offsets(_CONN_NDIM[conn], conn))
+    if ws is not None and batched and len(ws) == len(us) and ws[0] == K != us[0] and ws[1] == us[0]:
+        import warnings
+
+        warnings.warn(f"weights: shape {ws} is GridGraph's edge layout [K, B, *shape]; expansion reads it as "
+                      f"weights.transpose(0, 1): pass [B, K, *shape] (item first, like the unary)",
+                      FutureWarning, stacklevel=3)
+        w = weights if isinstance(weights, torch.Tensor) else _tensor(weights, "weights")
+        weights = w.transpose(0, 1)
+    return weights
 
 
 class _Energy:
@@ -386,6 +446,7 @@ def labeling_energy(unary, pairwise, labels, *, weights=None, connectivity=None)
     >>> int(labeling_energy(U, 4 * (1 - torch.eye(2, dtype=torch.int64)), torch.tensor([[0, 1]])))
     4
     """
+    weights = _check_layout(unary, pairwise, weights, connectivity)
     U = _tensor(unary, "unary")
     batched, ndim, connectivity = _layout(U, connectivity)
     V = _tensor(pairwise, "pairwise", U.device)
@@ -526,8 +587,9 @@ def _greedy(E: _Energy, f, e, take, items, info, fused: bool = False):
     return f, e
 
 
-def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_cycles=None,
-              schedule: str = "auto", backend: str = "auto", return_info: bool = False,
+@renamed_keywords(max_cycles="max_iter", return_info="return_result")
+def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_iter=None,
+              schedule: str = "auto", backend: str = "auto", return_result: bool = False,
               warm_start: bool | None = None):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
@@ -542,21 +604,27 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     weights : tensor or array, optional
         ``[K, *shape]`` or ``[B, K, *shape]`` non-negative multipliers of the pair term of the edge
         from p to p + offsets[k] (``torchcut.grid_offsets(ndim, connectivity)``); 1 by default.
+        Item first, like the unary (``unary[b]`` and ``weights[b]`` are item b's energy), where a
+        batched :class:`torchcut.GridGraph` takes ``edges[k]`` shaped like its source ``[B, *shape]``,
+        so ``[K, B, *shape]``; weights in that layout (B != K) are transposed, with a FutureWarning.
     connectivity : int, optional
-        4 or 8 in 2D (default 4), 6, 18 or 26 in 3D (default 6).
+        4 or 8 in 2D (default 4, the smallest graph per move, as in the BVZ stereo energies), 6, 18 or
+        26 in 3D (default 6). Required for a 3D
+        unary ``[L, D, H, W]``, which a batch ``[B, L, H, W]`` could not be told from otherwise.
     init : int or integer tensor, optional
         Starting labels (``[*shape]`` or ``[B, *shape]``), default the per-pixel argmin of the unary.
-    max_cycles : int, optional
+    max_iter : int, optional
         Stop after this many cycles (sequential: L moves each; batched: one batched solve each).
         Default: until no move lowers the energy (a local minimum with respect to expansion moves).
+        Formerly ``max_cycles`` (still accepted, with a ``FutureWarning``).
     schedule : {"auto", "sequential", "batched"}
         How moves are grouped into solves (module docstring). "auto": batched on CUDA while one
         batched solve holds at most 2**23 nodes (``B * L * H * W``), else sequential; sequential on the
         CPU.
     backend : str
         Passed to :func:`torchcut.maxflow`.
-    return_info : bool
-        Also return a dict: ``energy`` (float64 ``[B]``, final energies in the input's units, of the
+    return_result : bool
+        Also return a dict (formerly ``return_info``, still accepted with a ``FutureWarning``): ``energy`` (float64 ``[B]``, final energies in the input's units, of the
         quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
         rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``,
         ``skipped`` (sequential moves not solved because nothing changed since the same label's last
@@ -582,21 +650,22 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     >>> torchcut.expansion(U, 5 * (1 - torch.eye(3, dtype=torch.int64)))
     tensor([[0, 0, 1, 1]])
     """
+    weights = _check_layout(unary, pairwise, weights, connectivity)
     E = _Energy(unary, pairwise, weights, connectivity)
     if schedule not in ("auto", "sequential", "batched"):
         raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
-    if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, (int, np.integer))
-                                   or max_cycles < 0):
-        raise ValueError(f"max_cycles: expected a non-negative int or None, got {max_cycles!r}")
+    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
+                                 or max_iter < 0):
+        raise ValueError(f"max_iter: expected a non-negative int or None, got {max_iter!r}")
     if schedule == "auto":
         schedule = _auto_schedule(E)
     f = E.U.argmin(1) if init is None else _labels_in(init, E)
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
             "schedule": schedule}
     warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
-    f = _minimise(E, f, max_cycles, schedule, backend, info, warm)
+    f = _minimise(E, f, max_iter, schedule, backend, info, warm)
     labels = f if E.batched else f[0]
-    if not return_info:
+    if not return_result:
         return labels
     return labels, _finish_info(E, f, info)
 
@@ -700,12 +769,14 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     probs : tensor or array ``[C, H, W]`` or ``[B, C, H, W]``
         Non-negative class probabilities.
     lam : float
-        Weight of the smoothness term (nats per unit of ``w_pq``).
+        Weight of the smoothness term (nats per unit of ``w_pq``; default 1: the data term is a
+        classifier's ``-log p``, already in nats and smoother than ``segment``'s histogram costs).
     sigma : float, optional
         Contrast scale in the image's units.
     seeds : integer tensor, optional
         Shaped like the labels: -1 leaves a pixel free, ``c >= 0`` fixes it to class c.
     connectivity : {4, 8}
+        Default 4, the smallest graph per move (as :func:`expansion`).
     schedule, backend, warm_start
         As for :func:`expansion`.
 
@@ -728,6 +799,14 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     if P.dim() not in (3, 4):
         raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")
     batched = P.dim() == 4
+    if P.is_floating_point() and P.shape[-1] >= 2 and P.numel():
+        # a softmax over the last axis: the classes are last ([H, W, C]), which the shape cannot tell
+        one = lambda t: bool(torch.isclose(t, torch.ones((), dtype=t.dtype, device=t.device), atol=1e-3).all())  # noqa: E731
+        if one(P.sum(-1)) and not one(P.sum(1 if batched else 0)):
+            want = "[B, C, H, W]" if batched else "[C, H, W]"
+            raise ValueError(f"probs: expected the classes on axis {1 if batched else 0} ({want}), got shape "
+                             f"{tuple(P.shape)}, whose last axis sums to 1 (classes last); pass "
+                             f"probs.movedim(-1, {1 if batched else 0})")
     if not batched:
         P = P.unsqueeze(0)
     B, C, H, W = P.shape

@@ -46,8 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ExpansionMove", "expansion_moves", "load_pair", "move_graph", "add_arguments", "main",
-           "disparity", "bt_costs", "contrast_weights", "occlusion_mask", "bad_pixel_rates"]
+from ._deprecate import renamed_keywords
+
+# The command-line plumbing (add_arguments, main) is not part of the API.
+__all__ = ["ExpansionMove", "expansion_moves", "load_pair", "move_graph", "disparity", "bt_costs", "contrast_weights",
+           "occlusion_mask", "bad_pixel_rates"]
 
 
 @dataclass
@@ -239,14 +242,15 @@ def move_graph(D, labels, alpha: int, wh, wv):
     return u, v, cap, np.zeros_like(cap), src, snk
 
 
-def _solve_labels_side(u, v, cap, rcap, src, snk, N, solver: str, device=None):
+def _solve_labels_side(u, v, cap, rcap, src, snk, N, backend: str, device=None):
     """Flow value and the sink side (x = 1) of one move."""
-    if solver in ("auto", "pymaxflow"):
+    if backend in ("auto", "pymaxflow"):
         try:
             import maxflow as pmf
         except ImportError:
-            if solver == "pymaxflow":
-                raise
+            if backend == "pymaxflow":
+                raise ImportError("backend: 'pymaxflow' needs PyMaxflow (pip install PyMaxflow); pass "
+                                  "backend='torchcut' to solve the moves with torchcut") from None
         else:
             g = pmf.Graph[int](N, u.size)
             g.add_nodes(N)
@@ -261,12 +265,16 @@ def _solve_labels_side(u, v, cap, rcap, src, snk, N, solver: str, device=None):
 
     t = [torch.as_tensor(x, device=device) for x in (u, v, cap, rcap, src, snk)]
     gr = FlowGraph.from_edges(t[0], t[1], t[2], t[3], source=t[4], sink=t[5], num_nodes=N)
-    r = maxflow(gr)
+    r = maxflow(gr, backend="auto" if backend in ("auto", "torchcut") else backend)
     return int(r.flow_value), (~r.mask).cpu().numpy()
 
 
-def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, lam: int = 20, trunc: int = 20,
-                    contrast: bool = True, init: int = 0, solver: str = "auto", device=None):
+_MOVE_BACKENDS = ("auto", "pymaxflow", "torchcut", "reference", "cpu", "cuda")
+
+
+@renamed_keywords(solver="backend")
+def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, lam: float = 20.0, trunc: int = 20,
+                    contrast: bool = True, init: int = 0, backend: str = "auto", device=None):
     """Yield the :class:`ExpansionMove` of each label of the first expansion pass, in label order.
 
     Each move is solved (PyMaxflow when installed, else torchcut) to update the labelling before the
@@ -279,19 +287,32 @@ def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, la
         Labels ``0, step, 2 * step, ...``.
     step : int
         Disparity step between labels (use the upsampling factor for an upsampled pair).
-    lam, trunc, contrast : energy parameters (module docstring).
+    lam : float
+        Potts weight (default 20, the weight of the BVZ instances; a whole number, since the
+        instances' capacities are integers).
+    trunc, contrast : energy parameters (module docstring).
     init : int
         Initial label index of every pixel.
-    solver : {"auto", "pymaxflow", "torchcut"}
+    backend : {"auto", "pymaxflow", "torchcut", "reference", "cpu", "cuda"}
+        What solves each move to update the labels: "auto" PyMaxflow when it is installed (the
+        solver of the published sequences), else torchcut; "torchcut" torchcut's own choice; the
+        others a :func:`torchcut.maxflow` backend. Formerly ``solver`` (still accepted, with a
+        ``FutureWarning``).
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> L = rng.integers(0, 255, (6, 8)); R = np.roll(L, -1, axis=1)
-    >>> moves = list(expansion_moves(L, R, 3, solver="torchcut"))
+    >>> moves = list(expansion_moves(L, R, 3, backend="torchcut"))
     >>> [m.alpha for m in moves], moves[0].flow
     ([0, 1, 2], 0)
     """
+    if backend not in _MOVE_BACKENDS:
+        raise ValueError(f"backend: expected one of {', '.join(map(repr, _MOVE_BACKENDS))}, got {backend!r}")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) or not (
+            lam >= 0 and float(lam).is_integer()):
+        raise ValueError(f"lam: expected a non-negative whole number (the capacities are integers), got {lam!r}")
+    lam = int(lam)
     disparities = [k * step for k in range(num_disparities)]
     D = data_costs(left, right, disparities, trunc)
     wh, wv = smoothness_weights(left, lam, contrast)
@@ -299,7 +320,7 @@ def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, la
     labels = np.full((H, W), init, dtype=np.int64)
     for alpha in range(num_disparities):
         u, v, cap, rcap, src, snk = move_graph(D, labels, alpha, wh, wv)
-        flow, take = _solve_labels_side(u, v, cap, rcap, src, snk, H * W, solver, device)
+        flow, take = _solve_labels_side(u, v, cap, rcap, src, snk, H * W, backend, device)
         labels = np.where(take.reshape(H, W), alpha, labels)
         yield ExpansionMove(alpha, (H, W), u, v, cap, rcap, src, snk, labels.copy(), flow)
 
@@ -420,9 +441,10 @@ def contrast_weights(image, lam: float, threshold: float = 8, ratio: float = 3):
     return out.round().to(torch.int64)
 
 
+@renamed_keywords(return_info="return_result")
 def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contrast_threshold=None,
               contrast_ratio=None, smoothness: str = "potts", linear_trunc: int = 2, schedule: str = "auto",
-              backend: str = "auto", return_info: bool = False):
+              backend: str = "auto", return_result: bool = False):
     """Disparity map of the left view by alpha-expansion on a truncated Birchfield-Tomasi energy.
 
     ``E(d) = sum_p min(BT_p(d_p), trunc) + sum_pq w_pq V(d_p, d_q)``: :func:`bt_costs` rounded to
@@ -439,14 +461,17 @@ def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contra
     num_disparities : int
         Disparities ``0 .. num_disparities - 1`` (the right view's match of left pixel x is x - d).
     lam, trunc, contrast_threshold, contrast_ratio : number, optional
-        Energy parameters; ``None`` takes ``DISPARITY_DEFAULTS``.
+        Energy parameters; ``None`` takes ``DISPARITY_DEFAULTS`` (``lam`` 15, ``trunc`` 40: the values
+        with the fewest bad pixels on Tsukuba, ``benchmarks/results/multilabel.md``; ``lam`` weighs
+        integer grey-level costs here, not the colour histograms of ``segment``, so its scale differs).
     smoothness : {"potts", "linear"}
     linear_trunc : int
         Truncation of the linear smoothness.
     schedule, backend : str
         As for :func:`torchcut.expansion`.
-    return_info : bool
-        Also return :func:`torchcut.expansion`'s info dict.
+    return_result : bool
+        Also return :func:`torchcut.expansion`'s dict of energies and counts (formerly
+        ``return_info``, still accepted with a ``FutureWarning``).
 
     Returns
     -------
@@ -487,7 +512,8 @@ def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contra
         if isinstance(linear_trunc, bool) or not isinstance(linear_trunc, (int, np.integer)) or linear_trunc < 1:
             raise ValueError(f"linear_trunc: expected a positive int, got {linear_trunc!r}")
         V = diff.clamp(max=int(linear_trunc))
-    return expansion(U, V, weights=w, connectivity=4, schedule=schedule, backend=backend, return_info=return_info)
+    return expansion(U, V, weights=w, connectivity=4, schedule=schedule, backend=backend,
+                     return_result=return_result)
 
 
 def occlusion_mask(truth):
@@ -588,8 +614,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-contrast", action="store_true", help="constant Potts weight")
     p.add_argument("--name", default="BVZ-stereo", help="file name prefix (default BVZ-stereo)")
     p.add_argument("--gz", action="store_true", help="write .max.gz")
-    p.add_argument("--solver", choices=("auto", "pymaxflow", "torchcut"), default="auto",
-                   help="what solves each move to update the labels")
+    p.add_argument("--backend", choices=_MOVE_BACKENDS, default="auto",
+                   help="what solves each move to update the labels (default auto: PyMaxflow if installed)")
+    p.add_argument("--solver", choices=_MOVE_BACKENDS, default=None, help=argparse.SUPPRESS)  # deprecated name
 
 
 def main(args=None) -> int:
@@ -606,6 +633,9 @@ def main(args=None) -> int:
     from .dimacs import write_dimacs
     from .graph import FlowGraph
 
+    if getattr(args, "solver", None) is not None:
+        print("warning: --solver is deprecated; use --backend (same values)", file=sys.stderr)
+        args.backend = args.solver
     if args.disparities < 2:
         raise ValueError(f"--disparities: expected at least 2, got {args.disparities}")
     if args.upsample < 1:
@@ -617,7 +647,7 @@ def main(args=None) -> int:
     print(f"c {args.name}: {H}x{W} pixels, {args.disparities} labels (step {args.upsample}), {H * W + 2} nodes per move")
     t0 = time.perf_counter()
     for m in expansion_moves(left, right, args.disparities, step=args.upsample, lam=args.lam, trunc=args.trunc,
-                             contrast=not args.no_contrast, solver=args.solver):
+                             contrast=not args.no_contrast, backend=args.backend):
         g = FlowGraph.from_edges(m.u, m.v, m.cap, m.rev_cap, source=m.source, sink=m.sink, num_nodes=m.num_nodes)
         path = out / f"{args.name}{m.alpha}.max{'.gz' if args.gz else ''}"
         write_dimacs(g, path, comment=f"{args.name} expansion move alpha={m.alpha} ({H}x{W}, lam={args.lam}, "

@@ -249,7 +249,7 @@ def aexpansion_grid(unary, binary, max_cycles=None, labels=None):
     conn = 6 if lab.dim() == 3 else 4
     cycles = None if max_cycles is None else len(_max_cycles(max_cycles))
     out = expansion(u.movedim(-1, 0).contiguous(), b, connectivity=conn,
-                    init=lab if labels is not None else None, max_cycles=cycles)
+                    init=lab if labels is not None else None, max_iter=cycles)
     out = torch.as_tensor(out).to(torch.int64)
     if nd == 1:
         out = out.reshape(-1)

@@ -118,7 +118,7 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
         they cannot be built. "cpu" and "cuda" name a compiled solver (and raise when it cannot be
         built); "reference" runs the specification.
     **options
-        Passed to the backend (for example ``max_rounds`` for the reference solver, ``threads`` for
+        Passed to the backend (for example ``max_iter`` for the reference solver, ``threads`` for
         the CPU solver).
 
     Returns

@@ -15,6 +15,9 @@ import torch
 
 __all__ = ["check_options", "backend_options"]
 
+# Renamed backend options: the old name still reaches the backend, which warns and takes the new one.
+RENAMED_OPTIONS = {"max_rounds": "max_iter"}
+
 _BACKEND_NAMES = {
     "torchcut.solvers.reference": "reference",
     "torchcut.solvers.csr_reference": "reference",
@@ -75,7 +78,7 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     Examples
     --------
     >>> backend_options("cpu", "reference")
-    ('reference', ('max_rounds', 'relabel_period', 'on_relabel'))
+    ('reference', ('max_iter', 'relabel_period', 'on_relabel'))
     """
     from . import _pick
 
@@ -107,7 +110,7 @@ def check_options(fn, options: dict, device, backend: str = "auto", *, layout: s
     Examples
     --------
     >>> import torchcut
-    >>> check_options(torchcut.segment, {"max_rounds": 100}, "cpu", "reference")
+    >>> check_options(torchcut.segment, {"max_iter": 100}, "cpu", "reference")
     >>> check_options(torchcut.segment, {"lamda": 2.0}, "cpu", "reference")
     Traceback (most recent call last):
     ...
@@ -117,7 +120,7 @@ def check_options(fn, options: dict, device, backend: str = "auto", *, layout: s
         return
     name, accepted = backend_options(device, backend, layout)
     accepted = tuple(also) + accepted
-    bad = [k for k in options if k not in accepted]
+    bad = [k for k in options if k not in accepted and RENAMED_OPTIONS.get(k) not in accepted]
     if not bad:
         return
     key = bad[0]
@@ -126,7 +129,8 @@ def check_options(fn, options: dict, device, backend: str = "auto", *, layout: s
     everywhere = _all_backend_options("grid")
     if layout == "csr":
         everywhere = {b: everywhere[b] + opts for b, opts in _all_backend_options("csr").items()}
-    others = {b: opts for b, opts in everywhere.items() if b != name and key in opts}
+    known = RENAMED_OPTIONS.get(key, key)
+    others = {b: opts for b, opts in everywhere.items() if b != name and known in opts}
     takes = ", ".join(accepted) if accepted else "no options"
     if others:
         raise TypeError(

@@ -59,6 +59,27 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
     )
 
 
+def _check_csr_options(impl, options: dict, backend: str, device) -> None:
+    """Raise TypeError, naming ``maxflow()``, for an option that the solver of general graphs does not take
+    (grid options such as the CPU's ``algorithm`` apply only to a FlowGraph routed to the grid solver)."""
+    import inspect
+
+    solve = impl.solve_csr
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    skip = {"row_ptr", "head", "tail", "rev", "caps", "excess", "sink"}
+    takes = [p.name for p in inspect.signature(solve).parameters.values() if p.kind in kinds and p.name not in skip]
+    renamed = getattr(solve, "__renamed__", {})  # former names, still accepted (with a warning)
+    bad = [k for k in options if k not in takes and renamed.get(k) not in takes]
+    if bad:
+        name = {"cuda_csr": "cuda", "csr_reference": "reference"}.get(impl.__name__.rsplit(".", 1)[-1],
+                                                                     impl.__name__.rsplit(".", 1)[-1])
+        raise TypeError(
+            f"maxflow(): keyword argument {bad[0]!r} does not apply to this FlowGraph: it is solved as a general "
+            f"graph by the {name!r} backend (backend={backend!r} on {device.type}), whose solver takes "
+            f"{', '.join(takes) if takes else 'no options'}; grid options reach the grid solver only when a "
+            "lattice-shaped FlowGraph is routed there (lattice=True)")
+
+
 def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None, **options) -> CutResult:
     """Maximum flow of a :class:`torchcut.FlowGraph` (what ``torchcut.maxflow`` calls).
 
@@ -91,6 +112,8 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
     impl = impl or _pick(graph.device, backend)
+    if options:
+        _check_csr_options(impl, options, backend, graph.device)
     src = graph.source[0]
     snk = graph.sink[0].to(torch.int64)
     low = torch.minimum(src, snk)

@@ -24,6 +24,8 @@ import time
 
 import torch
 
+from .._deprecate import renamed_keywords
+
 __all__ = ["solve_csr", "bfs_to_sink"]
 
 
@@ -51,7 +53,8 @@ def bfs_to_sink(row_ptr, head, tail, res, sink, inf: int):
         dist = new
 
 
-def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_rounds: int | None = None,
+@renamed_keywords("the reference backend's options", max_rounds="max_iter")
+def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_iter: int | None = None,
               relabel_period: int | None = None):
     """Run push-relabel phase one on a CSR network, in place.
 
@@ -62,8 +65,9 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_rounds: int |
     caps : Tensor ``[A]`` (int32 or int64): residual capacities, overwritten with the final residuals.
     excess : Tensor ``[N]`` int64: initial excess (reduced source capacities), overwritten.
     sink : Tensor ``[N]``: residual sink capacities, overwritten.
-    max_rounds : int, optional
-        Raise RuntimeError after this many rounds.
+    max_iter : int, optional
+        Raise RuntimeError after this many rounds (formerly ``max_rounds``, still accepted with a
+        ``FutureWarning``).
     relabel_period : int, optional
         Rounds between global relabels (default: a quarter of the last BFS depth, at least 4).
 
@@ -87,8 +91,8 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_rounds: int |
     c = caps.to(torch.int64)
     s = sink.to(torch.int64)
     e = excess
-    if max_rounds is None:
-        max_rounds = 4 * (N + 2) ** 2 + 1000
+    if max_iter is None:
+        max_iter = 4 * (N + 2) ** 2 + 1000
     zero = torch.zeros((), dtype=torch.int64, device=dev)
     seg_first = row_ptr[:-1].clamp(max=max(head.numel() - 1, 0))
 
@@ -102,8 +106,8 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_rounds: int |
         period = relabel_period or max(4, levels // 4)
         for _ in range(period):
             rounds += 1
-            if rounds > max_rounds:
-                raise RuntimeError(f"reference push-relabel did not converge in {max_rounds} rounds")
+            if rounds > max_iter:
+                raise RuntimeError(f"reference push-relabel did not converge in {max_iter} rounds (option max_iter)")
             # pushes into the sink (height 0)
             adm = (e > 0) & (h == 1) & (s > 0)
             d = torch.where(adm, torch.minimum(e, s), zero)

@@ -8,7 +8,7 @@ their own (registered by :mod:`torchcut._ops`). The public functions call these 
   ``torchcut::grid_build_maxflow`` a GridGraph built inside the traced code: the capacity dtype,
                                    the float quantization scale and the value checks depend on the
                                    data, so the graph is built (and checked) when the op runs;
-  ``torchcut::segment_mask``       ``segment(image, seeds)``, defined in :mod:`torchcut.segment`.
+  ``torchcut::segment_mask``       ``segment(image, seeds)``, defined in :mod:`torchcut._segment`.
 
   Each is opaque to the compiler: the data-dependent checks run eagerly inside it, exactly as outside
   ``torch.compile``, so compiled results equal eager results and bad input raises the same errors.

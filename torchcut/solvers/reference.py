@@ -30,6 +30,8 @@ import time
 
 import torch
 
+from .._deprecate import renamed_keywords
+
 __all__ = ["solve_grid", "bfs_to_sink"]
 
 
@@ -96,7 +98,8 @@ def _unless(condition: torch.Tensor, value: int) -> torch.Tensor:
     return (~condition).to(torch.int32) * value
 
 
-def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, relabel_period: int | None = None,
+@renamed_keywords("the reference backend's options", max_rounds="max_iter")
+def solve_grid(caps, excess, sink, offsets, *, max_iter: int | None = None, relabel_period: int | None = None,
                on_relabel=None):
     """Run push-relabel phase one on a batched grid network, in place.
 
@@ -109,8 +112,9 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
     sink : Tensor ``[B, *shape]``
         Residual sink capacities, overwritten.
     offsets : the K offsets of the grid.
-    max_rounds : int, optional
-        Raise RuntimeError after this many push/relabel rounds (default: a bound no valid run reaches).
+    max_iter : int, optional
+        Raise RuntimeError after this many push/relabel rounds (default: a bound no valid run reaches;
+        formerly ``max_rounds``, still accepted with a ``FutureWarning``).
     relabel_period : int, optional
         Push/relabel rounds between global relabels (default: adaptive, a quarter of the last BFS depth).
     on_relabel : callable, optional
@@ -136,8 +140,8 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
     B, shape = excess.shape[0], tuple(excess.shape[1:])
     n = math.prod(shape)
     inf = n + 2
-    if max_rounds is None:
-        max_rounds = 4 * (n + 2) ** 2 + 1000
+    if max_iter is None:
+        max_iter = 4 * (n + 2) ** 2 + 1000
     dev = excess.device
     c = caps.to(torch.int64)
     s = sink.to(torch.int64)
@@ -161,8 +165,8 @@ def solve_grid(caps, excess, sink, offsets, *, max_rounds: int | None = None, re
         period = relabel_period or max(4, levels // 4)
         for _ in range(period):
             rounds += 1
-            if rounds > max_rounds:
-                raise RuntimeError(f"reference push-relabel did not converge in {max_rounds} rounds")
+            if rounds > max_iter:
+                raise RuntimeError(f"reference push-relabel did not converge in {max_iter} rounds (option max_iter)")
             push_round(grid, c, s, e_buf, h_buf, dirs, inf)
             active = (e > 0) & (h < inf)
             if not bool(active.any()):

@@ -32,6 +32,7 @@ import warnings
 import numpy as np
 import torch
 
+from ._deprecate import renamed_keywords
 from ._cudagraph import GraphCache
 from .solvers._options import check_options, device_of
 from ._validate import describe
@@ -72,9 +73,16 @@ def _spatial_shape(img: torch.Tensor, channel_axis) -> tuple:
         return shape
     if len(shape) in (3, 4):
         lead = len(shape) - 3
-        if shape[lead] <= 4:
+        first, last = shape[lead] <= 4, shape[-1] <= 4
+        if first and last:  # e.g. [3, 10, 3]: 3 channels of 10 x 3, or 3 x 10 pixels of 3 channels
+            raise ValueError(
+                f"image: shape {shape} is ambiguous without seeds: the channels could be axis {lead} "
+                f"({'[B, C, H, W]' if lead else '[C, H, W]'}) or axis {len(shape) - 1} "
+                f"({'[B, H, W, C]' if lead else '[H, W, C]'}); pass channel_axis (or seeds)"
+            )
+        if first:
             return shape[:lead] + shape[lead + 1:]
-        if shape[-1] <= 4:
+        if last:
             return shape[:-1]
     raise ValueError(
         f"image: expected [H, W], [C, H, W], [H, W, C], [B, C, H, W] or [B, H, W, C] with at most 4 channels "
@@ -133,8 +141,8 @@ def _box_seeds(box, B: int, H: int, W: int, device, index=None) -> tuple:
     return out.to(device), clipped
 
 
-def _check_args(iterations, components, lam, connectivity):
-    for name, v, lo in (("iterations", iterations, 1), ("components", components, 1)):
+def _check_args(max_iter, components, lam, connectivity):
+    for name, v, lo in (("max_iter", max_iter, 1), ("components", components, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or not 0 <= lam <= MAX_LAM:
@@ -150,6 +158,8 @@ def _one(image, seeds, box, channel_axis, connectivity, index=None):
     if seeds is None:
         if box is None:
             raise ValueError("seeds, box: expected seeds (0 unknown, 1 object, 2 background) or a box, got neither")
+        if img.numel() == 0:
+            raise ValueError(f"image: expected a non-empty image, got shape {tuple(img.shape)}")
         shape = _spatial_shape(img, channel_axis)
         if len(shape) not in (2, 3):
             raise ValueError(f"image: expected 2 spatial dimensions (optionally batched), got shape {tuple(img.shape)}")
@@ -494,12 +504,13 @@ def _warn_empty(empty, boxes, lam: float) -> None:
     )
 
 
+@renamed_keywords(iterations="max_iter")
 def grabcut(
     image,
     seeds=None,
     *,
     box=None,
-    iterations: int = 5,
+    max_iter: int = 5,
     components: int = 5,
     lam: float = DEFAULT_LAM,
     connectivity: int = 8,
@@ -531,8 +542,9 @@ def grabcut(
         every image). Fractional coordinates are rounded outward (``floor`` of x0 and y0, ``ceil``
         of x1 and y1), and a box that reaches past the image's border is clipped to it (its part
         inside the image is used; detector boxes often cross the border).
-    iterations : int
-        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``). An image ends
+    max_iter : int
+        Largest number of model fits and cuts (default 5, as OpenCV's ``iterCount``; formerly
+        ``iterations``, which still works with a ``FutureWarning``). An image ends
         earlier once its mask repeats, or when a cut would leave it without any object pixel (it
         then keeps its last mask; see Notes).
     components : int
@@ -541,7 +553,8 @@ def grabcut(
         Weight of the contrast-sensitive smoothness term (OpenCV's gamma; default 25, tuned on half
         of the GrabCut set, see ``DEFAULT_LAM``).
     connectivity : {4, 8}
-        Neighbourhood of the grid (default 8; diagonal pairs weigh ``1 / sqrt(2)``).
+        Neighbourhood of the grid (default 8, as OpenCV's GrabCut and the ``lam`` tuning used; diagonal
+        pairs weigh ``1 / sqrt(2)``; ``segment`` defaults to 4, the smaller graph, as it has no tuning).
     channel_axis : int, optional
         The image's channel axis when its shape does not tell it.
     backend : {"auto", "reference", "cpu", "cuda"}
@@ -572,7 +585,7 @@ def grabcut(
     ------
     ValueError
         Neither seeds nor a box; a box that is empty (``x1 <= x0`` or ``y1 <= y0``) or has no pixel
-        in common with the image; ``components`` or ``iterations`` below 1; no unknown pixel or no
+        in common with the image; ``components`` or ``max_iter`` below 1; no unknown pixel or no
         background left in an image; the errors of :func:`torchcut.segment` for shapes and labels.
     TypeError
         Inputs of the wrong type (see :func:`torchcut.segment`), or a keyword that neither
@@ -604,7 +617,7 @@ def grabcut(
     Examples
     --------
     >>> import torch
-    >>> from torchcut.grabcut import grabcut  # also torchcut.grabcut
+    >>> from torchcut import grabcut
     >>> g = torch.Generator().manual_seed(0)
     >>> image = torch.rand(3, 24, 24, generator=g) * 40
     >>> image[:, 6:18, 6:18] += 150.0
@@ -616,7 +629,7 @@ def grabcut(
     >>> mask.sum().item(), result.verify()
     (144, True)
     """
-    _check_args(iterations, components, lam, connectivity)
+    _check_args(max_iter, components, lam, connectivity)
     if solver_options:
         check_options(grabcut, solver_options, device_of(image), backend)
     if isinstance(image, (list, tuple)):
@@ -664,7 +677,7 @@ def grabcut(
             raise ValueError(f"seeds, box: expected some background (seeds labelled 2 or pixels outside the box){where}, got none")
     x = _normalise(x, valid)
     masks, src, snk, edges, offsets, ran = _grabcut(
-        x, s, valid, int(iterations), int(components), float(lam), connectivity, backend, solver_options,
+        x, s, valid, int(max_iter), int(components), float(lam), connectivity, backend, solver_options,
         bool(cuda_graphs), bool(warm_start),
     )
     empty = (~masks.flatten(1).any(1)).tolist()

@@ -48,11 +48,14 @@ def segment(
         Integer labels shaped like the image without its channel axis: 0 unknown, 1 object,
         2 background (as in ``skimage.segmentation.random_walker``).
     lam : float
-        Weight of the smoothness term relative to the colour data term (default 8).
+        Weight of the smoothness term relative to the colour data term (default 8, the weight the
+        Tsukuba example segments its lamp with; it weighs histogram log-likelihoods, so GrabCut's
+        Gaussian-mixture costs and refine's ``-log p`` take other values).
     sigma : float, optional
         Contrast scale in the image's units; estimated per image by default.
     connectivity : int, optional
-        4 or 8 (2D), 6, 18 or 26 (3D); default 4 in 2D, 6 in 3D.
+        4 or 8 (2D), 6, 18 or 26 (3D); default 4 in 2D, 6 in 3D, the smallest graphs (the fastest
+        solves and least memory; 8 and 26 follow diagonal boundaries more closely).
     ndim : int, optional
         Number of spatial dimensions (2 or 3); required for 3-dimensional seeds unless
         ``connectivity`` tells it (``[B, H, W]`` batch or ``[D, H, W]`` volume).
@@ -72,7 +75,7 @@ def segment(
         ``graph.energy`` records sigma, scale and the seed capacity).
     **solver_options
         Passed to the backend: ``threads`` and ``algorithm`` for the compiled CPU solver, the tuning
-        options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_rounds`` and
+        options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_iter`` and
         ``relabel_period`` for the reference. Any other keyword raises ``TypeError`` naming
         ``segment()``, what it takes and what the backend takes.
 
@@ -87,8 +90,9 @@ def segment(
     CUDA images are solved by the CUDA push-relabel kernels. CPU images are solved by the compiled
     CPU solver (:mod:`torchcut.solvers.cpu`): Boykov-Kolmogorov, or Hochbaum's pseudoflow for images
     whose smoothness term is strong next to the data term (``algorithm="auto"``). It is compiled
-    with the system C++ compiler on first use and cached; where it cannot be built, "auto" falls back
-    (with one warning) to the reference push-relabel in torch ops, which is slow on large images.
+    when torchcut is installed and loaded at import; only where no installed build fits the running
+    torch is it compiled once into a cache, and where that fails too, "auto" falls back (with one
+    warning) to the reference push-relabel in torch ops, which is slow on large images.
     ``segmentation_graph`` gives the integer capacities, for other solvers.
 
     Examples
