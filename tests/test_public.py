@@ -22,13 +22,14 @@ MODULES = {
     "energy": "segmentation_graph",
     "graph": "FlowGraph",
     "grid": "GridGraph",
+    "interactive": "Segmenter",
     "multilabel": "expansion",
     "result": "CutResult",
     "solvers": "maxflow",
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "multilabel", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "interactive", "multilabel", "stereo")
 
 
 def run_fresh(code: str) -> dict:
