@@ -76,21 +76,103 @@ def _fake_results(specs, value, median):
 def test_summarize_values_and_threshold():
     specs = [dict(id="a", exact=True), dict(id="b", exact=False)]
     same = [[{"median": 1.0, "value": [3]}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, same, same, 0.05)
+    rows, status = R.summarize(specs, same, {"REF": same}, 0.05)
     assert status == 0 and [r["ratio"] for r in rows] == [1.0, 1.0]
     slower = [[{"median": 1.2, "value": [3]}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, slower, same, 0.05)
-    assert status == 2 and rows[0]["verdict"] == "SLOWER by 20%"
+    rows, status = R.summarize(specs, slower, {"REF": same}, 0.05)
+    assert status == 2 and rows[0]["verdict"] == "SLOWER by 20% than REF"
     other = [[{"median": 1.0, "value": [4]}, {"median": 1.0, "value": {"energy": 2.5}}]]
-    rows, status = R.summarize(specs, other, same, 0.05)
+    rows, status = R.summarize(specs, other, {"REF": same}, 0.05)
     assert status == 1 and rows[0]["verdict"].startswith("VALUES DIFFER: current 4, REF 3")
-    assert rows[1]["verdict"].startswith("output changed")  # pipelines: reported, not failed
+    assert rows[1]["verdict"].startswith("ok; output changed")  # pipelines: reported, not failed
     gone = [[{"unavailable": "torchcut.refine is missing"}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, same, gone, 0.05)
-    assert status == 0 and rows[0]["verdict"] == "skipped: REF torchcut.refine is missing"
+    rows, status = R.summarize(specs, same, {"REF": gone}, 0.05)
+    assert status == 0 and rows[0]["verdict"] == "skipped: no reference runs it (REF: torchcut.refine is missing)"
     broken = [[{"error": "RuntimeError: boom"}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, broken, same, 0.05)
+    rows, status = R.summarize(specs, broken, {"REF": same}, 0.05)
     assert status == 1 and rows[0]["verdict"] == "FAILED: current tree: RuntimeError: boom"
+
+
+def _rounds(*medians, value=(3,)):
+    """Per-round result lists of one exact case, one round per median."""
+    return [[{"median": m, "value": list(value)}] for m in medians]
+
+
+def test_summarize_takes_the_fastest_reference_as_the_bar():
+    """The bar is the fastest reference per case (medians over rounds), not the first or the last."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"old": _rounds(2.0, 2.2, 1.9), "mid": _rounds(1.0, 1.1, 0.9), "new": _rounds(1.5, 1.4, 1.6)}
+    # 1.08 against mid's 1.0: fails, though it beats old (2.0) and new (1.5)
+    rows, status = R.summarize(spec, _rounds(1.08, 1.07, 1.2), refs, 0.05)
+    assert status == 2 and rows[0]["fastest"] == "mid" and rows[0]["ref"] == 1.0
+    assert rows[0]["refs"] == {"old": 2.0, "mid": 1.0, "new": 1.5}
+    assert rows[0]["ratio"] == pytest.approx(1.08) and rows[0]["verdict"] == "SLOWER by 8% than mid"
+    rows, status = R.summarize(spec, _rounds(1.04, 1.0, 1.3), refs, 0.05)
+    assert status == 0 and rows[0]["verdict"] == "ok"
+    # a reference that lacks the case drops out of the bar; one that fails it is noted
+    lacking = dict(refs, mid=[[{"unavailable": "torchcut.refine is missing"}]] * 3)
+    rows, status = R.summarize(spec, _rounds(1.08, 1.07, 1.2), lacking, 0.05)
+    assert status == 0 and rows[0]["fastest"] == "new" and rows[0]["refs"]["mid"] is None
+    assert rows[0]["verdict"] == "ok; not in mid: torchcut.refine is missing"
+
+
+def test_summarize_values_against_every_reference():
+    """An exact case must give every reference's value, whichever is fastest."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"old": _rounds(2.0, value=(4,)), "mid": _rounds(1.0), "new": _rounds(1.5)}
+    rows, status = R.summarize(spec, _rounds(1.0), refs, 0.05)
+    assert status == 1 and rows[0]["verdict"] == "VALUES DIFFER: current 3, old 4"
+    rows, status = R.summarize(spec, _rounds(1.0), dict(refs, old=_rounds(2.0)), 0.05)
+    assert status == 0
+
+
+def test_summarize_noise_control():
+    """Past the threshold but within what two workers of one tree differed by: not a regression;
+    past both: slower."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"r1": _rounds(1.0), "r2": _rounds(1.2)}
+    rows, status = R.summarize(spec, _rounds(1.08), refs, 0.05, control={"a": 1.10})
+    assert status == 0 and rows[0]["verdict"].startswith("within noise: 8% over r1")
+    rows, status = R.summarize(spec, _rounds(1.12), refs, 0.05, control={"a": 1.10})
+    assert status == 2 and rows[0]["verdict"] == "SLOWER by 12% than r1"
+
+
+def test_read_references(tmp_path):
+    f = tmp_path / "refs.txt"
+    f.write_text("# accepted states\n\n35fdd34  # grid kernels\n  1a8b8c8 # chaining # ungated\n")
+    assert R.read_references(f) == [("35fdd34", "grid kernels"), ("1a8b8c8", "chaining # ungated")]
+    for bad in ("35fdd34\n", "35fdd34 1a8b8c8  # two\n", "35fdd34  #  \n"):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match=r"refs.txt:1: expected 'REF  # what it holds'"):
+            R.read_references(f)
+    f.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match="expected at least one reference, found none"):
+        R.read_references(f)
+
+
+def test_the_repository_references_are_commits():
+    """benchmarks/references.txt parses, and each line names a commit of this repository."""
+    import subprocess
+
+    refs = R.read_references(R.REFERENCES)
+    assert [r for r, _ in refs][:3] == ["35fdd34", "1a8b8c8", "973fec6"]
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for ref, _ in refs:
+        out = subprocess.run(["git", "cat-file", "-t", ref], cwd=ROOT, capture_output=True, text=True)
+        assert out.stdout.strip() == "commit", (ref, out.stderr)
+
+
+def test_reference_list_from_the_command_line_or_the_file(tmp_path):
+    f = tmp_path / "refs.txt"
+    f.write_text("aaa  # one\nbbb  # two\naaa  # one again\n")
+    args = R.parse(["--compare", "--references", str(f)])
+    assert R.reference_list(args) == [("aaa", "one"), ("bbb", "two")]
+    args = R.parse(["--compare", "x,y", "x", "--references", str(f)])
+    assert [r for r, _ in R.reference_list(args)] == ["x", "y"]
+    args = R.parse(["--compare", "--references", str(tmp_path / "none.txt")])
+    with pytest.raises(SystemExit, match="--references"):
+        R.reference_list(args)
 
 
 def test_compare_detects_an_injected_flow_mismatch(tmp_path):
@@ -99,13 +181,45 @@ def test_compare_detects_an_injected_flow_mismatch(tmp_path):
     def fake(tree, cache, folder, device, repeats, warmup, out, budget=None):
         specs = json.loads((folder / "cases.json").read_text())
         calls.append(out.name)
-        return _fake_results(specs, [7] if "REF" in out.name else [8], 0.01)
+        return _fake_results(specs, [8] if "current" in out.name else [7], 0.01)
 
     args = R.parse(["--compare", str(ROOT), "--suite", "cpu", "--quick", "--only", TINY, "--rounds", "2",
                     "--report", str(tmp_path / "cmp.md")])
     assert R.compare(args, worker=fake) == 1
-    assert calls == ["round0-current.json", "round0-REF.json", "round1-REF.json", "round1-current.json"]
-    assert "VALUES DIFFER: current 8, REF 7" in (tmp_path / "cmp.md").read_text()
+    name = R._safe(str(ROOT))
+    assert calls == ["round0-current.json", f"round0-{name}.json", f"round1-{name}.json", "round1-current.json"]
+    assert f"VALUES DIFFER: current 8, {ROOT} 7" in (tmp_path / "cmp.md").read_text()
+
+
+def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monkeypatch):
+    """Three references, the middle one fastest: a case past the threshold in the first rounds is
+    re-timed (beside a control worker of the current tree) and judged on all its rounds; a slowdown that
+    holds fails, one that the re-timing does not confirm passes."""
+    refs = [tmp_path / f"r{k}" for k in range(3)]  # folders: no checkout, and no build in the test
+    for r in refs:
+        r.mkdir()
+    monkeypatch.setattr(R, "build_tree", lambda tree, jobs: None)
+    speed = {"r0": 0.020, "r1": 0.010, "r2": 0.015}
+    for again, want in ((0.0113, 2), (0.0100, 0)):
+        calls = []
+
+        def fake(tree, cache, folder, device, repeats, warmup, out, budget=None):
+            specs = json.loads((folder / "cases.json").read_text())
+            calls.append(out.name)
+            t = speed.get(Path(tree).name, again if out.name.startswith("retime") else 0.0113)
+            return _fake_results(specs, [8], t)
+
+        args = R.parse(["--compare", ",".join(map(str, refs)), "--suite", "cpu", "--quick", "--only", TINY,
+                        "--rounds", "2", "--retime-rounds", "4", "--report", str(tmp_path / "c.md")])
+        assert R.compare(args, worker=fake) == want
+        # 4 trees: 2 rounds of 4 workers, then 4 re-timing rounds of 5 (the control is the fifth)
+        assert len([c for c in calls if c.startswith("round")]) == 8
+        assert len([c for c in calls if c.startswith("retime")]) == 20
+        assert [c for c in calls if "control" in c] == [f"retime{k}-control.json" for k in range(4)]
+        row = json.loads((tmp_path / "c.json").read_text())["rows"][0]
+        assert row["fastest"] == str(refs[1]) and row["retimed"] == "2+4 rounds, control 1.000"
+        assert row["verdict"] == (f"SLOWER by 13% than {refs[1]}" if want else "ok")
+        assert row["refs"] == {str(r): speed[r.name] for r in refs}
 
 
 def test_compare_tree_with_itself(tmp_path):
