@@ -1,7 +1,8 @@
 """The benchmark runner: product benchmarks of the current code, and the regression guard.
 
 Suites (``--suite``): ``cpu`` (the compiled CPU solvers), ``gpu`` (the CUDA solvers), ``all`` (both;
-the GPU part only where CUDA is available), ``dist`` (multi-GPU scaling, under ``torchrun``).
+the GPU part only where CUDA is available), ``dist`` (multi-GPU scaling, under ``torchrun``), ``e2e``
+(the public calls end to end beside their solves and torchmaxflow: :mod:`benchmarks.e2e`).
 Each case of :func:`benchmarks.cases.suite_cases` is built once (deterministic inputs, all before the
 first timing), timed on torchcut (:mod:`benchmarks.worker`: median of ``--repeats`` calls after a
 warm-up, CUDA synchronised), then on its peers where installed (:mod:`benchmarks.peers`, in child processes after
@@ -62,7 +63,7 @@ def parse(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0],
                                  epilog="Exit status: 0 ok, 1 values differ or a case failed, 2 (--compare) "
                                         "slower than the fastest reference beyond --threshold.")
-    ap.add_argument("--suite", choices=("cpu", "gpu", "all", "dist"), default="cpu")
+    ap.add_argument("--suite", choices=("cpu", "gpu", "all", "dist", "e2e"), default="cpu")
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds in all; for tests)")
     ap.add_argument("--only", default="", help="comma-separated substrings of case ids (e.g. '2d/,hard/thin')")
     ap.add_argument("--families", default="", help=f"comma-separated families of {FAMILIES} (default: all but "
@@ -83,6 +84,13 @@ def parse(argv=None):
     ap.add_argument("--input-jobs", type=int, default=None,
                     help="processes building case inputs ahead of the timing (default: 1 for cpu, a quarter of "
                          "the cores for gpu and --compare)")
+    ap.add_argument("--calls", default="", help="e2e: comma-separated calls among segment, refine, grabcut, "
+                                                "expansion, compat (default: all)")
+    ap.add_argument("--sizes", default="", help="e2e: comma-separated 2D sizes (default 64-2048; --quick 64-256)")
+    ap.add_argument("--sizes3d", default=None, help="e2e: comma-separated 3D sizes, '' for none (default 64-256; "
+                                                    "--quick 64)")
+    ap.add_argument("--pictures", default="", help="e2e: astronaut, coffee or both (default both)")
+    ap.add_argument("--devices", default="", help="e2e: cpu, cuda or cpu,cuda (default: cuda too where available)")
     ap.add_argument("--no-startup", action="store_true", help="leave out the start-up table (--quick does)")
     ap.add_argument("--compare", metavar="REF", nargs="*",
                     help="the regression guard: commits, tags or source trees to compare the current tree with "
@@ -812,6 +820,10 @@ def main(argv=None) -> int:
     args = parse(argv)
     if args.suite == "dist":
         return run_dist(args)
+    if args.suite == "e2e" and args.compare is None:
+        from . import e2e
+
+        return e2e.run_suite(args)
     if args.compare is not None:
         return compare(args)
     import torch
