@@ -23,7 +23,8 @@ Inputs (deterministic): scikit-image's astronaut (colour, or its luminance) and 
 case size, in 0..255; volumes stack the resized picture along depth under a smooth gain with a ball
 of brighter voxels. Class probabilities are synthesised from the picture: a soft disc (ball) mixed
 with a soft brightness threshold and seeded noise. Seeds (``segment``) are a box of object seeds at
-the centre and a two-pixel background border; ``grabcut`` gets a box inset by an eighth of the size;
+the centre and a two-pixel background border; ``grabcut`` gets a box inset by an eighth of the size
+and the same object seeds;
 ``expansion`` has three labels (disc, ring, background) with contrast weights of the picture.
 
 Writes ``OUT/e2e-<device>.json`` and ``OUT/e2e-<device>.md`` (markdown tables ready for the README and
@@ -166,8 +167,8 @@ def contrast_weights(image, colour: bool, ndim: int, conn: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ calls
 def call_fn(spec, x, device):
-    """``fn() -> (mask digest dict, {})`` running the case's public call on ``device`` tensors, and the
-    mask function ``mask() -> bool numpy`` of the last call (for the IoU)."""
+    """``fn() -> (None, {})`` running the case's public call on ``device`` tensors, and ``mask()``: the
+    last call's object mask (label 1 of refine, expansion and compat), a flat bool numpy array."""
     import torch
 
     import torchcut
@@ -185,17 +186,19 @@ def call_fn(spec, x, device):
         probs = torch.as_tensor(x["probs"]).to(dev)
 
         def run():
-            return torchcut.refine(img, probs, lam=LAM, sigma=SIGMA, connectivity=conn) == 1
+            return torchcut.refine(img, probs, lam=LAM, sigma=SIGMA, connectivity=conn)
     elif call == "grabcut":
         box = tuple(int(v) for v in x["box"])
+        inner = torch.as_tensor(np.where(x["seeds"] == 1, 1, 0)).to(dev)  # the object box; the border is outside
 
         def run():
-            return torchcut.grabcut(img, box=box, connectivity=conn)
+            return torchcut.grabcut(img, inner, box=box, connectivity=conn)
     elif call == "expansion":
         U, Wt = (torch.as_tensor(x[k]).to(dev) for k in ("unary3", "weights"))
+        V = 1 - torch.eye(3, device=dev)
 
         def run():
-            return torchcut.expansion(U, 1 - torch.eye(3, device=dev), weights=Wt, connectivity=conn) == 1
+            return torchcut.expansion(U, V, weights=Wt, connectivity=conn)
     elif call == "compat":
         tm = compat_module()
         if tm is None:
@@ -204,16 +207,19 @@ def call_fn(spec, x, device):
         im, pr = im.to(dev), pr.to(dev)
 
         def run():
-            return tm.maxflow(im, pr, LAM, SIGMA, conn).reshape(-1) == 1
+            return tm.maxflow(im, pr, LAM, SIGMA, conn)
     else:
         raise ValueError(f"spec['call']: expected one of {CALLS}, got {call!r}")
 
-    def fn():
-        m = run()
-        last["mask"] = m
-        return {"foreground": int(m.sum()), "digest": W._digest(m)}, {}
+    def fn():  # only the call is timed: the mask is read afterwards
+        last["out"] = run()
+        return None, {}
 
-    return fn, lambda: last["mask"].detach().cpu().numpy().reshape(-1).astype(bool)
+    def mask():
+        out = last["out"].detach().cpu()
+        return (out if out.dtype == torch.bool else out == 1).numpy().reshape(-1)
+
+    return fn, mask
 
 
 def compat_module():
@@ -246,11 +252,10 @@ def peer_fn(spec, x):
     last = {}
 
     def fn():
-        out = torchmaxflow.maxflow(im, pr, LAM, SIGMA, spec["conn"])
-        last["mask"] = out.reshape(-1) == 1
-        return {"foreground": int(last["mask"].sum())}, {}
+        last["out"] = torchmaxflow.maxflow(im, pr, LAM, SIGMA, spec["conn"])
+        return None, {}
 
-    return fn, lambda: last["mask"].numpy().astype(bool)
+    return fn, lambda: (last["out"].reshape(-1) == 1).numpy()
 
 
 # ----------------------------------------------------------------------------------- solve capture
@@ -292,30 +297,36 @@ def _first_tensor(out):
     return out if isinstance(out, torch.Tensor) else next(t for t in out if isinstance(t, torch.Tensor))
 
 
-def replay_fn(calls):
-    """``fn() -> (value, {})`` replaying the recorded solver ops on fresh copies (made before the
-    timing starts: the copies for the next call are made at the end of each), and whether the
-    replay's masks (each op's first output) equal the recorded ones."""
+def time_replay(calls, device="cpu", repeats=3, warmup=1, budget=None):
+    """Time the recorded solver ops alone, as :func:`benchmarks.worker.time_fn` times a call: each run
+    replays every op in order on fresh copies of its recorded inputs (copied before the clock starts).
+    Returns ``(times, equal)``: ``equal`` whether every run's masks (each op's first output) were the
+    recorded ones."""
     import torch
     from torch.utils._pytree import tree_map
 
     def copy(t):
         return t.clone() if isinstance(t, torch.Tensor) else t
 
-    state = {"args": [(tree_map(copy, a), tree_map(copy, k)) for _, a, k, _ in calls]}
-
-    def run():
-        outs = [func(*a, **k) for (func, _, _, _), (a, k) in zip(calls, state["args"])]
-        return outs
-
-    def fn():
-        outs = run()
-        masks = [_first_tensor(o) for o in outs]
-        same = all(torch.equal(m, _first_tensor(rec)) for m, (_, _, _, rec) in zip(masks, calls))
-        state["args"] = [(tree_map(copy, a), tree_map(copy, k)) for _, a, k, _ in calls]
-        return {"equal": bool(same)}, {}
-
-    return fn
+    equal, times, t_warm = True, [], None
+    for k in range(warmup + repeats):
+        if k == warmup and budget and t_warm:
+            repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
+        if k >= warmup + repeats:
+            break
+        fresh = [(tree_map(copy, a), tree_map(copy, kw)) for _, a, kw, _ in calls]
+        W._sync(device)
+        t0 = time.perf_counter()
+        outs = [func(*a, **kw) for (func, _, _, _), (a, kw) in zip(calls, fresh)]
+        W._sync(device)
+        dt = time.perf_counter() - t0
+        if k < warmup:
+            t_warm = dt
+        else:
+            times.append(dt)
+        equal &= all(torch.equal(_first_tensor(o), _first_tensor(rec)) for o, (_, _, _, rec) in zip(outs, calls))
+        del fresh, outs
+    return times, bool(equal)
 
 
 # --------------------------------------------------------------------------------------- the suite
@@ -325,8 +336,8 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _timed(fn, device, args):
-    times, value, _ = W.time_fn(fn, device, args.repeats, args.warmup, args.case_budget)
-    return {"median": statistics.median(times), "times": times, "value": value}
+    times, _, _ = W.time_fn(fn, device, args.repeats, args.warmup, args.case_budget)
+    return {"median": statistics.median(times), "times": times}
 
 
 def run_case(spec, args) -> dict:
@@ -339,13 +350,14 @@ def run_case(spec, args) -> dict:
         fn, mask = call_fn(spec, x, spec["device"])
         row["call"] = _timed(fn, spec["device"], args)
         mine = mask()
+        row["call"]["foreground"] = int(mine.sum())
         try:
             calls = capture_solves(fn)
             row["solves"] = len(calls)
             if calls:
-                rep = _timed(replay_fn(calls), spec["device"], args)
-                row["solve"] = {"median": rep["median"], "times": rep["times"]}
-                row["replay"] = rep["value"]["equal"]
+                times, equal = time_replay(calls, spec["device"], args.repeats, args.warmup, args.case_budget)
+                row["solve"] = {"median": statistics.median(times), "times": times}
+                row["replay"] = equal
             del calls
         except Exception as exc:  # noqa: BLE001 - the call's time stands; the solve column is left empty
             row["solve_error"] = f"{type(exc).__name__}: {exc}"
@@ -365,6 +377,7 @@ def run_case(spec, args) -> dict:
             pfn, pmask = got
             try:
                 row["torchmaxflow"] = _timed(pfn, "cpu", args)
+                row["torchmaxflow"]["foreground"] = int(pmask().sum())
                 if mine is not None:
                     row["torchmaxflow"]["iou"] = round(iou(mine, pmask()), 6)
             except Exception as exc:  # noqa: BLE001 - a note in the table
@@ -400,7 +413,8 @@ def render(meta, rows) -> str:
              f"{meta['warmup']} warm-up(s), CUDA synchronised. *solve*: the solver ops the call ran, replayed "
              f"alone on copies of their inputs; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
              f"(above 1: torchcut faster); IoU of the two masks. lam {LAM:g}, sigma {SIGMA:g} (refine, compat, "
-             "torchmaxflow); segment: box and border seeds; grabcut: a box, 5 iterations; expansion: 3 labels.",
+             "torchmaxflow); segment: box and border seeds; grabcut: a box and the object seeds, at most 5 "
+             "iterations; expansion: 3 labels.",
              ""]
     by = {}
     for r in rows:
@@ -506,7 +520,8 @@ def run_suite(args) -> int:
         v = (row.get("solve") or {}).get("median")
         p = (row.get("torchmaxflow") or {}).get("median")
         print(f"{spec['id']:44s} call {_ms(c):>8s} ms  solve {_ms(v):>8s} ms"
-              + (f"  torchmaxflow {_ms(p)} ms IoU {row['torchmaxflow']['iou']:.4f}" if p else "")
+              + (f"  torchmaxflow {_ms(p)} ms" if p else "")
+              + (f" IoU {row['torchmaxflow']['iou']:.4f}" if "iou" in (row.get("torchmaxflow") or {}) else "")
               + ("" if row["check"] == "ok" else f"  {row['check']}"), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for device, rows in by_device.items():

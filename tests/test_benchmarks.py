@@ -299,3 +299,98 @@ def test_compare_clears_build_locks_left_in_the_reference_cache(tmp_path, capsys
     assert (ext / "build.ninja").read_text() == "rules"
     assert "removed a build lock" in capsys.readouterr().out
     assert R.clear_stale_locks(tmp_path / "missing") == []
+
+
+# ------------------------------------------------------------------------------------------- e2e
+def test_e2e_cases_cover_the_calls_sizes_and_connectivities():
+    from benchmarks import e2e as E
+
+    specs = E.cases(devices=("cpu", "cuda"))
+    ids = {s["id"] for s in specs}
+    assert "cpu/refine/astronaut-rgb-2048x2048-8c" in ids and "cuda/segment/coffee-gray-256x256x256-26c" in ids
+    assert {(s["ndim"], s["conn"]) for s in specs} == {(2, 4), (2, 8), (3, 6), (3, 26)}
+    # refine and grabcut have no volume form
+    assert not [s for s in specs if s["ndim"] == 3 and s["call"] in ("refine", "grabcut")]
+    assert len(ids) == len(specs)
+
+
+def test_e2e_inputs_are_deterministic_and_shaped():
+    from benchmarks import e2e as E
+
+    spec = dict(call="expansion", picture="coffee", colour=True, ndim=3, n=16, conn=26)
+    a, b = E.inputs(spec), E.inputs(spec)
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+    assert a["image"].shape == (3, 16, 16, 16) and a["image"].dtype == np.float32
+    assert a["probs"].shape == (2, 16, 16, 16) and np.allclose(a["probs"].sum(0), 1)
+    assert a["unary3"].shape == (3, 16, 16, 16) and a["weights"].shape == (13, 16, 16, 16)
+    import torchcut
+
+    offs = torchcut.grid_offsets(3, 26)
+    w = a["weights"][offs.index((1, 0, 0))]  # the pair (p, p + (1, 0, 0)) leaves the volume from the last plane
+    assert w[-1].max() == 0 and (w[:-1] > 0).mean() > 0.9 and a["weights"].max() <= E.LAM
+    w = a["weights"][offs.index((0, 1, -1))]
+    assert w[:, -1].max() == 0 and w[:, :, 0].max() == 0 and (w[:, :-1, 1:] > 0).mean() > 0.9
+    assert set(np.unique(a["seeds"])) == {0, 1, 2} and (a["seeds"][0] == 2).all()
+    gray = E.inputs(dict(spec, call="segment", colour=False, ndim=2, n=64))
+    assert gray["image"].shape == (64, 64) and "weights" not in gray
+
+
+def test_e2e_replay_reproduces_the_recorded_solve():
+    """The solve column replays the solver ops a call ran: the replay gives the recorded masks, and a
+    recording altered after the fact is caught."""
+    import torch
+
+    import torchcut
+    from benchmarks import e2e as E
+
+    img = torch.zeros(12, 12)
+    img[3:9, 3:9] = 1.0
+    seeds = torch.zeros(12, 12, dtype=torch.int64)
+    seeds[6, 6], seeds[0, 0] = 1, 2
+    calls = E.capture_solves(lambda: torchcut.segment(img, seeds))
+    assert len(calls) == 1 and "solve" in calls[0][0].name()
+    times, equal = E.time_replay(calls, repeats=2)
+    assert equal and len(times) == 2
+    mask = E._first_tensor(calls[0][3])
+    assert int(mask.sum()) == 36  # the bright square
+    mask.logical_not_() if mask.dtype == torch.bool else mask.neg_()
+    times, equal = E.time_replay(calls, repeats=1)
+    assert not equal and len(times) == 1
+
+
+def test_e2e_suite_smallest_size(tmp_path):
+    """The e2e suite at 64^2 in this process: every call runs, its solves are recorded and replayed
+    equal, and refine's masks equal torchmaxflow's where the energies agree (4-connected)."""
+    assert R.main(["--suite", "e2e", "--sizes", "64", "--sizes3d", "", "--pictures", "astronaut", "--devices",
+                   "cpu", "--repeats", "1", "--warmup", "0", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "e2e-cpu.json").read_text())
+    rows = {r["spec"]["id"]: r for r in data["rows"]}
+    assert len(rows) == 5 * 2 * 2  # calls x gray/colour x 4/8-connected
+    for cid, r in rows.items():
+        if r["spec"]["call"] == "compat" and "unavailable" in r:
+            assert r["check"] == "not run: torchcut.compat.torchmaxflow is missing"
+            continue
+        assert r["check"] == "ok" and r["replay"] is True, (cid, r["check"])
+        assert r["call"]["median"] > 0 and r["solve"]["median"] > 0
+        want = {"segment": (1, 1), "refine": (1, 1), "grabcut": (1, 5), "expansion": (2, 60), "compat": (1, 9)}
+        lo, hi = want[r["spec"]["call"]]
+        assert lo <= r["solves"] <= hi, (cid, r["solves"])
+    try:
+        import torchmaxflow  # noqa: F401
+    except ImportError:
+        assert not any("torchmaxflow" in r for r in rows.values())
+    else:
+        for conn in (4, 8):
+            for colour in ("gray", "rgb"):
+                peer = rows[f"cpu/refine/astronaut-{colour}-64x64-{conn}c"]["torchmaxflow"]
+                assert peer["median"] > 0
+                if conn == 4:
+                    assert peer["iou"] == 1.0
+                fg = rows[f"cpu/refine/astronaut-{colour}-64x64-{conn}c"]["call"]["foreground"]
+                assert fg > 0 and (conn == 8 or peer["foreground"] == fg)
+        for r in rows.values():
+            if r["spec"]["call"] == "compat" and "iou" in r.get("torchmaxflow", {}):
+                assert r["torchmaxflow"]["iou"] == 1.0, r["spec"]["id"]  # a drop-in: torchmaxflow's masks
+    md = (tmp_path / "e2e-cpu.md").read_text()
+    assert "## `refine`" in md and "| astronaut rgb | 64x64 | 8 | 4,096 |" in md
