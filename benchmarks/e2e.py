@@ -40,7 +40,6 @@ import json
 import math
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -407,14 +406,14 @@ def _ms(s) -> str:
 def render(meta, rows) -> str:
     """Markdown: one table per call and device."""
     lines = [f"# torchcut end to end, {meta['device']}", "",
-             f"{meta['date']}; {meta['device_name']}, {meta['cores']} cores, torch {meta['torch']} "
+             (f"{meta['date']}; {meta['device_name']}, {meta['cores']} cores, torch {meta['torch']} "
              f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}; "
              f"torchmaxflow {meta['torchmaxflow'] or 'not installed'}. Median of {meta['repeats']} calls after "
              f"{meta['warmup']} warm-up(s), CUDA synchronised. *solve*: the solver ops the call ran, replayed "
              f"alone on copies of their inputs; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
              f"(above 1: torchcut faster); IoU of the two masks. lam {LAM:g}, sigma {SIGMA:g} (refine, compat, "
              "torchmaxflow); segment: box and border seeds; grabcut: a box and the object seeds, at most 5 "
-             "iterations; expansion: 3 labels.",
+             "iterations; expansion: 3 labels."),
              ""]
     by = {}
     for r in rows:

@@ -753,8 +753,7 @@ def compare(args, worker=run_worker) -> int:
         save_inputs(specs, tmp / "cases", jobs=args.input_jobs or max(1, (os.cpu_count() or 4) // 4))
         print(f"# inputs built ({time.perf_counter() - t0:.0f} s)", flush=True)
         got = time_rounds(trees, caches, tmp / "cases", device, rounds, args, worker, tmp)
-        ref_rounds = lambda g: {name: g[name] for name, _ in trees[1:]}  # noqa: E731
-        rows, status = summarize(specs, got["current"], ref_rounds(got), args.threshold)
+        rows, status = summarize(specs, got["current"], {name: got[name] for name, _ in trees[1:]}, args.threshold)
         flagged = [i for i, r in enumerate(rows) if r["verdict"].startswith("SLOWER")]
         if flagged and args.retime_rounds > 0:
             # Re-timing: the flagged cases again, more rounds, with a second worker of the current tree as

@@ -203,7 +203,7 @@ def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monk
     for again, want in ((0.0113, 2), (0.0100, 0)):
         calls = []
 
-        def fake(tree, cache, folder, device, repeats, warmup, out, budget=None):
+        def fake(tree, cache, folder, device, repeats, warmup, out, budget=None, calls=calls, again=again):
             specs = json.loads((folder / "cases.json").read_text())
             calls.append(out.name)
             t = speed.get(Path(tree).name, again if out.name.startswith("retime") else 0.0113)
