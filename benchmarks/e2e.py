@@ -1,37 +1,42 @@
 """End to end: the public calls a user makes, beside the solves inside them and beside torchmaxflow.
 
-``python -m benchmarks --suite e2e`` times ``torchcut.segment``, ``torchcut.refine``,
-``torchcut.grabcut`` and ``torchcut.expansion`` per size (64^2-2048^2 and 64^3-256^3), gray and
-colour, 4/8- and 6/26-connected, on the CPU and, where CUDA is available, on the GPU. Per case:
+``python -m benchmarks --suite e2e`` times ``torchcut.segment``, ``torchcut.refine`` (with and without
+seeds: ``refine_seeds``), ``torchcut.grabcut`` and ``torchcut.expansion`` per size (64^2-2048^2 and
+64^3-256^3), gray and colour, 4/8- and 6/26-connected, on the CPU and, where CUDA is available, on the
+GPU. Per case:
 
 * **call ms**: the public call on inputs already on the device (median of ``--repeats`` calls after a
-  warm-up, CUDA synchronised: :func:`benchmarks.worker.time_fn`, the runner's timing);
+  warm-up, CUDA synchronised: :func:`benchmarks.worker.time_fn`, the runner's timing); the mask is
+  read after the clock stops;
 * **solve ms**: the solver alone on the graphs the call built. One untimed call runs under a dispatch
   mode that records every solver op it reaches (``torch.ops.torchcut.*solve*``) with copies of its
   inputs taken before the op runs; those ops are then replayed on fresh copies and timed the same way.
   For ``segment`` this is ``torchcut.maxflow``'s solve of ``segmentation_graph``'s graph; for
   ``grabcut`` and ``expansion`` the sum over the iterations' or moves' solves, warm starts included.
-  The replay's outputs must equal the recorded ones (``replay`` in the JSON);
+  The replay's masks must equal the recorded ones (``replay`` in the JSON; else the case fails);
 * **call / solve** and **outside**: the share of the call spent outside the solver (1 - solve / call);
-* **torchmaxflow ms**, **speed** (torchmaxflow / call) and **IoU** of the masks, on CPU cases whose
-  job torchmaxflow does: ``refine`` with two classes is the energy of ``torchmaxflow.maxflow(image,
-  prob, lamda, sigma, connectivity)`` (``-log`` probabilities, a contrast-sensitive Potts term).
-  Skipped when torchmaxflow is not installed. Where ``torchcut.compat.torchmaxflow`` exists it is
-  timed as its own call (``compat``, 2D and 3D) against the same peer.
+* **torchmaxflow ms**, **speed** (torchmaxflow / call) and **IoU** of the object masks, on CPU cases
+  whose job torchmaxflow does: ``refine`` with two classes is the energy of
+  ``torchmaxflow.maxflow(image, prob, lamda, sigma, connectivity)`` (``-log`` probabilities, a
+  contrast-sensitive Potts term), and ``refine_seeds`` that of ``maxflow_interactive(image, prob,
+  seed, ...)`` with the seeds fixed. Skipped when torchmaxflow is not installed. Where
+  ``torchcut.compat.torchmaxflow`` exists its two functions are timed as calls of their own
+  (``compat``, ``compat_interactive``, 2D and 3D) against the same peer; without it those rows say so
+  and keep torchmaxflow's time alone.
 
 Inputs (deterministic): scikit-image's astronaut (colour, or its luminance) and coffee resized to the
 case size, in 0..255; volumes stack the resized picture along depth under a smooth gain with a ball
 of brighter voxels. Class probabilities are synthesised from the picture: a soft disc (ball) mixed
-with a soft brightness threshold and seeded noise. Seeds (``segment``) are a box of object seeds at
-the centre and a two-pixel background border; ``grabcut`` gets a box inset by an eighth of the size
-and the same object seeds;
-``expansion`` has three labels (disc, ring, background) with contrast weights of the picture.
+with a soft brightness threshold and seeded noise. Seeds are a box of object seeds at the centre and
+a two-pixel background border (``segment``, ``refine_seeds`` as fixed labels, torchmaxflow's seed
+maps); ``grabcut`` gets a box inset by an eighth of the size and the object seeds; ``expansion`` has
+three labels (disc, ring, background) with contrast weights of the picture.
 
 Writes ``OUT/e2e-<device>.json`` and ``OUT/e2e-<device>.md`` (markdown tables ready for the README and
 ``docs/performance.md``).
 
     python -m benchmarks --suite e2e --quick                    # 2-core machine: small sizes
-    python -m benchmarks --suite e2e --sizes 512,1024 --calls refine,compat --devices cpu
+    python -m benchmarks --suite e2e --sizes 512,1024 --sizes3d '' --calls refine,compat --devices cpu
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ import numpy as np
 
 from . import worker as W
 
-CALLS = ("segment", "refine", "grabcut", "expansion", "compat")
+CALLS = ("segment", "refine", "refine_seeds", "grabcut", "expansion", "compat", "compat_interactive")
+PEER_CALLS = ("refine", "refine_seeds", "compat", "compat_interactive")  # the jobs torchmaxflow does
 SIZES_2D = (64, 128, 256, 512, 1024, 2048)
 SIZES_3D = (64, 128, 256)
 QUICK_2D = (64, 128, 256)
@@ -59,13 +65,13 @@ PICTURES = ("astronaut", "coffee")
 def cases(sizes2=SIZES_2D, sizes3=SIZES_3D, calls=CALLS, devices=("cpu",), pictures=PICTURES, colours=(False, True)):
     """The case specs: one per call, device, picture, colour, connectivity and size.
 
-    ``refine`` and ``grabcut`` are 2D only (their APIs); ``compat`` runs where
+    ``refine`` and ``grabcut`` are 2D only (their APIs); the ``compat`` calls run where
     ``torchcut.compat.torchmaxflow`` exists (checked when the case runs)."""
     out = []
     for device in devices:
         for call in calls:
             for ndim, sizes in ((2, sizes2), (3, sizes3)):
-                if ndim == 3 and call in ("refine", "grabcut"):
+                if ndim == 3 and call in ("refine", "refine_seeds", "grabcut"):
                     continue
                 for n in sizes:
                     for pic in pictures:
@@ -186,6 +192,12 @@ def call_fn(spec, x, device):
 
         def run():
             return torchcut.refine(img, probs, lam=LAM, sigma=SIGMA, connectivity=conn)
+    elif call == "refine_seeds":
+        probs = torch.as_tensor(x["probs"]).to(dev)
+        labels = torch.as_tensor(refine_seeds(x["seeds"])).to(dev)
+
+        def run():
+            return torchcut.refine(img, probs, lam=LAM, sigma=SIGMA, seeds=labels, connectivity=conn)
     elif call == "grabcut":
         box = tuple(int(v) for v in x["box"])
         inner = torch.as_tensor(np.where(x["seeds"] == 1, 1, 0)).to(dev)  # the object box; the border is outside
@@ -198,15 +210,16 @@ def call_fn(spec, x, device):
 
         def run():
             return torchcut.expansion(U, V, weights=Wt, connectivity=conn)
-    elif call == "compat":
+    elif call in ("compat", "compat_interactive"):
         tm = compat_module()
         if tm is None:
             raise W.Unavailable("torchcut.compat.torchmaxflow is missing")
-        im, pr = peer_inputs(x, spec)
-        im, pr = im.to(dev), pr.to(dev)
+        im, pr, sd = (t.to(dev) for t in peer_inputs(x, spec))
 
         def run():
-            return tm.maxflow(im, pr, LAM, SIGMA, conn)
+            if call == "compat":
+                return tm.maxflow(im, pr, LAM, SIGMA, conn)
+            return tm.maxflow_interactive(im, pr, sd, LAM, SIGMA, conn)
     else:
         raise ValueError(f"spec['call']: expected one of {CALLS}, got {call!r}")
 
@@ -230,28 +243,41 @@ def compat_module():
     return tm
 
 
+def refine_seeds(seeds: np.ndarray) -> np.ndarray:
+    """``segment``'s seeds (1 object, 2 background) as ``refine``'s: 1 and 0 fixed, -1 free."""
+    return np.where(seeds == 1, 1, np.where(seeds == 2, 0, -1)).astype(np.int64)
+
+
 def peer_inputs(x, spec):
-    """torchmaxflow's shapes: image ``[1, C, *S]`` and probabilities ``[1, 2, *S]``, float32."""
+    """torchmaxflow's shapes, float32: image ``[1, C, *S]``, probabilities ``[1, 2, *S]`` and the seed
+    maps ``[1, 2, *S]`` of ``maxflow_interactive`` (channel 0 background, 1 object: the same seeds)."""
     import torch
 
     img = torch.as_tensor(x["image"])
     img = img.unsqueeze(0) if spec["colour"] else img.unsqueeze(0).unsqueeze(0)
-    return img.float().contiguous(), torch.as_tensor(x["probs"]).unsqueeze(0).float().contiguous()
+    s = x["seeds"]
+    seed = torch.as_tensor(np.stack([s == 2, s == 1])[None].astype(np.float32))
+    return (img.float().contiguous(), torch.as_tensor(x["probs"]).unsqueeze(0).float().contiguous(),
+            seed.contiguous())
 
 
 def peer_fn(spec, x):
     """``(fn, mask)`` for torchmaxflow on the case, or None where it has no such job or is missing."""
-    if spec["device"] != "cpu" or spec["call"] not in ("refine", "compat"):
+    if spec["device"] != "cpu" or spec["call"] not in PEER_CALLS:
         return None
     try:
         import torchmaxflow
     except ImportError:
         return None
-    im, pr = peer_inputs(x, spec)
+    im, pr, sd = peer_inputs(x, spec)
+    interactive = spec["call"] in ("refine_seeds", "compat_interactive")
     last = {}
 
     def fn():
-        last["out"] = torchmaxflow.maxflow(im, pr, LAM, SIGMA, spec["conn"])
+        if interactive:
+            last["out"] = torchmaxflow.maxflow_interactive(im, pr, sd, LAM, SIGMA, spec["conn"])
+        else:
+            last["out"] = torchmaxflow.maxflow(im, pr, LAM, SIGMA, spec["conn"])
         return None, {}
 
     return fn, lambda: (last["out"].reshape(-1) == 1).numpy()

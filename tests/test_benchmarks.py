@@ -363,17 +363,19 @@ def test_e2e_suite_smallest_size(tmp_path):
     """The e2e suite at 64^2 in this process: every call runs, its solves are recorded and replayed
     equal, and refine's masks equal torchmaxflow's where the energies agree (4-connected)."""
     assert R.main(["--suite", "e2e", "--sizes", "64", "--sizes3d", "", "--pictures", "astronaut", "--devices",
-                   "cpu", "--repeats", "1", "--warmup", "0", "--out", str(tmp_path)]) == 0
+                   "cpu", "--only", "gray-64x64-4c,rgb-64x64-8c", "--repeats", "1", "--warmup", "0",
+                   "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "e2e-cpu.json").read_text())
     rows = {r["spec"]["id"]: r for r in data["rows"]}
-    assert len(rows) == 5 * 2 * 2  # calls x gray/colour x 4/8-connected
+    assert len(rows) == 7 * 2  # calls x (gray 4-connected, colour 8-connected)
     for cid, r in rows.items():
-        if r["spec"]["call"] == "compat" and "unavailable" in r:
+        if r["spec"]["call"].startswith("compat") and "unavailable" in r:
             assert r["check"] == "not run: torchcut.compat.torchmaxflow is missing"
             continue
         assert r["check"] == "ok" and r["replay"] is True, (cid, r["check"])
         assert r["call"]["median"] > 0 and r["solve"]["median"] > 0
-        want = {"segment": (1, 1), "refine": (1, 1), "grabcut": (1, 5), "expansion": (2, 60), "compat": (1, 9)}
+        want = {"segment": (1, 1), "refine": (1, 1), "refine_seeds": (1, 1), "grabcut": (1, 5), "expansion": (2, 60),
+                "compat": (1, 9), "compat_interactive": (1, 9)}
         lo, hi = want[r["spec"]["call"]]
         assert lo <= r["solves"] <= hi, (cid, r["solves"])
     try:
@@ -381,16 +383,17 @@ def test_e2e_suite_smallest_size(tmp_path):
     except ImportError:
         assert not any("torchmaxflow" in r for r in rows.values())
     else:
-        for conn in (4, 8):
-            for colour in ("gray", "rgb"):
-                peer = rows[f"cpu/refine/astronaut-{colour}-64x64-{conn}c"]["torchmaxflow"]
+        for call in ("refine", "refine_seeds"):
+            for colour, conn in (("gray", 4), ("rgb", 8)):
+                row = rows[f"cpu/{call}/astronaut-{colour}-64x64-{conn}c"]
+                peer = row["torchmaxflow"]
                 assert peer["median"] > 0
                 if conn == 4:
                     assert peer["iou"] == 1.0
-                fg = rows[f"cpu/refine/astronaut-{colour}-64x64-{conn}c"]["call"]["foreground"]
+                fg = row["call"]["foreground"]
                 assert fg > 0 and (conn == 8 or peer["foreground"] == fg)
         for r in rows.values():
-            if r["spec"]["call"] == "compat" and "iou" in r.get("torchmaxflow", {}):
+            if r["spec"]["call"].startswith("compat") and "iou" in r.get("torchmaxflow", {}):
                 assert r["torchmaxflow"]["iou"] == 1.0, r["spec"]["id"]  # a drop-in: torchmaxflow's masks
     md = (tmp_path / "e2e-cpu.md").read_text()
     assert "## `refine`" in md and "| astronaut rgb | 64x64 | 8 | 4,096 |" in md
