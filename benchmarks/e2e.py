@@ -122,7 +122,7 @@ def inputs(spec) -> dict:
         vol = vol + 60.0 * (r < 0.45).reshape(shape + (1,) * (pic.ndim - 2))
         pic = np.clip(vol, 0, 255).astype(np.float32)
     gray = pic if not spec["colour"] else pic.mean(-1)
-    rng = np.random.default_rng(1000 * n + spec["conn"] + 7 * ndim)
+    rng = np.random.default_rng(1000 * n + ndim)  # the same probabilities for every connectivity
     disc = 1 / (1 + np.exp((r - 0.45) * 12))
     bright = 1 / (1 + np.exp(-(gray - gray.mean()) / (gray.std() + 1e-6) * 2))
     fg = 0.65 * disc + 0.35 * bright + rng.normal(0, 0.12, shape)
