@@ -544,7 +544,7 @@ def run_suite(args) -> int:
         c = (row.get("call") or {}).get("median")
         v = (row.get("solve") or {}).get("median")
         p = (row.get("torchmaxflow") or {}).get("median")
-        print(f"{spec['id']:44s} call {_ms(c):>8s} ms  solve {_ms(v):>8s} ms"
+        print(f"{spec['id']:50s} call {_ms(c):>8s} ms  solve {_ms(v):>8s} ms"
               + (f"  torchmaxflow {_ms(p)} ms" if p else "")
               + (f" IoU {row['torchmaxflow']['iou']:.4f}" if "iou" in (row.get("torchmaxflow") or {}) else "")
               + ("" if row["check"] == "ok" else f"  {row['check']}"), flush=True)
