@@ -150,35 +150,42 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
+def time_fn(fn, device="cpu", repeats=3, warmup=1, budget=None):
+    """Time ``fn() -> (value, stats)``: ``warmup`` untimed calls, then ``repeats`` timed ones (fewer, at
+    least one, when ``budget`` seconds would not hold them at the speed of the last warm-up call), CUDA
+    synchronised before and after each. Returns ``(times, value, stats)`` of the last call; raises
+    ValueError when a call's value differs from the one before."""
+    value = stats = None
+    t_warm = None
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        value, stats = fn()
+        _sync(device)
+        t_warm = time.perf_counter() - t0
+    if budget and t_warm:
+        repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        v, stats = fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+        if value is not None and v != value:
+            raise ValueError(f"value changed between calls: {value} then {v}")
+        value = v
+    return times, value, stats
+
+
 def run_case(spec, x, device="cpu", repeats=3, warmup=1, budget=None) -> dict:
-    """Time one case: ``warmup`` untimed calls, then ``repeats`` timed ones (fewer, at least one, when
-    ``budget`` seconds would not hold them at the speed of the last warm-up call).
+    """Time one case with :func:`time_fn`.
 
     Returns a dict with ``id``, ``median`` (seconds), ``times``, ``value`` (of the last call;
     every call must give the same, else ``error`` says so) and ``stats``; or ``id`` and
     ``unavailable`` / ``error`` (a message) when the case could not run.
     """
     try:
-        fn = prepare(spec, x, device)
-        value = stats = None
-        t_warm = None
-        for _ in range(warmup):
-            t0 = time.perf_counter()
-            value, stats = fn()
-            _sync(device)
-            t_warm = time.perf_counter() - t0
-        if budget and t_warm:
-            repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
-        times = []
-        for _ in range(repeats):
-            _sync(device)
-            t0 = time.perf_counter()
-            v, stats = fn()
-            _sync(device)
-            times.append(time.perf_counter() - t0)
-            if value is not None and v != value:
-                return {"id": spec["id"], "error": f"value changed between calls: {value} then {v}"}
-            value = v
+        times, value, stats = time_fn(prepare(spec, x, device), device, repeats, warmup, budget)
     except Unavailable as exc:
         return {"id": spec["id"], "unavailable": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported per case, the other cases go on

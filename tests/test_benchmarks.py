@@ -76,21 +76,103 @@ def _fake_results(specs, value, median):
 def test_summarize_values_and_threshold():
     specs = [dict(id="a", exact=True), dict(id="b", exact=False)]
     same = [[{"median": 1.0, "value": [3]}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, same, same, 0.05)
+    rows, status = R.summarize(specs, same, {"REF": same}, 0.05)
     assert status == 0 and [r["ratio"] for r in rows] == [1.0, 1.0]
     slower = [[{"median": 1.2, "value": [3]}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, slower, same, 0.05)
-    assert status == 2 and rows[0]["verdict"] == "SLOWER by 20%"
+    rows, status = R.summarize(specs, slower, {"REF": same}, 0.05)
+    assert status == 2 and rows[0]["verdict"] == "SLOWER by 20% than REF"
     other = [[{"median": 1.0, "value": [4]}, {"median": 1.0, "value": {"energy": 2.5}}]]
-    rows, status = R.summarize(specs, other, same, 0.05)
+    rows, status = R.summarize(specs, other, {"REF": same}, 0.05)
     assert status == 1 and rows[0]["verdict"].startswith("VALUES DIFFER: current 4, REF 3")
-    assert rows[1]["verdict"].startswith("output changed")  # pipelines: reported, not failed
+    assert rows[1]["verdict"].startswith("ok; output changed")  # pipelines: reported, not failed
     gone = [[{"unavailable": "torchcut.refine is missing"}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, same, gone, 0.05)
-    assert status == 0 and rows[0]["verdict"] == "skipped: REF torchcut.refine is missing"
+    rows, status = R.summarize(specs, same, {"REF": gone}, 0.05)
+    assert status == 0 and rows[0]["verdict"] == "skipped: no reference runs it (REF: torchcut.refine is missing)"
     broken = [[{"error": "RuntimeError: boom"}, {"median": 1.0, "value": {"energy": 2.0}}]]
-    rows, status = R.summarize(specs, broken, same, 0.05)
+    rows, status = R.summarize(specs, broken, {"REF": same}, 0.05)
     assert status == 1 and rows[0]["verdict"] == "FAILED: current tree: RuntimeError: boom"
+
+
+def _rounds(*medians, value=(3,)):
+    """Per-round result lists of one exact case, one round per median."""
+    return [[{"median": m, "value": list(value)}] for m in medians]
+
+
+def test_summarize_takes_the_fastest_reference_as_the_bar():
+    """The bar is the fastest reference per case (medians over rounds), not the first or the last."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"old": _rounds(2.0, 2.2, 1.9), "mid": _rounds(1.0, 1.1, 0.9), "new": _rounds(1.5, 1.4, 1.6)}
+    # 1.08 against mid's 1.0: fails, though it beats old (2.0) and new (1.5)
+    rows, status = R.summarize(spec, _rounds(1.08, 1.07, 1.2), refs, 0.05)
+    assert status == 2 and rows[0]["fastest"] == "mid" and rows[0]["ref"] == 1.0
+    assert rows[0]["refs"] == {"old": 2.0, "mid": 1.0, "new": 1.5}
+    assert rows[0]["ratio"] == pytest.approx(1.08) and rows[0]["verdict"] == "SLOWER by 8% than mid"
+    rows, status = R.summarize(spec, _rounds(1.04, 1.0, 1.3), refs, 0.05)
+    assert status == 0 and rows[0]["verdict"] == "ok"
+    # a reference that lacks the case drops out of the bar; one that fails it is noted
+    lacking = dict(refs, mid=[[{"unavailable": "torchcut.refine is missing"}]] * 3)
+    rows, status = R.summarize(spec, _rounds(1.08, 1.07, 1.2), lacking, 0.05)
+    assert status == 0 and rows[0]["fastest"] == "new" and rows[0]["refs"]["mid"] is None
+    assert rows[0]["verdict"] == "ok; not in mid: torchcut.refine is missing"
+
+
+def test_summarize_values_against_every_reference():
+    """An exact case must give every reference's value, whichever is fastest."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"old": _rounds(2.0, value=(4,)), "mid": _rounds(1.0), "new": _rounds(1.5)}
+    rows, status = R.summarize(spec, _rounds(1.0), refs, 0.05)
+    assert status == 1 and rows[0]["verdict"] == "VALUES DIFFER: current 3, old 4"
+    rows, status = R.summarize(spec, _rounds(1.0), dict(refs, old=_rounds(2.0)), 0.05)
+    assert status == 0
+
+
+def test_summarize_noise_control():
+    """Past the threshold but within what two workers of one tree differed by: not a regression;
+    past both: slower."""
+    spec = [dict(id="a", exact=True)]
+    refs = {"r1": _rounds(1.0), "r2": _rounds(1.2)}
+    rows, status = R.summarize(spec, _rounds(1.08), refs, 0.05, control={"a": 1.10})
+    assert status == 0 and rows[0]["verdict"].startswith("within noise: 8% over r1")
+    rows, status = R.summarize(spec, _rounds(1.12), refs, 0.05, control={"a": 1.10})
+    assert status == 2 and rows[0]["verdict"] == "SLOWER by 12% than r1"
+
+
+def test_read_references(tmp_path):
+    f = tmp_path / "refs.txt"
+    f.write_text("# accepted states\n\n35fdd34  # grid kernels\n  1a8b8c8 # chaining # ungated\n")
+    assert R.read_references(f) == [("35fdd34", "grid kernels"), ("1a8b8c8", "chaining # ungated")]
+    for bad in ("35fdd34\n", "35fdd34 1a8b8c8  # two\n", "35fdd34  #  \n"):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match=r"refs.txt:1: expected 'REF  # what it holds'"):
+            R.read_references(f)
+    f.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match="expected at least one reference, found none"):
+        R.read_references(f)
+
+
+def test_the_repository_references_are_commits():
+    """benchmarks/references.txt parses, and each line names a commit of this repository."""
+    import subprocess
+
+    refs = R.read_references(R.REFERENCES)
+    assert [r for r, _ in refs][:3] == ["35fdd34", "1a8b8c8", "973fec6"]
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for ref, _ in refs:
+        out = subprocess.run(["git", "cat-file", "-t", ref], cwd=ROOT, capture_output=True, text=True)
+        assert out.stdout.strip() == "commit", (ref, out.stderr)
+
+
+def test_reference_list_from_the_command_line_or_the_file(tmp_path):
+    f = tmp_path / "refs.txt"
+    f.write_text("aaa  # one\nbbb  # two\naaa  # one again\n")
+    args = R.parse(["--compare", "--references", str(f)])
+    assert R.reference_list(args) == [("aaa", "one"), ("bbb", "two")]
+    args = R.parse(["--compare", "x,y", "x", "--references", str(f)])
+    assert [r for r, _ in R.reference_list(args)] == ["x", "y"]
+    args = R.parse(["--compare", "--references", str(tmp_path / "none.txt")])
+    with pytest.raises(SystemExit, match="--references"):
+        R.reference_list(args)
 
 
 def test_compare_detects_an_injected_flow_mismatch(tmp_path):
@@ -99,13 +181,45 @@ def test_compare_detects_an_injected_flow_mismatch(tmp_path):
     def fake(tree, cache, folder, device, repeats, warmup, out, budget=None):
         specs = json.loads((folder / "cases.json").read_text())
         calls.append(out.name)
-        return _fake_results(specs, [7] if "REF" in out.name else [8], 0.01)
+        return _fake_results(specs, [8] if "current" in out.name else [7], 0.01)
 
     args = R.parse(["--compare", str(ROOT), "--suite", "cpu", "--quick", "--only", TINY, "--rounds", "2",
                     "--report", str(tmp_path / "cmp.md")])
     assert R.compare(args, worker=fake) == 1
-    assert calls == ["round0-current.json", "round0-REF.json", "round1-REF.json", "round1-current.json"]
-    assert "VALUES DIFFER: current 8, REF 7" in (tmp_path / "cmp.md").read_text()
+    name = R._safe(str(ROOT))
+    assert calls == ["round0-current.json", f"round0-{name}.json", f"round1-{name}.json", "round1-current.json"]
+    assert f"VALUES DIFFER: current 8, {ROOT} 7" in (tmp_path / "cmp.md").read_text()
+
+
+def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monkeypatch):
+    """Three references, the middle one fastest: a case past the threshold in the first rounds is
+    re-timed (beside a control worker of the current tree) and judged on all its rounds; a slowdown that
+    holds fails, one that the re-timing does not confirm passes."""
+    refs = [tmp_path / f"r{k}" for k in range(3)]  # folders: no checkout, and no build in the test
+    for r in refs:
+        r.mkdir()
+    monkeypatch.setattr(R, "build_tree", lambda tree, jobs: None)
+    speed = {"r0": 0.020, "r1": 0.010, "r2": 0.015}
+    for again, want in ((0.0113, 2), (0.0100, 0)):
+        calls = []
+
+        def fake(tree, cache, folder, device, repeats, warmup, out, budget=None, calls=calls, again=again):
+            specs = json.loads((folder / "cases.json").read_text())
+            calls.append(out.name)
+            t = speed.get(Path(tree).name, again if out.name.startswith("retime") else 0.0113)
+            return _fake_results(specs, [8], t)
+
+        args = R.parse(["--compare", ",".join(map(str, refs)), "--suite", "cpu", "--quick", "--only", TINY,
+                        "--rounds", "2", "--retime-rounds", "4", "--report", str(tmp_path / "c.md")])
+        assert R.compare(args, worker=fake) == want
+        # 4 trees: 2 rounds of 4 workers, then 4 re-timing rounds of 5 (the control is the fifth)
+        assert len([c for c in calls if c.startswith("round")]) == 8
+        assert len([c for c in calls if c.startswith("retime")]) == 20
+        assert [c for c in calls if "control" in c] == [f"retime{k}-control.json" for k in range(4)]
+        row = json.loads((tmp_path / "c.json").read_text())["rows"][0]
+        assert row["fastest"] == str(refs[1]) and row["retimed"] == "2+4 rounds, control 1.000"
+        assert row["verdict"] == (f"SLOWER by 13% than {refs[1]}" if want else "ok")
+        assert row["refs"] == {str(r): speed[r.name] for r in refs}
 
 
 def test_compare_tree_with_itself(tmp_path):
@@ -185,3 +299,101 @@ def test_compare_clears_build_locks_left_in_the_reference_cache(tmp_path, capsys
     assert (ext / "build.ninja").read_text() == "rules"
     assert "removed a build lock" in capsys.readouterr().out
     assert R.clear_stale_locks(tmp_path / "missing") == []
+
+
+# ------------------------------------------------------------------------------------------- e2e
+def test_e2e_cases_cover_the_calls_sizes_and_connectivities():
+    from benchmarks import e2e as E
+
+    specs = E.cases(devices=("cpu", "cuda"))
+    ids = {s["id"] for s in specs}
+    assert "cpu/refine/astronaut-rgb-2048x2048-8c" in ids and "cuda/segment/coffee-gray-256x256x256-26c" in ids
+    assert {(s["ndim"], s["conn"]) for s in specs} == {(2, 4), (2, 8), (3, 6), (3, 26)}
+    # refine and grabcut have no volume form
+    assert not [s for s in specs if s["ndim"] == 3 and s["call"] in ("refine", "grabcut")]
+    assert len(ids) == len(specs)
+
+
+def test_e2e_inputs_are_deterministic_and_shaped():
+    from benchmarks import e2e as E
+
+    spec = dict(call="expansion", picture="coffee", colour=True, ndim=3, n=16, conn=26)
+    a, b = E.inputs(spec), E.inputs(spec)
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+    assert a["image"].shape == (3, 16, 16, 16) and a["image"].dtype == np.float32
+    assert a["probs"].shape == (2, 16, 16, 16) and np.allclose(a["probs"].sum(0), 1)
+    assert a["unary3"].shape == (3, 16, 16, 16) and a["weights"].shape == (13, 16, 16, 16)
+    import torchcut
+
+    offs = torchcut.grid_offsets(3, 26)
+    w = a["weights"][offs.index((1, 0, 0))]  # the pair (p, p + (1, 0, 0)) leaves the volume from the last plane
+    assert w[-1].max() == 0 and (w[:-1] > 0).mean() > 0.9 and a["weights"].max() <= E.LAM
+    w = a["weights"][offs.index((0, 1, -1))]
+    assert w[:, -1].max() == 0 and w[:, :, 0].max() == 0 and (w[:, :-1, 1:] > 0).mean() > 0.9
+    assert set(np.unique(a["seeds"])) == {0, 1, 2} and (a["seeds"][0] == 2).all()
+    gray = E.inputs(dict(spec, call="segment", colour=False, ndim=2, n=64))
+    assert gray["image"].shape == (64, 64) and "weights" not in gray
+
+
+def test_e2e_replay_reproduces_the_recorded_solve():
+    """The solve column replays the solver ops a call ran: the replay gives the recorded masks, and a
+    recording altered after the fact is caught."""
+    import torch
+
+    import torchcut
+    from benchmarks import e2e as E
+
+    img = torch.zeros(12, 12)
+    img[3:9, 3:9] = 1.0
+    seeds = torch.zeros(12, 12, dtype=torch.int64)
+    seeds[6, 6], seeds[0, 0] = 1, 2
+    calls = E.capture_solves(lambda: torchcut.segment(img, seeds))
+    assert len(calls) == 1 and "solve" in calls[0][0].name()
+    times, equal = E.time_replay(calls, repeats=2)
+    assert equal and len(times) == 2
+    mask = E._first_tensor(calls[0][3])
+    assert int(mask.sum()) == 36  # the bright square
+    mask.logical_not_() if mask.dtype == torch.bool else mask.neg_()
+    times, equal = E.time_replay(calls, repeats=1)
+    assert not equal and len(times) == 1
+
+
+def test_e2e_suite_smallest_size(tmp_path):
+    """The e2e suite at 64^2 in this process: every call runs, its solves are recorded and replayed
+    equal, and refine's masks equal torchmaxflow's where the energies agree (4-connected)."""
+    assert R.main(["--suite", "e2e", "--sizes", "64", "--sizes3d", "", "--pictures", "astronaut", "--devices",
+                   "cpu", "--only", "gray-64x64-4c,rgb-64x64-8c", "--repeats", "1", "--warmup", "0",
+                   "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "e2e-cpu.json").read_text())
+    rows = {r["spec"]["id"]: r for r in data["rows"]}
+    assert len(rows) == 7 * 2  # calls x (gray 4-connected, colour 8-connected)
+    for cid, r in rows.items():
+        if r["spec"]["call"].startswith("compat") and "unavailable" in r:
+            assert r["check"] == "not run: torchcut.compat.torchmaxflow is missing"
+            continue
+        assert r["check"] == "ok" and r["replay"] is True, (cid, r["check"])
+        assert r["call"]["median"] > 0 and r["solve"]["median"] > 0
+        want = {"segment": (1, 1), "refine": (1, 1), "refine_seeds": (1, 1), "grabcut": (1, 5), "expansion": (2, 60),
+                "compat": (1, 9), "compat_interactive": (1, 9)}
+        lo, hi = want[r["spec"]["call"]]
+        assert lo <= r["solves"] <= hi, (cid, r["solves"])
+    try:
+        import torchmaxflow  # noqa: F401
+    except ImportError:
+        assert not any("torchmaxflow" in r for r in rows.values())
+    else:
+        for call in ("refine", "refine_seeds"):
+            for colour, conn in (("gray", 4), ("rgb", 8)):
+                row = rows[f"cpu/{call}/astronaut-{colour}-64x64-{conn}c"]
+                peer = row["torchmaxflow"]
+                assert peer["median"] > 0
+                if conn == 4:
+                    assert peer["iou"] == 1.0
+                fg = row["call"]["foreground"]
+                assert fg > 0 and (conn == 8 or peer["foreground"] == fg)
+        for r in rows.values():
+            if r["spec"]["call"].startswith("compat") and "iou" in r.get("torchmaxflow", {}):
+                assert r["torchmaxflow"]["iou"] == 1.0, r["spec"]["id"]  # a drop-in: torchmaxflow's masks
+    md = (tmp_path / "e2e-cpu.md").read_text()
+    assert "## `refine`" in md and "| astronaut rgb | 64x64 | 8 | 4,096 |" in md
