@@ -835,7 +835,10 @@ def _native_check(x, s):
         if bool(bad.any()):
             raise _finite_error(int(bad.sum()))
         finite = False
-    xf = x.to(torch.float32).reshape(B, C, -1).contiguous()
+    if x.dtype == torch.float32 and x.is_contiguous():
+        xf = x.reshape(B, C, -1)
+    else:  # one pass: the conversion and the move of the channel axis (a copy, the caller's image is kept)
+        xf = torch.empty(x.shape, dtype=torch.float32, device=x.device).copy_(x).view(B, C, -1)
     sv = s.reshape(B, -1)
     if not sv.is_contiguous():
         sv = sv.contiguous()

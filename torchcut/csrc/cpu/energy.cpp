@@ -29,6 +29,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "../seg_energy.h"
@@ -99,7 +100,8 @@ at::Tensor check_impl(const at::Tensor& x, const at::Tensor& seeds, bool finite,
         int64_t bad = 0;
         for (int64_t i = a; i < e; ++i) {
           const float v = row[i];
-          if (finite) bad += !std::isfinite(v);
+          const float z = v - v;  // NaN exactly for NaN and infinities
+          if (finite) bad += z != z;
           lo = v < lo ? v : lo;
           hi = v > hi ? v : hi;
         }
@@ -165,6 +167,73 @@ std::tuple<at::Tensor, at::Tensor> seg_check(at::Tensor x, at::Tensor seeds, boo
 }
 
 // ---------------------------------------------------------------------------------------------- hist
+// Exact sums: a run of at most kRun terms below 2**30 sums exactly in double (vectorised), then into int64.
+constexpr int64_t kRun = 4096;
+
+struct SigmaSum {
+  int64_t total = 0;
+  bool inf = false;
+  template <int C>
+  void pairs(const float* p, const float* q, int64_t n, int64_t stride, float uf, double uw, bool wide) {
+    for (int64_t a = 0; a < n; a += kRun) {
+      const int64_t e = std::min(n, a + kRun);
+      double run = 0;
+      if (wide)
+        for (int64_t i = a; i < e; ++i) run += sigma_units(sq_diff<C>(p + i, q + i, stride), uf, uw, true);
+      else
+        for (int64_t i = a; i < e; ++i) run += (double)rint_pos(mul_rn(sq_diff<C>(p + i, q + i, stride), uf));
+      if (std::isfinite(run))
+        total += (int64_t)run;
+      else
+        inf = true;
+    }
+  }
+};
+
+template <int C>
+void hist_image(const Geometry& g, const float* xb, const uint8_t* sb, const float* lob, const float* spb, int64_t bins,
+                int64_t nb, float uf, double uw, bool wide, bool sigma, int32_t* cb, int64_t* total, int64_t* flag,
+                std::mutex& lock) {
+  const int64_t N = g.N, HW = g.H * g.W, W = g.W;
+  const bool local = 2 * nb <= (int64_t{1} << 18);  // per-thread histograms when small, else atomic adds
+  at::parallel_for(0, g.D * g.H, std::max<int64_t>(1, kGrain / W), [&](int64_t r0, int64_t r1) {
+    std::vector<int32_t> mine(local ? 2 * nb : 0);
+    int32_t* h = local ? mine.data() : cb;
+    SigmaSum sum;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t a = r * W;
+      for (int64_t i = a; i < a + W; ++i) {
+        const uint8_t s = sb[i];
+        if (s != 1 && s != 2) continue;
+        const int64_t k = bin_index<C>(xb + i, N, lob, spb, bins) + (s == 2 ? nb : 0);
+        if (local)
+          ++h[k];
+        else
+          __atomic_fetch_add(h + k, 1, __ATOMIC_RELAXED);
+      }
+      if (!sigma) continue;
+      sum.pairs<C>(xb + a, xb + a + 1, W - 1, N, uf, uw, wide);
+      if ((r % g.H) + 1 < g.H) sum.pairs<C>(xb + a, xb + a + W, W, N, uf, uw, wide);
+      if (r / g.H + 1 < g.D) sum.pairs<C>(xb + a, xb + a + HW, W, N, uf, uw, wide);
+    }
+    std::lock_guard<std::mutex> guard(lock);
+    if (local)
+      for (int64_t k = 0; k < 2 * nb; ++k) cb[k] += h[k];
+    *total += sum.total;
+    *flag |= sum.inf;
+  });
+}
+
+template <typename F>
+void with_channels(int64_t C, F&& f) {
+  switch (C) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    default: f(std::integral_constant<int, 4>()); break;
+  }
+}
+
 std::tuple<at::Tensor, at::Tensor> seg_hist(at::Tensor x, at::Tensor seeds, at::Tensor lo, at::Tensor span,
                                             int64_t bins, c10::ArrayRef<double> unit, bool wide, c10::IntArrayRef shape,
                                             bool sigma) {
@@ -177,65 +246,42 @@ std::tuple<at::Tensor, at::Tensor> seg_hist(at::Tensor x, at::Tensor seeds, at::
   int64_t nb = 1;
   for (int64_t c = 0; c < g.C; ++c) nb *= bins;
   TORCH_CHECK(bins >= 1 && nb <= (int64_t{1} << 24), op, ": bins: expected at most 2**24 histogram bins, got ", nb);
-  const int C = (int)g.C;
-  const int64_t N = g.N, HW = g.H * g.W;
   at::Tensor counts = at::zeros({g.B, 2, nb}, x.options().dtype(at::kInt));
   at::Tensor sums = at::zeros({2, g.B}, x.options().dtype(at::kLong));  // exact sums, non-finite flags
-  const float* xp = x.data_ptr<float>();
-  const uint8_t* sp = seeds.data_ptr<uint8_t>();
-  int32_t* cp = counts.data_ptr<int32_t>();
   int64_t* out = sums.data_ptr<int64_t>();
-  const bool local = 2 * nb <= (int64_t{1} << 18);  // per-thread histograms when small, else atomic adds
   std::mutex lock;
   for (int64_t b = 0; b < g.B; ++b) {
-    const float* xb = xp + b * C * N;
-    const uint8_t* sb = sp + b * N;
-    const float* lob = lo.data_ptr<float>() + b * C;
-    const float* spb = span.data_ptr<float>() + b * C;
-    const double uw = unit[b];
-    const float uf = (float)uw;
-    int32_t* cb = cp + b * 2 * nb;
-    at::parallel_for(0, g.D * g.H, std::max<int64_t>(1, kGrain / g.W), [&](int64_t r0, int64_t r1) {
-      std::vector<int32_t> mine(local ? 2 * nb : 0);
-      int32_t* h = local ? mine.data() : cb;
-      int64_t total = 0;
-      bool inf = false;
-      const auto add = [&](const float* p, const float* q) {
-        const double v = sigma_units(sq_diff(p, q, N, C), uf, uw, wide);
-        if (std::isfinite(v))
-          total += (int64_t)v;
-        else
-          inf = true;
-      };
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t a = r * g.W, e = a + g.W;
-        for (int64_t i = a; i < e; ++i) {
-          const uint8_t s = sb[i];
-          if (s != 1 && s != 2) continue;
-          const int64_t k = bin_index(xb + i, N, C, lob, spb, bins) + (s == 2 ? nb : 0);
-          if (local)
-            ++h[k];
-          else
-            __atomic_fetch_add(h + k, 1, __ATOMIC_RELAXED);
-        }
-        if (!sigma) continue;
-        for (int64_t i = a; i + 1 < e; ++i) add(xb + i, xb + i + 1);
-        if ((r % g.H) + 1 < g.H)
-          for (int64_t i = a; i < e; ++i) add(xb + i, xb + i + g.W);
-        if (r / g.H + 1 < g.D)
-          for (int64_t i = a; i < e; ++i) add(xb + i, xb + i + HW);
-      }
-      std::lock_guard<std::mutex> guard(lock);
-      if (local)
-        for (int64_t k = 0; k < 2 * nb; ++k) cb[k] += h[k];
-      out[b] += total;
-      out[g.B + b] |= inf;
+    with_channels(g.C, [&](auto c) {
+      hist_image<decltype(c)::value>(g, x.data_ptr<float>() + b * g.C * g.N, seeds.data_ptr<uint8_t>() + b * g.N,
+                                     lo.data_ptr<float>() + b * g.C, span.data_ptr<float>() + b * g.C, bins, nb,
+                                     (float)unit[b], unit[b], wide, sigma, counts.data_ptr<int32_t>() + b * 2 * nb,
+                                     out + b, out + g.B + b, lock);
     });
   }
   return {counts, sums};
 }
 
 // ---------------------------------------------------------------------------------------------- energy
+constexpr int64_t kBlock = 512;
+
+// bin_index of n consecutive pixels, as floats (exact: fewer than 2**24 bins), in one loop per channel
+template <int C>
+void bin_block(const float* x, int64_t stride, const float* lo, const float* span, int64_t bins, int64_t n,
+               float* out) {
+  const float fb = (float)bins, top = (float)(bins - 1);
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.f;
+  for (int c = 0; c < C; ++c) {
+    const float* xc = x + c * stride;
+    const float l = lo[c], s = span[c];
+    for (int64_t j = 0; j < n; ++j) {
+      float t = mul_rn(div_rn(sub_rn(xc[j], l), s), fb);
+      t = t > 0.f ? t : 0.f;
+      t = t < top ? t : top;
+      out[j] = out[j] * fb + (float)(int32_t)t;  // integers below 2**24: exact
+    }
+  }
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tensor seeds, at::Tensor table,
                                                           at::Tensor lo, at::Tensor span, at::Tensor coef,
                                                           int64_t bins, double scale, int64_t hard,
@@ -251,6 +297,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
   TORCH_CHECK((int64_t)weights.size() == K, op, ": weights: expected ", K, " values, got ", weights.size());
   int64_t nb = 1;
   for (int64_t c = 0; c < g.C; ++c) nb *= bins;
+  TORCH_CHECK(bins >= 1 && nb <= (int64_t{1} << 24), op, ": bins: expected at most 2**24 histogram bins, got ", nb);
   check_small(op, "table", table, at::kFloat, g.B * nb);
   check_small(op, "lo", lo, at::kFloat, g.B * g.C);
   check_small(op, "span", span, at::kFloat, g.B * g.C);
@@ -278,22 +325,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
   const float fscale = (float)scale, fhard = (float)hard;
   const int64_t hard64 = (int64_t)fhard;
   const int32_t hard32 = (int32_t)fhard;
-  at::parallel_for(0, B * N, kGrain, [&](int64_t a, int64_t e) {
-    for (int64_t i = a; i < e; ++i) {
-      const int64_t b = i / N, p = i % N;
-      const uint8_t s = sp[i];
-      if (s == 1) {
-        src[i] = hard64;
-        snk[i] = 0;
-      } else if (s == 2) {
-        src[i] = 0;
-        snk[i] = hard32;
-      } else {
-        const float llr = tp[b * nb + bin_index(xp + b * C * N + p, N, C, lop + b * C, spp + b * C, bins)];
-        src[i] = (int64_t)data_cap(llr, fscale);
-        snk[i] = (int32_t)data_cap(-llr, fscale);
+  const int64_t chunks = (N + kGrain - 1) / kGrain;
+  with_channels(C, [&](auto cc) {
+    constexpr int CC = decltype(cc)::value;
+    at::parallel_for(0, B * chunks, 1, [&](int64_t t0, int64_t t1) {
+      float bin[kBlock];  // bin indices of a block of pixels, computed first in a loop that vectorises
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / chunks, a0 = (t % chunks) * kGrain, e0 = std::min(N, a0 + kGrain);
+        const float* xb = xp + b * C * N;
+        const float* tb = tp + b * nb;
+        const float* lb = lop + b * C;
+        const float* sb = spp + b * C;
+        for (int64_t a = a0; a < e0; a += kBlock) {
+          const int64_t n = std::min<int64_t>(kBlock, e0 - a);
+          bin_block<CC>(xb + a, N, lb, sb, bins, n, bin);
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t i = b * N + a + j;
+            const uint8_t s = sp[i];
+            const float llr = tb[(int64_t)bin[j]];
+            src[i] = s == 1 ? hard64 : (s == 2 ? 0 : (int64_t)data_cap(llr, fscale));
+            snk[i] = s == 2 ? hard32 : (s == 1 ? 0 : (int32_t)data_cap(-llr, fscale));
+          }
+        }
       }
-    }
+    });
   });
 
   // n-links, one direction at a time: the exponents of the pairs (p, p + o) with both inside, as the
@@ -329,14 +384,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
     const int64_t z0 = std::max<int64_t>(-oz, 0), y0 = std::max<int64_t>(-oy, 0), x0 = std::max<int64_t>(-ox, 0);
     const int64_t shift = (oz * H + oy) * W + ox;
     const int64_t rows = B * D2 * H2;
-    at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / W2), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t b = r / (D2 * H2), z = (r / H2) % D2 + z0, y = r % H2 + y0;
-        const float* xr = xp + b * C * N + (z * H + y) * W + x0;
-        float* out = bp + r * W2;
-        const float c = cf[b];
-        for (int64_t i = 0; i < W2; ++i) out[i] = mul_rn(sq_diff(xr + i, xr + i + shift, N, C), c);
-      }
+    with_channels(C, [&](auto cc) {
+      constexpr int CC = decltype(cc)::value;
+      at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / W2), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t b = r / (D2 * H2), z = (r / H2) % D2 + z0, y = r % H2 + y0;
+          const float* xr = xp + b * C * N + (z * H + y) * W + x0;
+          float* out = bp + r * W2;
+          const float c = cf[b];
+          for (int64_t i = 0; i < W2; ++i) out[i] = mul_rn(sq_diff<CC>(xr + i, xr + i + shift, N), c);
+        }
+      });
     });
     const int64_t used = rows * W2;
     at::Tensor part = buf.narrow(0, 0, used);
@@ -352,7 +410,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
         if (zh >= 0 && zh < D2 && yh >= 0 && yh < H2) {
           const float* e = bp + ((b * D2 + zh) * H2 + yh) * W2 - x0;
           for (int64_t i = 0; i < x0; ++i) f[i] = 0;
-          for (int64_t i = x0; i < x0 + W2; ++i) f[i] = (int32_t)nearbyintf(mul_rn(e[i], wk));
+          for (int64_t i = x0; i < x0 + W2; ++i) f[i] = (int32_t)link_cap(e[i], wk);
           for (int64_t i = x0 + W2; i < W; ++i) f[i] = 0;
         } else {
           std::memset(f, 0, W * sizeof(int32_t));
@@ -362,7 +420,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
         if (zt >= 0 && zt < D2 && yt >= 0 && yt < H2) {
           const float* e = bp + ((b * D2 + zt) * H2 + yt) * W2 - xs;
           for (int64_t i = 0; i < xs; ++i) v[i] = 0;
-          for (int64_t i = xs; i < xs + W2; ++i) v[i] = (int32_t)nearbyintf(mul_rn(e[i], wk));
+          for (int64_t i = xs; i < xs + W2; ++i) v[i] = (int32_t)link_cap(e[i], wk);
           for (int64_t i = xs + W2; i < W; ++i) v[i] = 0;
         } else {
           std::memset(v, 0, W * sizeof(int32_t));

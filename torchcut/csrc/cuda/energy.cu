@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "../seg_energy.h"
 #include "cuda_check.h"
@@ -24,24 +25,24 @@ int blocks_for(int64_t n) {
 
 // One image (blockIdx.y unused): histogram of the seeded pixels, and the exact sum of sigma's terms over
 // the axis-aligned pairs (p, p + e_axis), one atomic add per block.
+template <int C>
 __global__ void hist_kernel(SegGrid g, const float* __restrict__ x, const uint8_t* __restrict__ seeds,
                             const float* __restrict__ lo, const float* __restrict__ span, int64_t bins, int64_t nb,
                             float unit, double unit_wide, bool wide, bool sigma, int32_t* __restrict__ counts,
                             unsigned long long* __restrict__ total, unsigned long long* __restrict__ flag) {
-  const int C = (int)g.C;
   const int64_t N = g.N, HW = g.H * g.W;
   long long mine = 0;
   bool inf = false;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < N; p += (int64_t)gridDim.x * blockDim.x) {
     const uint8_t s = seeds[p];
-    if (s == 1 || s == 2) atomicAdd(counts + bin_index(x + p, N, C, lo, span, bins) + (s == 2 ? nb : 0), 1);
+    if (s == 1 || s == 2) atomicAdd(counts + bin_index<C>(x + p, N, lo, span, bins) + (s == 2 ? nb : 0), 1);
     if (!sigma) continue;
     const int64_t xx = p % g.W, y = (p / g.W) % g.H, z = p / HW;
     const int64_t step[3] = {1, g.W, HW};
     const bool inside[3] = {xx + 1 < g.W, y + 1 < g.H, z + 1 < g.D};
     for (int a = 0; a < 3; ++a) {
       if (!inside[a]) continue;
-      const double q = sigma_units(sq_diff(x + p, x + p + step[a], N, C), unit, unit_wide, wide);
+      const double q = sigma_units(sq_diff<C>(x + p, x + p + step[a], N), unit, unit_wide, wide);
       if (isfinite(q))
         mine += (long long)q;
       else
@@ -77,17 +78,18 @@ struct Dirs {
   float w[kMaxOffsets];   // lam * scale / dist as float32; 0: the direction has no n-links
 };
 
-__device__ __forceinline__ int32_t link(const float* a, const float* b, int64_t N, int C, float coef, float w) {
-  return (int32_t)nearbyintf(mul_rn(expf(mul_rn(sq_diff(a, b, N, C), coef)), w));
+template <int C>
+__device__ __forceinline__ int32_t link(const float* a, const float* b, int64_t N, float coef, float w) {
+  return (int32_t)link_cap(expf(mul_rn(sq_diff<C>(a, b, N), coef)), w);
 }
 
 // One image: the terminal capacities of each pixel and both arcs of every direction stored at it.
+template <int C>
 __global__ void energy_kernel(SegGrid g, const float* __restrict__ x, const uint8_t* __restrict__ seeds,
                              const float* __restrict__ table, const float* __restrict__ lo,
                              const float* __restrict__ span, const float* __restrict__ coef_ptr, int64_t bins,
                              float scale, float hard, int K, Dirs dirs, int64_t* __restrict__ source,
                              int32_t* __restrict__ sink, int32_t* __restrict__ caps) {
-  const int C = (int)g.C;
   const int64_t N = g.N, HW = g.H * g.W;
   const float coef = *coef_ptr;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < N; p += (int64_t)gridDim.x * blockDim.x) {
@@ -99,7 +101,7 @@ __global__ void energy_kernel(SegGrid g, const float* __restrict__ x, const uint
       source[p] = 0;
       sink[p] = (int32_t)hard;
     } else {
-      const float llr = table[bin_index(x + p, N, C, lo, span, bins)];
+      const float llr = table[bin_index<C>(x + p, N, lo, span, bins)];
       source[p] = (int64_t)data_cap(llr, scale);
       sink[p] = (int32_t)data_cap(-llr, scale);
     }
@@ -111,13 +113,23 @@ __global__ void energy_kernel(SegGrid g, const float* __restrict__ x, const uint
       if (dirs.w[k] > 0.f) {
         // arc p -> p + o (the pair (p, p + o)), and arc p -> p - o (the pair (p - o, p))
         if (z + dz >= 0 && z + dz < g.D && y + dy >= 0 && y + dy < g.H && xx + dx >= 0 && xx + dx < g.W)
-          fwd = link(x + p, x + p + shift, N, C, coef, dirs.w[k]);
+          fwd = link<C>(x + p, x + p + shift, N, coef, dirs.w[k]);
         if (z - dz >= 0 && z - dz < g.D && y - dy >= 0 && y - dy < g.H && xx - dx >= 0 && xx - dx < g.W)
-          bwd = link(x + p - shift, x + p, N, C, coef, dirs.w[k]);
+          bwd = link<C>(x + p - shift, x + p, N, coef, dirs.w[k]);
       }
       caps[k * N + p] = fwd;
       caps[(K + k) * N + p] = bwd;
     }
+  }
+}
+
+template <typename F>
+void with_channels(int64_t C, F&& f) {
+  switch (C) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    default: f(std::integral_constant<int, 4>()); break;
   }
 }
 
@@ -129,9 +141,11 @@ void launch_seg_hist(cudaStream_t stream, const SegGrid& g, const float* x, cons
   int64_t nb = 1;
   for (int64_t c = 0; c < g.C; ++c) nb *= bins;
   for (int64_t b = 0; b < g.B; ++b) {
-    hist_kernel<<<blocks_for(g.N), kThreads, 0, stream>>>(g, x + b * g.C * g.N, seeds + b * g.N, lo + b * g.C,
-                                                          span + b * g.C, bins, nb, (float)unit[b], unit[b], wide,
-                                                          sigma, counts + b * 2 * nb, sums + b, sums + g.B + b);
+    with_channels(g.C, [&](auto c) {
+      hist_kernel<decltype(c)::value><<<blocks_for(g.N), kThreads, 0, stream>>>(
+          g, x + b * g.C * g.N, seeds + b * g.N, lo + b * g.C, span + b * g.C, bins, nb, (float)unit[b], unit[b], wide,
+          sigma, counts + b * 2 * nb, sums + b, sums + g.B + b);
+    });
     TORCHCUT_CUDA_CHECK("torchcut.seg_hist", cudaGetLastError());
   }
 }
@@ -147,9 +161,11 @@ void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, co
     dirs.w[k] = weights[k];
   }
   for (int64_t b = 0; b < g.B; ++b) {
-    energy_kernel<<<blocks_for(g.N), kThreads, 0, stream>>>(
-        g, x + b * g.C * g.N, seeds + b * g.N, table + b * nb, lo + b * g.C, span + b * g.C, coef + b, bins, scale,
-        hard, K, dirs, source + b * g.N, sink + b * g.N, caps + b * 2 * K * g.N);
+    with_channels(g.C, [&](auto c) {
+      energy_kernel<decltype(c)::value><<<blocks_for(g.N), kThreads, 0, stream>>>(
+          g, x + b * g.C * g.N, seeds + b * g.N, table + b * nb, lo + b * g.C, span + b * g.C, coef + b, bins, scale,
+          hard, K, dirs, source + b * g.N, sink + b * g.N, caps + b * 2 * K * g.N);
+    });
     TORCHCUT_CUDA_CHECK("torchcut.seg_energy", cudaGetLastError());
   }
 }
