@@ -840,6 +840,8 @@ def _native_check(x, s):
     else:  # one pass: the conversion and the move of the channel axis (a copy, the caller's image is kept)
         xf = torch.empty(x.shape, dtype=torch.float32, device=x.device).copy_(x).view(B, C, -1)
     sv = s.reshape(B, -1)
+    if sv.dtype not in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        sv = sv.to(torch.int64)  # torch's wide unsigned types
     if not sv.is_contiguous():
         sv = sv.contiguous()
     info, s8 = torch.ops.torchcut.seg_check(xf, sv, finite)
