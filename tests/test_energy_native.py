@@ -120,6 +120,27 @@ def test_one_thread_and_two_agree():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("magnitude", [1e30, 1e-21, 1.0])
+def test_extreme_value_ranges(magnitude):
+    """Colour ranges whose unit of the exact sigma sums is not a normal float32 (sums in double)."""
+    rng = np.random.default_rng(6)
+    ramp = np.linspace(-1, 1, 40, dtype=np.float64)[None, :] * np.ones((30, 1))
+    image = torch.from_numpy((magnitude * (ramp + rng.normal(0, 1e-3, (2, 30, 40)))).astype(np.float32))
+    seeds = torch.zeros(2, 30, 40, dtype=torch.uint8)
+    seeds[:, 5, 3], seeds[:, 20, 35] = 1, 2
+    assert_same(*both(image, seeds, ndim=2, connectivity=8))
+
+
+def test_sigma_sums_beyond_int64_take_the_tensor_version(monkeypatch):
+    monkeypatch.setattr(energy, "_SIGMA_TERMS", 10)
+    rng = np.random.default_rng(8)
+    image = torch.from_numpy(rng.normal(0, 50, (3, 16, 17)).astype(np.float32))
+    seeds = torch.from_numpy(rng.integers(0, 3, (16, 17)).astype(np.uint8))
+    native = energy.segmentation_graph(image, seeds, channel_axis=0)
+    assert_same(native, energy._reference_graph(image, seeds, channel_axis=0))
+    assert native.energy.syncs == 1 + 2 + 2  # the checks, then the tensor version's sigma
+
+
 def test_five_channels_take_the_tensor_version():
     rng = np.random.default_rng(5)
     image = torch.from_numpy(rng.random((9, 10, 5)).astype(np.float32))
