@@ -62,19 +62,20 @@ def make_case(rng, ndim, batch, channels, dtype, last, cover):
     return image, seeds, shape
 
 
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), ndim=st.sampled_from((2, 3)), batch=st.sampled_from((0, 0, 2)),
-       channels=st.sampled_from((1, 2, 3, 4)), dtype=st.sampled_from(sorted(DTYPES)), last=st.booleans(),
-       cover=st.sampled_from((0.0, 0.05, 0.9)), given_sigma=st.booleans(),
-       lam=st.sampled_from((0.0, 0.5, 8.0, 40.0)), spaced=st.booleans())
-def test_native_equals_reference(seed, ndim, batch, channels, dtype, last, cover, given_sigma, lam, spaced):
+CASES = {"seed": st.integers(0, 2**32 - 1), "ndim": st.sampled_from((2, 3)), "batch": st.sampled_from((0, 0, 2)),
+         "channels": st.sampled_from((1, 2, 3, 4)), "dtype": st.sampled_from(sorted(DTYPES)), "last": st.booleans(),
+         "cover": st.sampled_from((0.0, 0.05, 0.9)), "given_sigma": st.booleans(),
+         "lam": st.sampled_from((0.0, 0.5, 8.0, 40.0)), "spaced": st.booleans()}
+
+
+def check_case(device, seed, ndim, batch, channels, dtype, last, cover, given_sigma, lam, spaced):
     rng = np.random.default_rng(seed)
     case = make_case(rng, ndim, batch, channels, DTYPES[dtype], last, cover)
     if case is None:
         return
-    image, seeds, shape = case
+    image, seeds, _ = case
     conn = int(rng.choice((4, 8) if ndim == 2 else (6, 18, 26)))
-    kw = dict(connectivity=conn, lam=lam)
+    kw = {"connectivity": conn, "lam": lam}
     if channels > 1:
         kw["channel_axis"] = -1 if last else (1 if batch else 0)
     if given_sigma:
@@ -83,8 +84,15 @@ def test_native_equals_reference(seed, ndim, batch, channels, dtype, last, cover
         kw["spacing"] = tuple(float(v) for v in rng.uniform(0.3, 3.0, ndim))
     if rng.random() < 0.3:
         kw["bins"] = int(rng.integers(1, 9))
-    native, reference = both(torch.from_numpy(image), torch.from_numpy(seeds), **kw)
+    native, reference = both(torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device), **kw)
+    assert native.caps.device.type == device
     assert_same(native, reference)
+
+
+@settings(max_examples=60, deadline=None)
+@given(**CASES)
+def test_native_equals_reference(**case):
+    check_case("cpu", **case)
 
 
 @pytest.mark.parametrize("gray, conn", [(True, 4), (False, 8)])
@@ -193,7 +201,8 @@ def test_segment_reports_its_syncs():
     seeds[2, 2], seeds[5, 5] = 1, 2
     mask, result = torchcut.segment(image, seeds, return_result=True)
     assert result.stats["syncs"] == 2 and result.verify()
-    mask, result = torchcut.segment(image, seeds, sigma=0.5, return_result=True)
+    assert torch.equal(mask, torchcut.segment(image, seeds))
+    _, result = torchcut.segment(image, seeds, sigma=0.5, return_result=True)
     assert result.stats["syncs"] == 1
 
 
@@ -214,23 +223,28 @@ def test_ops_pass_opcheck():
 
 
 @pytest.mark.cuda
+@settings(max_examples=40, deadline=None)
+@given(**CASES)
+def test_cuda_native_equals_reference(**case):
+    check_case("cuda", **case)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
-@pytest.mark.parametrize("conn", [8, 26])
-def test_cuda_native_equals_reference(channels, conn):
-    rng = np.random.default_rng(channels * conn)
-    shape = (2, 37, 41) if conn == 26 else (2, 300, 257)
-    image = torch.from_numpy(rng.normal(80, 30, shape + (channels,)).astype(np.float32)).cuda()
+@pytest.mark.parametrize("volume", [False, True])
+def test_cuda_large_images(channels, volume):
+    """Many blocks per image (grid-stride loops), a batch of images or one volume, float and uint8."""
+    rng = np.random.default_rng(channels)
+    shape = (9, 70, 81) if volume else (2, 300, 257)
+    image = torch.from_numpy(rng.normal(80, 30, (channels,) + shape).astype(np.float32)).cuda()
     seeds = torch.from_numpy((rng.random(shape) < 0.1) * rng.integers(1, 3, shape)).cuda()
-    seeds[:, 0, 0], seeds[:, -1, -1] = 1, 2
-    kw = dict(connectivity=conn, channel_axis=-1, ndim=3 if conn == 26 else 2)
-    if conn == 26:
-        image, seeds = image[0], seeds[0]
-    native, reference = both(image if channels > 1 else image[..., 0], seeds, **kw if channels > 1 else
-                             {k: v for k, v in kw.items() if k != "channel_axis"})
-    assert native.caps.device.type == "cuda"
-    assert_same(native, reference)
-    # sigma given, a uint8 image
-    native, reference = both((image.clamp(0, 255).to(torch.uint8) if channels > 1 else image[..., 0].to(torch.uint8)),
-                             seeds, sigma=7.0, **(kw if channels > 1 else
-                                                  {k: v for k, v in kw.items() if k != "channel_axis"}))
-    assert_same(native, reference)
+    seeds[..., 0, 0], seeds[..., -1, -1] = 1, 2
+    if not volume:
+        image = image.transpose(0, 1)  # [B, C, H, W]
+    kw = {"connectivity": 26 if volume else 8}
+    if channels == 1:
+        image = image.squeeze(1 if not volume else 0)
+    else:
+        kw["channel_axis"] = 0 if volume else 1
+    assert_same(*both(image, seeds, **kw))
+    assert_same(*both(image.clamp(0, 255).to(torch.uint8), seeds, sigma=7.0, **kw))
