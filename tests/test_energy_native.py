@@ -229,15 +229,16 @@ def test_cuda_native_equals_reference(**case):
     check_case("cuda", **case)
 
 
-@pytest.mark.cuda
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 @pytest.mark.parametrize("volume", [False, True])
-def test_cuda_large_images(channels, volume):
-    """Many blocks per image (grid-stride loops), a batch of images or one volume, float and uint8."""
+def test_large_images(device, channels, volume):
+    """Many tasks or blocks per image (thread ranges, grid-stride loops), a batch of images or one volume,
+    float and uint8."""
     rng = np.random.default_rng(channels)
     shape = (9, 70, 81) if volume else (2, 300, 257)
-    image = torch.from_numpy(rng.normal(80, 30, (channels,) + shape).astype(np.float32)).cuda()
-    seeds = torch.from_numpy((rng.random(shape) < 0.1) * rng.integers(1, 3, shape)).cuda()
+    image = torch.from_numpy(rng.normal(80, 30, (channels,) + shape).astype(np.float32)).to(device)
+    seeds = torch.from_numpy((rng.random(shape) < 0.1) * rng.integers(1, 3, shape)).to(device)
     seeds[..., 0, 0], seeds[..., -1, -1] = 1, 2
     if not volume:
         image = image.transpose(0, 1)  # [B, C, H, W]

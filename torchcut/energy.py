@@ -38,6 +38,16 @@ rounding error of any capacity is at most ``1 / 2048`` of ``lam``. ``hard`` must
 ``scale`` (or ``lam``) so large that it does not raises ``ValueError``. The graph records these
 choices in ``graph.energy`` (an :class:`EnergyInfo`).
 
+Native ops
+----------
+The build runs as three compiled ops, ``torch.ops.torchcut.seg_check``, ``seg_hist`` and
+``seg_energy`` (multi-threaded on the CPU, kernels on CUDA): the checks with the colour ranges and
+seed counts, then the seed histograms with the exact sums of the sigma estimate, then every
+capacity. They repeat the float32 operations of the tensor-op version kept here as the
+specification, so the integer capacities and sigma are the same bit for bit. Images of more than
+four channels and builds given ``reduce`` use the tensor-op version. ``graph.energy.syncs`` counts
+the values the build read back to the host: one for the checks, one more for an estimated sigma.
+
 Shapes
 ------
 Seeds decide the spatial shape: ``[H, W]``, ``[B, H, W]``, ``[D, H, W]`` or ``[B, D, H, W]``. The
