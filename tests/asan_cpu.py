@@ -2,7 +2,8 @@
 
 Builds the CPU library with ``-fsanitize=address`` into a scratch folder, makes torchcut load that
 build instead of the installed one (``TORCHCUT_CPU_LIBRARY``), and runs grid solves (every connectivity, int32/int64, batches), alpha-expansion with and
-without warm starts, GrabCut (compiled colour models, warm-started cuts), refine, general (CSR)
+without warm starts, GrabCut (compiled colour models, warm-started cuts), refine, the segmentation
+energy's ops (gray to four channels, 2D and 3D, seed dtypes, ragged shapes), general (CSR)
 networks and a PyMaxflow-style graph that leaves the grid. Any out-of-bounds
 access aborts with a report. From the repository root::
 
@@ -16,7 +17,7 @@ import tempfile
 
 import torch
 
-SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp"]
+SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp", "cpu/energy.cpp"]
 
 
 def build() -> str:
@@ -57,6 +58,19 @@ def main():
     im[:, 10:30, 12:40] += 120
     torchcut.grabcut([im, im[:, :31, :37]], box=[(8, 6, 44, 34), (5, 5, 30, 25)])
     torchcut.refine(torch.rand(3, 30, 30, generator=g) * 255, torch.softmax(torch.randn(4, 30, 30, generator=g), 0))
+    from torchcut import energy
+
+    for C, shape, conn, sdt in ((1, (1, 1, 9), 8, torch.int64), (2, (2, 7, 5), 4, torch.uint8),
+                                (3, (3, 4, 5), 26, torch.int16), (4, (1, 33, 2), 18, torch.int32)):
+        x = torch.rand((C,) + shape, generator=g) * 200
+        sd = torch.randint(0, 3, shape, generator=g).to(sdt)
+        sd.view(-1)[0], sd.view(-1)[-1] = 1, 2
+        kw = {"connectivity": conn, "ndim": 2 if conn in (4, 8) else 3}
+        if kw["ndim"] == 2:  # a batch of images
+            sd[:, 0, 0], sd[:, -1, -1] = 1, 2
+        g1 = energy.segmentation_graph(x if C > 1 else x[0], sd, channel_axis=0 if C > 1 else None, **kw)
+        assert g1.energy.syncs <= 2 and torch.equal(g1.caps, energy._reference_graph(
+            x if C > 1 else x[0], sd, channel_axis=0 if C > 1 else None, **kw).caps)
     for seed in range(6):  # general networks (CSR): random arcs, parallel/antiparallel, isolated nodes
         rng = torch.Generator().manual_seed(100 + seed)
         n, m = 30 + 17 * seed, 120 + 40 * seed

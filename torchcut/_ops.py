@@ -318,7 +318,30 @@ def _register_fakes() -> None:
 
     for name, fake in (("grid_solve", grid_solve), ("grid_solve_", grid_solve_), ("csr_solve_", csr_solve_)):
         torch.library.register_fake(f"torchcut::{name}")(fake)
+    if hasattr(torch.ops.torchcut, "seg_energy"):
+        _register_segmentation_fakes()
     _state["fakes"] = "registered"
+
+
+def _register_segmentation_fakes() -> None:
+    """Fakes of the segmentation energy ops (csrc/cpu/energy.cpp): the shapes of their outputs."""
+
+    def seg_check(x, seeds, finite):
+        B, C = x.shape[:2]
+        s8 = seeds.new_empty((0,) if seeds.dtype == torch.uint8 else tuple(seeds.shape), dtype=torch.uint8)
+        return x.new_empty((3 + 2 * B + 2 * B * C,), dtype=torch.int64), s8
+
+    def seg_hist(x, seeds, lo, span, bins, unit, wide, shape, sigma):
+        B, C = x.shape[:2]
+        return x.new_empty((B, 2, bins**C), dtype=torch.int32), x.new_empty((2, B), dtype=torch.int64)
+
+    def seg_energy(x, seeds, table, lo, span, coef, bins, scale, hard, shape, offsets, weights):
+        B, full = x.shape[0], tuple(shape)
+        return (x.new_empty((B,) + full, dtype=torch.int64), x.new_empty((B,) + full, dtype=torch.int32),
+                x.new_empty((B, 2 * len(weights)) + full, dtype=torch.int32))
+
+    for name, fake in (("seg_check", seg_check), ("seg_hist", seg_hist), ("seg_energy", seg_energy)):
+        torch.library.register_fake(f"torchcut::{name}")(fake)
 
 
 # The solves read counters back to the host, which a CUDA graph cannot hold: ops tagged so are left out of

@@ -72,7 +72,9 @@ def segment(
         CUDA images and the compiled CPU solver for CPU images.
     return_result : bool
         Also return the :class:`~torchcut.CutResult` (flow value, ``verify()``, solver stats; its
-        ``graph.energy`` records sigma, scale and the seed capacity).
+        ``graph.energy`` records sigma, scale and the seed capacity). ``result.stats["syncs"]`` counts
+        the values the energy build read back to the host (each a wait for a CUDA device): one for the
+        checks, one more for the sums of an estimated ``sigma``; the solver's own reads are not counted.
     **solver_options
         Passed to the backend: ``threads`` and ``algorithm`` for the compiled CPU solver, the tuning
         options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_iter`` and
@@ -141,6 +143,7 @@ def segment(
     if not return_result:  # nobody sees the graph again: solve in its tensors, without copies
         return consume_mask(graph, backend=backend, **solver_options).bool()
     result = maxflow(graph, backend=backend, **solver_options)
+    result.stats["syncs"] = graph.energy.syncs
     mask = result.mask
     if mask.dtype != torch.bool:  # pragma: no cover - backends return bool
         mask = mask.bool()

@@ -38,6 +38,16 @@ rounding error of any capacity is at most ``1 / 2048`` of ``lam``. ``hard`` must
 ``scale`` (or ``lam``) so large that it does not raises ``ValueError``. The graph records these
 choices in ``graph.energy`` (an :class:`EnergyInfo`).
 
+Native ops
+----------
+The build runs as three compiled ops, ``torch.ops.torchcut.seg_check``, ``seg_hist`` and
+``seg_energy`` (multi-threaded on the CPU, kernels on CUDA): the checks with the colour ranges and
+seed counts, then the seed histograms with the exact sums of the sigma estimate, then every
+capacity. They repeat the float32 operations of the tensor-op version kept here as the
+specification, so the integer capacities and sigma are the same bit for bit. Images of more than
+four channels and builds given ``reduce`` use the tensor-op version. ``graph.energy.syncs`` counts
+the values the build read back to the host: one for the checks, one more for an estimated sigma.
+
 Shapes
 ------
 Seeds decide the spatial shape: ``[H, W]``, ``[B, H, W]``, ``[D, H, W]`` or ``[B, D, H, W]``. The
@@ -101,6 +111,9 @@ class EnergyInfo:
         Number of spatial dimensions (2 or 3).
     channel_axis : int or None
         The axis of the input image that held the channels (None for one-channel images).
+    syncs : int
+        Values the build read back to the host, each a wait for the device on CUDA: the checks and
+        seed counts, and the sums of the sigma estimate when ``sigma`` was not given.
 
     Examples
     --------
@@ -120,6 +133,7 @@ class EnergyInfo:
     connectivity: int
     ndim: int
     channel_axis: int | None
+    syncs: int = 0
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -290,8 +304,12 @@ def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, 
     raise _shape_mismatch(img_shape, seed_shape, lead, ref, ref_shape, to_ref)
 
 
-def _prepare(image, seeds, ndim, connectivity, channel_axis):
-    """Validate inputs; return x float32 [B, C, *S], seeds uint8 [B, *S] and the layout."""
+def _prepare(image, seeds, ndim, connectivity, channel_axis, check: bool = True):
+    """Validate inputs; return x float32 [B, C, *S], seeds uint8 [B, *S] and the layout.
+
+    ``check=False`` leaves the values alone (no finite or label checks, no conversion): x and the seeds
+    keep their dtypes, for the native ops that check them in their own pass.
+    """
     img = _as_image_tensor(image, "image")
     device = img.device
     s = _as_seed_tensor(seeds, device)
@@ -308,21 +326,36 @@ def _prepare(image, seeds, ndim, connectivity, channel_axis):
         x = x.movedim(ax, lead)
     if not batched:
         x = x.unsqueeze(0)
+    s = s if batched else s.unsqueeze(0)
+    if check:
+        x, s, _ = _check_values(x, s)
+    return x, s, ndim, connectivity, batched, ax
+
+
+def _finite_error(bad: int) -> ValueError:
+    return ValueError(f"image: expected finite pixel values, got {bad} NaN or infinite value(s)")
+
+
+def _labels_error(lo: int, hi: int) -> ValueError:
+    return ValueError(
+        f"seeds: expected labels 0 (unknown), 1 (object) and 2 (background), got values in [{lo}, {hi}]"
+    )
+
+
+def _check_values(x, s):
+    """The tensor version's checks: finite pixels, labels in {0, 1, 2}; (x float32, seeds uint8, host reads)."""
+    syncs = 0
     if x.is_floating_point():
         bad = ~torch.isfinite(x)
+        syncs += 1
         if bool(bad.any()):
-            raise ValueError(
-                f"image: expected finite pixel values, got {int(bad.sum())} NaN or infinite value(s)"
-            )
+            raise _finite_error(int(bad.sum()))
     x = x.to(torch.float32)
-    s = s if batched else s.unsqueeze(0)
     lo, hi = int(s.min()), int(s.max())
+    syncs += 2
     if lo < 0 or hi > 2:
-        raise ValueError(
-            f"seeds: expected labels 0 (unknown), 1 (object) and 2 (background), got values in [{lo}, {hi}]"
-        )
-    s = s.to(torch.uint8)
-    return x, s, ndim, connectivity, batched, ax
+        raise _labels_error(lo, hi)
+    return x, s.to(torch.uint8), syncs
 
 
 # ---------------------------------------------------------------------------------------------- terms
@@ -422,7 +455,7 @@ def _sigma_value(sums, count: int, exps, device) -> torch.Tensor:
         else:
             mean = 0.0 if e is None or count == 0 or s == 0 else float(Fraction(s) * Fraction(2) ** e / count)
         out.append(math.sqrt(mean) if mean > 0 else 1.0)
-    return torch.tensor(out, dtype=torch.float32, device=device)
+    return torch.tensor(out, dtype=torch.float32).to(device, non_blocking=True)  # no wait for the device
 
 
 def _default_bins(channels: int) -> int:
@@ -494,16 +527,25 @@ def _log_ratio_table(x: torch.Tensor, s: torch.Tensor, bins: int, reduce=None):
     n_seeds = hist.sum(2)  # [B, 2]
     missing = (n_seeds == 0).nonzero().tolist()
     if missing:
-        b, k = missing[0]
-        which = "object (label 1)" if k == 0 else "background (label 2)"
-        where = f" in batch item {b}" if B > 1 else ""
-        raise ValueError(f"seeds: expected at least one {which} seed{where}, got none")
+        raise _missing_error(*missing[0], B)
+    return _table(hist, bins, C), lo, span
+
+
+def _missing_error(b: int, k: int, B: int) -> ValueError:
+    which = "object (label 1)" if k == 0 else "background (label 2)"
+    where = f" in batch item {b}" if B > 1 else ""
+    return ValueError(f"seeds: expected at least one {which} seed{where}, got none")
+
+
+def _table(hist: torch.Tensor, bins: int, C: int) -> torch.Tensor:
+    """The log ratios (float32 ``[B, nb]``) of the seed histograms ``hist`` (int32 ``[B, 2, nb]``)."""
+    B, _, nb = hist.shape
     h = hist.to(torch.float32).view((B * 2,) + (bins,) * C)
     h = _smooth_hist(h, C).reshape(B, 2, nb)
     p = h / h.sum(2, keepdim=True)
     p = p.mul_(1 - UNIFORM_WEIGHT).add_(UNIFORM_WEIGHT / nb)
     logp = p.log_()
-    return logp[:, 0] - logp[:, 1], lo, span
+    return logp[:, 0] - logp[:, 1]
 
 
 def _data_caps(x, s, bins, scale, hard, reduce=None):
@@ -644,10 +686,48 @@ def segmentation_graph(
         isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
     ):
         raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
-    x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis)
+    return _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, True)
+
+
+def _reference_graph(image, seeds, *, lam: float = DEFAULT_LAM, sigma=None, connectivity=None, ndim=None,
+                     channel_axis=None, bins=None, scale=None, spacing=None, reduce=None) -> GridGraph:
+    """:func:`segmentation_graph` built by tensor ops alone: the specification of the native ops, which
+    must give the same capacities bit for bit (the tests compare the two)."""
+    return _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, False)
+
+
+def _native_ops(device: torch.device, channels: int) -> bool:
+    """Whether the compiled seg_ ops can build this energy: a CPU or CUDA image of at most
+    ``NATIVE_MAX_CHANNELS`` channels, and a compiled library that holds them."""
+    if channels > NATIVE_MAX_CHANNELS or device.type not in ("cpu", "cuda"):
+        return False
+    if device.type not in _NATIVE:
+        from . import _ops
+
+        _NATIVE[device.type] = _ops.load_error(device.type) is None and _has_kernels(device.type.upper())
+    return _NATIVE[device.type]
+
+
+def _has_kernels(key: str) -> bool:
+    """Whether the loaded libraries implement the seg_ ops for dispatch key ``key`` ("CPU", "CUDA"):
+    a library built before them has neither the schemas nor the kernels."""
+    if not hasattr(torch.ops.torchcut, "seg_energy"):
+        return False
+    has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    return has is None or all(has(f"torchcut::{op}", key) for op in ("seg_check", "seg_hist", "seg_energy"))
+
+
+def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, native):
+    """segmentation_graph with its arguments checked; ``native``: by the compiled ops where they apply."""
+    x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis, check=False)
     B, C = x.shape[:2]
     shape = tuple(x.shape[2:])
     dev = x.device
+    native = native and reduce is None and _native_ops(dev, C)
+    if native:
+        x, s, info, vals, syncs = _native_check(x, s)
+    else:
+        x, s, syncs = _check_values(x, s)
     if bins is None:
         bins = _default_bins(C)
     elif isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
@@ -696,11 +776,45 @@ def segmentation_graph(
             f"2**62 or more (int64 flows); pass a smaller scale"
         )
 
+    if native:
+        source, sink, caps, sig, n = _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offsets,
+                                                   dists)
+        syncs += n
+    else:
+        source, sink, caps, sig, n = _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce)
+        syncs += n
+    graph = _grid_graph(caps, source, sink, offsets, batched)
+    graph.energy = EnergyInfo(
+        lam=float(lam),
+        sigma=sig,
+        scale=scale,
+        hard=hard,
+        bins=bins,
+        channels=C,
+        connectivity=connectivity,
+        ndim=ndim,
+        channel_axis=ax,
+        syncs=syncs,
+    )
+    return graph
+
+
+def _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce):
+    """The capacities by tensor ops: (source, sink, caps, sigma, host reads)."""
+    B = x.shape[0]
+    shape = tuple(x.shape[2:])
+    ndim = len(shape)
+    dev = x.device
     # data term
     source, sink = _data_caps(x, s, bins, scale, hard, reduce)
+    syncs = 1  # the seed counts
 
     # smoothness term, written straight into the solver layout (see _grid_graph)
-    sig = estimate_sigma(x) if sigma is None else torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
+    if sigma is None:
+        sig = estimate_sigma(x)
+        syncs += 2 + ndim  # the colour range, one sum per axis
+    else:
+        sig = torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
     coef = (-0.5 / sig.square()).view((B,) + (1,) * ndim)
     K = len(offsets)
     caps = torch.zeros((B, 2 * K) + shape, dtype=torch.int32, device=dev)
@@ -714,20 +828,90 @@ def segmentation_graph(
             caps[(slice(None), k) + here] = w  # arc p -> p + o, stored at p
             caps[(slice(None), K + k) + there] = w  # arc p + o -> p, stored at p + o (direction -o)
             del d2, w
+    return source, sink, caps, sig, syncs
 
-    graph = _grid_graph(caps, source, sink, offsets, batched)
-    graph.energy = EnergyInfo(
-        lam=float(lam),
-        sigma=sig,
-        scale=scale,
-        hard=hard,
-        bins=bins,
-        channels=C,
-        connectivity=connectivity,
-        ndim=ndim,
-        channel_axis=ax,
-    )
-    return graph
+
+# ---------------------------------------------------------------------------------------------- native ops
+#: Channels the native ops take (torch sums the squares of up to 4 channels in channel order, which they
+#: repeat; more channels are built by the tensor version).
+NATIVE_MAX_CHANNELS = 4
+# device type -> whether the compiled seg_ ops are there
+_NATIVE: dict[str, bool] = {}
+# int64 sums of the sigma estimate hold 2**33 terms below 2**30 units; larger images take the tensor version
+_SIGMA_TERMS = 2**33
+
+
+def _native_check(x, s):
+    """The checks in one pass (torch.ops.torchcut.seg_check): (x float32 [B, C, N], seeds uint8 [B, N],
+    info on the device, info on the host, host reads)."""
+    B, C = x.shape[:2]
+    syncs = 0
+    finite = x.is_floating_point()
+    if finite and x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        # values beyond the float32 range: checked as given, as the tensor version does
+        bad = ~torch.isfinite(x)
+        syncs += 1
+        if bool(bad.any()):
+            raise _finite_error(int(bad.sum()))
+        finite = False
+    if x.dtype == torch.float32 and x.is_contiguous():
+        xf = x.reshape(B, C, -1)
+    else:  # one pass: the conversion and the move of the channel axis (a copy, the caller's image is kept)
+        xf = torch.empty(x.shape, dtype=torch.float32, device=x.device).copy_(x).view(B, C, -1)
+    sv = s.reshape(B, -1)
+    if sv.dtype not in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        sv = sv.to(torch.int64)  # torch's wide unsigned types
+    if not sv.is_contiguous():
+        sv = sv.contiguous()
+    info, s8 = torch.ops.torchcut.seg_check(xf, sv, finite)
+    vals = info.tolist()  # the one read of the checks
+    syncs += 1
+    if vals[0]:
+        raise _finite_error(vals[0])
+    if vals[1] < 0 or vals[2] > 2:
+        raise _labels_error(vals[1], vals[2])
+    return xf, (sv if s8.numel() == 0 else s8), info, vals, syncs
+
+
+def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offsets, dists):
+    """The capacities by the native ops: (source, sink, caps, sigma, host reads). ``x``, ``s``, ``info``,
+    ``vals``: what :func:`_native_check` returned."""
+    B, C = x.shape[:2]
+    dev = x.device
+    nd = len(shape)
+    syncs = 0
+    for b in range(B):
+        for k in range(2):
+            if vals[3 + 2 * b + k] == 0:
+                raise _missing_error(b, k, B)
+    lohi = info[3 + 2 * B:].to(torch.int32).view(torch.float32).view(2, B, C)
+    lo, hi = lohi[0], lohi[1]
+    span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
+    sums = sigma is None and 3 * math.prod(shape) < _SIGMA_TERMS
+    units, wide, exps = [0.0] * B, False, None
+    if sums:
+        host = torch.tensor(vals[3 + 2 * B:], dtype=torch.int64).to(torch.int32).view(torch.float32).view(2, B, C)
+        exps = _sigma_exponents(host[0], host[1])
+        units = [0.0 if e is None else 2.0**-e for e in exps]
+        wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
+    counts, total = torch.ops.torchcut.seg_hist(x, s, lo, span, bins, units, wide, list(shape), sums)
+    table = _table(counts, bins, C)
+    if sums:
+        got = total.tolist()
+        syncs += 1
+        count = sum(math.prod(n - (i == a) for i, n in enumerate(shape)) for a in range(nd))
+        sig = _sigma_value([math.inf if f else v for v, f in zip(*got)], count, exps, dev)
+    elif sigma is None:
+        sig = estimate_sigma(x.view((B, C) + tuple(shape)))
+        syncs += 2 + nd
+    else:
+        sig = torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
+    coef = -0.5 / sig.square()
+    weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
+    flat = [int(v) for o in offsets for v in o]
+    source, sink, caps = torch.ops.torchcut.seg_energy(x, s, table, lo, span, coef, bins, scale, hard, list(shape),
+                                                       flat, weights)
+    return source, sink, caps, sig, syncs
 
 
 def to_pymaxflow(graph: GridGraph, index: int = 0):

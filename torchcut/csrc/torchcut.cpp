@@ -1,7 +1,7 @@
 // The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
 //
-// Implementations are registered per dispatch key beside their code: cpu_ops.cpp and cpu_grabcut.cpp
-// (CPU, in the library torchcut._C together with this file), grid_ops.cpp and csr_ops.cpp (CUDA, in
+// Implementations are registered per dispatch key beside their code: cpu_ops.cpp, cpu_grabcut.cpp and
+// energy.cpp (CPU, in the library torchcut._C together with this file), grid_ops.cpp and csr_ops.cpp (CUDA, in
 // torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
 // implementations for torch.compile are registered from Python (torchcut/_ops.py).
 //
@@ -51,6 +51,15 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
         "int[] offsets, int mode) -> (Tensor, Tensor)");
   // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.
   m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
+  // The seeded segmentation energy (torchcut/energy.py) in one pass each: the checks, colour ranges and seed
+  // counts (info, read back once; seeds8: the labels as uint8, empty when they were uint8), the seed
+  // histograms with the exact integer sums of sigma, and the capacities in the solver layout.
+  m.def("seg_check(Tensor x, Tensor seeds, bool finite) -> (Tensor info, Tensor seeds8)");
+  m.def("seg_hist(Tensor x, Tensor seeds, Tensor lo, Tensor span, int bins, float[] unit, bool wide, int[] shape, "
+        "bool sigma) -> (Tensor counts, Tensor sums)");
+  m.def("seg_energy(Tensor x, Tensor seeds, Tensor table, Tensor lo, Tensor span, Tensor coef, int bins, "
+        "float scale, int hard, int[] shape, int[] offsets, float[] weights) -> (Tensor source, Tensor sink, "
+        "Tensor caps)");
   m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
         "float cov_reg, float scale, float data_cap) -> (Tensor, Tensor, Tensor)");
 }

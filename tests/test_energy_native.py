@@ -1,0 +1,251 @@
+"""The native segmentation energy (torch.ops.torchcut.seg_*) equals the tensor version bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torchcut
+from torchcut import energy
+
+pytestmark = pytest.mark.skipif(not energy._native_ops(torch.device("cpu"), 1),
+                                reason="the compiled library has no seg_ ops")
+
+DTYPES = {"uint8": np.uint8, "int16": np.int16, "int64": np.int64, "float32": np.float32, "float64": np.float64}
+
+
+def assert_same(native, reference):
+    """Capacities, dtypes, sigma and the recorded choices of two graphs are identical."""
+    for name in ("caps", "source", "sink"):
+        a, b = getattr(native, name), getattr(reference, name)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert torch.equal(a, b), (name, int((a.long() - b.long()).abs().max()))
+    assert torch.equal(native.energy.sigma, reference.energy.sigma)
+    for key in ("lam", "scale", "hard", "bins", "channels", "connectivity", "ndim", "channel_axis"):
+        assert getattr(native.energy, key) == getattr(reference.energy, key), key
+    assert native.offsets == reference.offsets and native.batched == reference.batched
+
+
+def both(image, seeds, **kw):
+    native = energy.segmentation_graph(image, seeds, **kw)
+    reference = energy._reference_graph(image, seeds, **kw)
+    assert native.energy.syncs < reference.energy.syncs  # the native ops ran, with fewer reads
+    return native, reference
+
+
+def make_case(rng, ndim, batch, channels, dtype, last, cover):
+    """A random image (values of ``dtype``, channels first or last) and seeds of both kinds per image."""
+    shape = tuple(int(v) for v in rng.integers(1, 7 if ndim == 3 else 24, ndim))
+    lead = (batch,) if batch else ()
+    cshape = (channels,) if channels > 1 else ()
+    full = lead + (shape + cshape if last else cshape + shape)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        lo, hi = max(info.min, -3000), min(info.max, 3000)
+        image = rng.integers(lo, hi, full, endpoint=True).astype(dtype)
+        if rng.random() < 0.3:  # few distinct values: ties, empty bins, zero differences
+            image = (image // 97 * 97).astype(dtype)
+    else:
+        image = (rng.normal(0, 10 ** rng.uniform(-3, 4), full) + rng.normal(0, 100)).astype(dtype)
+    seeds = (rng.random(lead + shape) < cover) * rng.integers(1, 3, lead + shape)
+    seeds = seeds.astype(rng.choice([np.uint8, np.int64, np.int32]))
+    for b in range(batch or 1):  # at least one seed of each kind per image
+        item = seeds[b] if batch else seeds
+        flat = item.reshape(-1)
+        if flat.size < 2:
+            return None
+        i, j = rng.choice(flat.size, 2, replace=False)
+        flat[i], flat[j] = 1, 2
+    return image, seeds, shape
+
+
+CASES = {"seed": st.integers(0, 2**32 - 1), "ndim": st.sampled_from((2, 3)), "batch": st.sampled_from((0, 0, 2)),
+         "channels": st.sampled_from((1, 2, 3, 4)), "dtype": st.sampled_from(sorted(DTYPES)), "last": st.booleans(),
+         "cover": st.sampled_from((0.0, 0.05, 0.9)), "given_sigma": st.booleans(),
+         "lam": st.sampled_from((0.0, 0.5, 8.0, 40.0)), "spaced": st.booleans()}
+
+
+def check_case(device, seed, ndim, batch, channels, dtype, last, cover, given_sigma, lam, spaced):
+    rng = np.random.default_rng(seed)
+    case = make_case(rng, ndim, batch, channels, DTYPES[dtype], last, cover)
+    if case is None:
+        return
+    image, seeds, _ = case
+    conn = int(rng.choice((4, 8) if ndim == 2 else (6, 18, 26)))
+    kw = {"connectivity": conn, "lam": lam}
+    if channels > 1:
+        kw["channel_axis"] = -1 if last else (1 if batch else 0)
+    if given_sigma:
+        kw["sigma"] = float(10 ** rng.uniform(-2, 3))
+    if spaced:
+        kw["spacing"] = tuple(float(v) for v in rng.uniform(0.3, 3.0, ndim))
+    if rng.random() < 0.3:
+        kw["bins"] = int(rng.integers(1, 9))
+    native, reference = both(torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device), **kw)
+    assert native.caps.device.type == device
+    assert_same(native, reference)
+
+
+@settings(max_examples=60, deadline=None)
+@given(**CASES)
+def test_native_equals_reference(**case):
+    check_case("cpu", **case)
+
+
+@pytest.mark.parametrize("gray, conn", [(True, 4), (False, 8)])
+def test_astronaut(gray, conn):
+    data = pytest.importorskip("skimage.data")
+    image = torch.from_numpy(data.astronaut()[::2, ::2].copy())  # 256 x 256 x 3 uint8
+    if gray:
+        image = image.float().mean(-1)
+    seeds = torch.zeros(256, 256, dtype=torch.uint8)
+    seeds[60:200, 90:170] = 1
+    seeds[:, :6], seeds[:, -6:], seeds[:6], seeds[-6:] = 2, 2, 2, 2
+    seeds[100:140, 110:150] = 0  # unseeded inside the box
+    native, reference = both(image, seeds, connectivity=conn)
+    assert_same(native, reference)
+    # the reference reads: finite check (float images), label range (2), seed counts, colour range (2), 2 axis sums
+    assert native.energy.syncs == 2 and reference.energy.syncs == gray + 2 + 1 + 2 + 2
+    native, reference = both(image, seeds, connectivity=conn, sigma=12.5)
+    assert_same(native, reference)
+    assert native.energy.syncs == 1
+
+
+def test_one_thread_and_two_agree():
+    """torch's exp takes other thread ranges with another thread count: the native build follows it."""
+    rng = np.random.default_rng(3)
+    image = torch.from_numpy(rng.normal(100, 40, (3, 181, 203)).astype(np.float32))
+    seeds = torch.from_numpy(rng.integers(0, 3, (181, 203)).astype(np.uint8))
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, max(2, threads)):
+            torch.set_num_threads(n)
+            assert_same(*both(image, seeds, connectivity=8, channel_axis=0))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("magnitude", [1e30, 1e-21, 1.0])
+def test_extreme_value_ranges(magnitude):
+    """Colour ranges whose unit of the exact sigma sums is not a normal float32 (sums in double)."""
+    rng = np.random.default_rng(6)
+    ramp = np.linspace(-1, 1, 40, dtype=np.float64)[None, :] * np.ones((30, 1))
+    image = torch.from_numpy((magnitude * (ramp + rng.normal(0, 1e-3, (2, 30, 40)))).astype(np.float32))
+    seeds = torch.zeros(2, 30, 40, dtype=torch.uint8)
+    seeds[:, 5, 3], seeds[:, 20, 35] = 1, 2
+    assert_same(*both(image, seeds, ndim=2, connectivity=8))
+
+
+def test_sigma_sums_beyond_int64_take_the_tensor_version(monkeypatch):
+    monkeypatch.setattr(energy, "_SIGMA_TERMS", 10)
+    rng = np.random.default_rng(8)
+    image = torch.from_numpy(rng.normal(0, 50, (3, 16, 17)).astype(np.float32))
+    seeds = torch.from_numpy(rng.integers(0, 3, (16, 17)).astype(np.uint8))
+    native = energy.segmentation_graph(image, seeds, channel_axis=0)
+    assert_same(native, energy._reference_graph(image, seeds, channel_axis=0))
+    assert native.energy.syncs == 1 + 2 + 2  # the checks, then the tensor version's sigma
+
+
+def test_five_channels_take_the_tensor_version():
+    rng = np.random.default_rng(5)
+    image = torch.from_numpy(rng.random((9, 10, 5)).astype(np.float32))
+    seeds = torch.zeros(9, 10, dtype=torch.uint8)
+    seeds[0, 0], seeds[8, 9] = 1, 2
+    g = energy.segmentation_graph(image, seeds, channel_axis=-1)
+    assert_same(g, energy._reference_graph(image, seeds, channel_axis=-1))
+    assert g.energy.syncs == energy._reference_graph(image, seeds, channel_axis=-1).energy.syncs
+
+
+IMG = np.random.default_rng(9).uniform(0, 255, (8, 9)).astype(np.float32)
+SEEDS = np.zeros((8, 9), np.int64)
+SEEDS[0, 0], SEEDS[7, 8] = 1, 2
+
+
+@pytest.mark.parametrize("image, seeds, kw, match", [
+    (np.where(IMG > 200, np.nan, IMG), SEEDS, {}, r"image: expected finite pixel values, got \d+ NaN or infinite"),
+    (np.where(IMG > 100, np.inf, IMG).astype(np.float16), SEEDS, {},
+     r"image: expected finite pixel values, got \d+ NaN or infinite"),
+    (np.where(IMG > 100, -np.inf, IMG).astype(np.float64), SEEDS, {},
+     r"image: expected finite pixel values, got \d+ NaN or infinite"),
+    (IMG, SEEDS - 1, {}, r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 \(background\), got values in \[-1, 1\]"),
+    (IMG, SEEDS * 3, {}, r"got values in \[0, 6\]"),
+    (IMG, np.where(SEEDS == 1, 0, SEEDS), {}, r"seeds: expected at least one object \(label 1\) seed, got none"),
+    (np.stack([IMG, IMG]), np.stack([SEEDS, np.where(SEEDS == 2, 0, SEEDS)]), {"ndim": 2},
+     r"seeds: expected at least one background \(label 2\) seed in batch item 1, got none"),
+    (np.where(IMG > 200, np.nan, IMG), SEEDS * 3, {}, r"image: expected finite pixel values"),  # image first
+    (IMG, np.zeros_like(SEEDS), {"scale": 1e9}, r"scale: lam \* scale"),  # the scale before the seeds
+])
+def test_errors_are_the_reference_errors(image, seeds, kw, match):
+    for build in (energy.segmentation_graph, energy._reference_graph):
+        with pytest.raises(ValueError, match=match):
+            build(torch.from_numpy(image), torch.from_numpy(seeds), **kw)
+
+
+def test_inputs_are_left_alone():
+    image = torch.from_numpy(np.ascontiguousarray(np.random.default_rng(2).uniform(0, 9, (7, 8, 3)).astype(np.float32)))
+    seeds = torch.zeros(7, 8, dtype=torch.uint8)
+    seeds[0, 0], seeds[6, 7] = 1, 2
+    before = image.clone(), seeds.clone()
+    g = energy.segmentation_graph(image, seeds)
+    assert torch.equal(image, before[0]) and torch.equal(seeds, before[1])
+    assert g.caps.data_ptr() != image.data_ptr()
+
+
+def test_segment_reports_its_syncs():
+    image = torch.zeros(6, 6)
+    image[1:4, 1:4] = 1.0
+    seeds = torch.zeros(6, 6, dtype=torch.int64)
+    seeds[2, 2], seeds[5, 5] = 1, 2
+    mask, result = torchcut.segment(image, seeds, return_result=True)
+    assert result.stats["syncs"] == 2 and result.verify()
+    assert torch.equal(mask, torchcut.segment(image, seeds))
+    _, result = torchcut.segment(image, seeds, sigma=0.5, return_result=True)
+    assert result.stats["syncs"] == 1
+
+
+def test_ops_pass_opcheck():
+    """Schemas, fakes (torch.compile traces with them) and the CPU kernels agree."""
+    rng = np.random.default_rng(4)
+    x = torch.from_numpy(rng.random((2, 3, 30)).astype(np.float32))
+    seeds = torch.from_numpy(rng.integers(0, 3, (2, 30)).astype(np.int64))
+    ops = torch.ops.torchcut
+    torch.library.opcheck(ops.seg_check.default, (x, seeds, True))
+    s8 = seeds.to(torch.uint8)
+    lo, span = x.amin(2), x.amax(2) - x.amin(2)
+    torch.library.opcheck(ops.seg_hist.default, (x, s8, lo, span, 4, [2.0**20, 2.0**20], False, [5, 6], True))
+    table = torch.from_numpy(rng.normal(0, 1, (2, 64)).astype(np.float32))
+    coef = torch.tensor([-0.5, -0.25])
+    args = (x, s8, table, lo, span, coef, 4, 100.0, 9999, [5, 6], [0, 1, 1, -1, 1, 0, 1, 1], [8.0, 5.6, 8.0, 5.6])
+    torch.library.opcheck(ops.seg_energy.default, args)
+
+
+@pytest.mark.cuda
+@settings(max_examples=40, deadline=None)
+@given(**CASES)
+def test_cuda_native_equals_reference(**case):
+    check_case("cuda", **case)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("volume", [False, True])
+def test_large_images(device, channels, volume):
+    """Many tasks or blocks per image (thread ranges, grid-stride loops), a batch of images or one volume,
+    float and uint8."""
+    rng = np.random.default_rng(channels)
+    shape = (9, 70, 81) if volume else (2, 300, 257)
+    image = torch.from_numpy(rng.normal(80, 30, (channels,) + shape).astype(np.float32)).to(device)
+    seeds = torch.from_numpy((rng.random(shape) < 0.1) * rng.integers(1, 3, shape)).to(device)
+    seeds[..., 0, 0], seeds[..., -1, -1] = 1, 2
+    if not volume:
+        image = image.transpose(0, 1)  # [B, C, H, W]
+    kw = {"connectivity": 26 if volume else 8}
+    if channels == 1:
+        image = image.squeeze(1 if not volume else 0)
+    else:
+        kw["channel_axis"] = 0 if volume else 1
+    assert_same(*both(image, seeds, **kw))
+    assert_same(*both(image.clamp(0, 255).to(torch.uint8), seeds, sigma=7.0, **kw))

@@ -1,0 +1,173 @@
+// CUDA kernels of the segmentation energy (torch.ops.torchcut.seg_hist / seg_energy; wrappers in
+// energy_ops.cpp): one pass each over the pixels, with the formulas of ../seg_energy.h. expf here is the
+// function torch's float32 exp kernel calls (no fast-math flags in either build), so the capacities are the
+// tensor version's bit for bit.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+
+#include "../seg_energy.h"
+#include "cuda_check.h"
+#include "energy.h"
+
+namespace torchcut_seg {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return (int)(b < 4096 ? (b > 0 ? b : 1) : 4096);  // grid-stride loops beyond
+}
+
+// One image (blockIdx.y unused): histogram of the seeded pixels, and the exact sum of sigma's terms over
+// the axis-aligned pairs (p, p + e_axis), one atomic add per block.
+template <int C>
+__global__ void hist_kernel(SegGrid g, const float* __restrict__ x, const uint8_t* __restrict__ seeds,
+                            const float* __restrict__ lo, const float* __restrict__ span, int64_t bins, int64_t nb,
+                            float unit, double unit_wide, bool wide, bool sigma, int32_t* __restrict__ counts,
+                            unsigned long long* __restrict__ total, unsigned long long* __restrict__ flag) {
+  const int64_t N = g.N, HW = g.H * g.W;
+  long long mine = 0;
+  bool inf = false;
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < N; p += (int64_t)gridDim.x * blockDim.x) {
+    const uint8_t s = seeds[p];
+    if (s == 1 || s == 2) atomicAdd(counts + bin_index<C>(x + p, N, lo, span, bins) + (s == 2 ? nb : 0), 1);
+    if (!sigma) continue;
+    const int64_t xx = p % g.W, y = (p / g.W) % g.H, z = p / HW;
+    const int64_t step[3] = {1, g.W, HW};
+    const bool inside[3] = {xx + 1 < g.W, y + 1 < g.H, z + 1 < g.D};
+    for (int a = 0; a < 3; ++a) {
+      if (!inside[a]) continue;
+      const double q = sigma_units(sq_diff<C>(x + p, x + p + step[a], N), unit, unit_wide, wide);
+      if (isfinite(q))
+        mine += (long long)q;
+      else
+        inf = true;
+    }
+  }
+  if (!sigma) return;
+  // block sum: warp shuffles, then one value per warp through shared memory
+  for (int o = 16; o > 0; o >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, o);
+  const bool any_inf = __any_sync(0xffffffffu, inf);
+  __shared__ long long warp_sum[kThreads / 32];
+  __shared__ int warp_inf[kThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) {
+    warp_sum[warp] = mine;
+    warp_inf[warp] = any_inf;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long sum = 0;
+    int f = 0;
+    for (int w = 0; w < (int)(blockDim.x / 32); ++w) {
+      sum += warp_sum[w];
+      f |= warp_inf[w];
+    }
+    if (sum) atomicAdd(total, (unsigned long long)sum);
+    if (f) atomicOr(flag, 1ull);
+  }
+}
+
+struct Dirs {
+  int o[kMaxOffsets][3];  // (dz, dy, dx)
+  float w[kMaxOffsets];   // lam * scale / dist as float32; 0: the direction has no n-links
+};
+
+template <int C>
+__device__ __forceinline__ int32_t link(const float* a, const float* b, int64_t N, float coef, float w) {
+  return (int32_t)link_cap(expf(mul_rn(sq_diff<C>(a, b, N), coef)), w);
+}
+
+// One image: the terminal capacities of each pixel and both arcs of every direction stored at it.
+template <int C>
+__global__ void energy_kernel(SegGrid g, const float* __restrict__ x, const uint8_t* __restrict__ seeds,
+                             const float* __restrict__ table, const float* __restrict__ lo,
+                             const float* __restrict__ span, const float* __restrict__ coef_ptr, int64_t bins,
+                             float scale, float hard, int K, Dirs dirs, int64_t* __restrict__ source,
+                             int32_t* __restrict__ sink, int32_t* __restrict__ caps) {
+  const int64_t N = g.N, HW = g.H * g.W;
+  const float coef = *coef_ptr;
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < N; p += (int64_t)gridDim.x * blockDim.x) {
+    const uint8_t s = seeds[p];
+    if (s == 1) {
+      source[p] = (int64_t)hard;
+      sink[p] = 0;
+    } else if (s == 2) {
+      source[p] = 0;
+      sink[p] = (int32_t)hard;
+    } else {
+      const float llr = table[bin_index<C>(x + p, N, lo, span, bins)];
+      source[p] = (int64_t)data_cap(llr, scale);
+      sink[p] = (int32_t)data_cap(-llr, scale);
+    }
+    const int64_t xx = p % g.W, y = (p / g.W) % g.H, z = p / HW;
+    for (int k = 0; k < K; ++k) {
+      const int dz = dirs.o[k][0], dy = dirs.o[k][1], dx = dirs.o[k][2];
+      const int64_t shift = dz * HW + dy * g.W + dx;
+      int32_t fwd = 0, bwd = 0;
+      if (dirs.w[k] > 0.f) {
+        // arc p -> p + o (the pair (p, p + o)), and arc p -> p - o (the pair (p - o, p))
+        if (z + dz >= 0 && z + dz < g.D && y + dy >= 0 && y + dy < g.H && xx + dx >= 0 && xx + dx < g.W)
+          fwd = link<C>(x + p, x + p + shift, N, coef, dirs.w[k]);
+        if (z - dz >= 0 && z - dz < g.D && y - dy >= 0 && y - dy < g.H && xx - dx >= 0 && xx - dx < g.W)
+          bwd = link<C>(x + p - shift, x + p, N, coef, dirs.w[k]);
+      }
+      caps[k * N + p] = fwd;
+      caps[(K + k) * N + p] = bwd;
+    }
+  }
+}
+
+template <typename F>
+void with_channels(int64_t C, F&& f) {
+  switch (C) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    default: f(std::integral_constant<int, 4>()); break;
+  }
+}
+
+}  // namespace
+
+void launch_seg_hist(cudaStream_t stream, const SegGrid& g, const float* x, const uint8_t* seeds, const float* lo,
+                     const float* span, int64_t bins, const double* unit, bool wide, bool sigma, int32_t* counts,
+                     unsigned long long* sums) {
+  int64_t nb = 1;
+  for (int64_t c = 0; c < g.C; ++c) nb *= bins;
+  for (int64_t b = 0; b < g.B; ++b) {
+    with_channels(g.C, [&](auto c) {
+      hist_kernel<decltype(c)::value><<<blocks_for(g.N), kThreads, 0, stream>>>(
+          g, x + b * g.C * g.N, seeds + b * g.N, lo + b * g.C, span + b * g.C, bins, nb, (float)unit[b], unit[b], wide,
+          sigma, counts + b * 2 * nb, sums + b, sums + g.B + b);
+    });
+    TORCHCUT_CUDA_CHECK("torchcut.seg_hist", cudaGetLastError());
+  }
+}
+
+void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, const uint8_t* seeds, const float* table,
+                       int64_t nb, const float* lo, const float* span, const float* coef, int64_t bins, float scale,
+                       float hard, int K, const int* offsets, const float* weights, int64_t* source, int32_t* sink,
+                       int32_t* caps) {
+  if (K > kMaxOffsets) throw std::runtime_error("torchcut.seg_energy: at most 13 offsets");
+  Dirs dirs;
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < 3; ++j) dirs.o[k][j] = offsets[3 * k + j];
+    dirs.w[k] = weights[k];
+  }
+  for (int64_t b = 0; b < g.B; ++b) {
+    with_channels(g.C, [&](auto c) {
+      energy_kernel<decltype(c)::value><<<blocks_for(g.N), kThreads, 0, stream>>>(
+          g, x + b * g.C * g.N, seeds + b * g.N, table + b * nb, lo + b * g.C, span + b * g.C, coef + b, bins, scale,
+          hard, K, dirs, source + b * g.N, sink + b * g.N, caps + b * 2 * K * g.N);
+    });
+    TORCHCUT_CUDA_CHECK("torchcut.seg_energy", cudaGetLastError());
+  }
+}
+
+}  // namespace torchcut_seg
