@@ -205,3 +205,18 @@ def test_cuda_native_energy_equals_tensor_version():
                 _assert_same(out, E)
         new, ref = _refine_both(x, P, lam=2.0, sigma=12.0, connectivity=conn)
         assert torch.equal(new, ref) and new.device.type == "cuda"
+
+
+def test_fake_matches_the_op():
+    """The fake (torch.compile's shapes) describes what the op returns, for both outputs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x, denom = torch.rand(2, 3, 6, 7) * 255, torch.full((2, 4), 50.0)
+    for C in (2, 3):
+        P = torch.softmax(torch.randn(2, C, 6, 7), 1)
+        args = (denom, [1.0] * 4, [0, 1, 1, 0, 1, 1, 1, -1], 1e-6, None, C == 2)
+        real = torch.ops.torchcut.potts_energy(x, P, *args)
+        with FakeTensorMode() as mode:
+            fake = torch.ops.torchcut.potts_energy(mode.from_tensor(x), mode.from_tensor(P), mode.from_tensor(denom),
+                                                   *args[1:])
+        assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real]
