@@ -181,8 +181,8 @@ def test_op_checks_its_arguments():
     denom = torch.ones(1, 2)
     with pytest.raises(RuntimeError, match="probs: expected at least 2 classes"):
         torch.ops.torchcut.potts_energy(x, P[:, :1], denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, False)
-    with pytest.raises(RuntimeError, match="image: expected 1 to 4 channels"):
-        torch.ops.torchcut.potts_energy(torch.zeros(1, 5, 4, 5), P, denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, True)
+    with pytest.raises(RuntimeError, match="image: expected 1 to 16 channels"):
+        torch.ops.torchcut.potts_energy(torch.zeros(1, 17, 4, 5), P, denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, True)
     with pytest.raises(RuntimeError, match="graph: expected 2 classes"):
         torch.ops.torchcut.potts_energy(x, torch.full((1, 3, 4, 5), 0.3), denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6,
                                         None, True)

@@ -800,7 +800,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
             P = P.to(torch.float64)
         a, b, c, checks = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o],
                                                          PROB_FLOOR, S, C == 2)
-        _potts_checks(checks, P, C)
+        _potts_checks(checks, C)
         if C == 2:  # the move from all-zero labels to label 1 reaches every labelling: one exact cut
             return _solve_binary(a, b, c, offsets, backend).view(label_shape)
         E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
@@ -838,15 +838,15 @@ def _native_potts(device: torch.device) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key("torchcut::potts_energy", "CUDA")
 
 
-def _potts_checks(checks: torch.Tensor, P: torch.Tensor, C: int, image: str = "image") -> None:
+def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str = "image") -> None:
     """Raise the errors of the tensor version from ``potts_energy``'s checks (the op's last output)."""
     bad_p, p_min, bad_x, lo, hi, _, failed = checks.tolist()[:7]
     if not failed:
         return
     if bad_p:
-        raise ValueError(f"probs: expected finite values, got {int(bad_p)} NaN or infinite value(s)")
+        raise ValueError(f"{probs}: expected finite values, got {int(bad_p)} NaN or infinite value(s)")
     if p_min < 0:
-        raise ValueError(f"probs: expected non-negative probabilities, got minimum {p_min}")
+        raise ValueError(f"{probs}: expected non-negative probabilities, got minimum {p_min}")
     if bad_x:
         raise ValueError(f"{image}: expected finite pixel values, got NaN or infinite value(s)")
     raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{int(lo)}, {int(hi)}]")

@@ -42,7 +42,7 @@
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kMaxChannels = 4;
+constexpr int kMaxChannels = 16;  // refine takes the op for at most 4 (its channel sum is sequential up to 4)
 constexpr int kMaxOffsets = 13;
 enum InfoSlot { kBadProbs = 0, kProbMin, kBadImage, kSeedLo, kSeedHi, kScale, kFailed, kInfoLen = 8 };
 constexpr double kQuantRange = 1073741824.0;  // 2**30, multilabel.QUANT_RANGE
@@ -161,8 +161,8 @@ struct PassB {
   bool seeded = false;
 };
 
-// Pass B: U = -log(...) into lbuf, w = exp(...) * mult into ebuf, and the maxima.
-void pass_b(const Geometry& g, const float* mult, const int64_t* seeds, double* lbuf, float* ebuf,
+// Pass B (reads only): the maxima of U = -log(...) and of w = exp(...) * mult.
+void pass_b(const Geometry& g, const float* mult, const int64_t* seeds, const double* lbuf, const float* ebuf,
             std::vector<PassB>& parts) {
   const int64_t n = g.n, C = g.C, K = g.K, B = g.B;
   at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
@@ -173,21 +173,17 @@ void pass_b(const Geometry& g, const float* mult, const int64_t* seeds, double* 
       const int64_t row = (d * g.H + h) * g.W;
       for (int64_t w = 0; w < g.W; ++w) {
         const int64_t pix = row + w;
-        double m = std::numeric_limits<double>::infinity();
+        double m = std::numeric_limits<double>::infinity(), top = -m;
         for (int64_t c = 0; c < C; ++c) {
-          double& u = lbuf[(b * C + c) * n + pix];
-          u = -u;
-          acc.u_raw = std::max(acc.u_raw, u);
+          const double u = -lbuf[(b * C + c) * n + pix];
+          top = std::max(top, u);
           m = std::min(m, u);
         }
-        if (seeds != nullptr && seeds[b * n + pix] >= 0) {
-          acc.seeded = true;
-        } else {
-          for (int64_t c = 0; c < C; ++c) acc.u_shift = std::max(acc.u_shift, lbuf[(b * C + c) * n + pix] - m);
-        }
+        acc.u_raw = std::max(acc.u_raw, top);
+        if (seeds != nullptr && seeds[b * n + pix] >= 0) acc.seeded = true;
+        else acc.u_shift = std::max(acc.u_shift, top - m);
         for (int64_t k = 0; k < K; ++k) {
-          float& e = ebuf[(k * B + b) * n + pix];
-          e = e * mult[k];
+          const float e = ebuf[(k * B + b) * n + pix] * mult[k];
           const double v = static_cast<double>(e);
           acc.w_all = std::max(acc.w_all, v);
           if (g.inside(k, d, h, w)) acc.w_in = std::max(acc.w_in, v);
@@ -201,7 +197,12 @@ void pass_b(const Geometry& g, const float* mult, const int64_t* seeds, double* 
   });
 }
 
-inline int32_t quant(double v, double scale) { return static_cast<int32_t>(std::nearbyint(v * scale)); }
+// round(v * scale) half to even, as torch.round: v * scale is in [0, 2**31), where adding and subtracting
+// 2**52 rounds to an integer in the current (nearest-even) mode; std::nearbyint is a library call here.
+inline int32_t quant(double v, double scale) {
+  const double t = v * scale;
+  return static_cast<int32_t>((t + 0x1p52) - 0x1p52);
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
     const at::Tensor& image, const at::Tensor& probs, const at::Tensor& denom_, at::ArrayRef<double> mult_,
@@ -323,18 +324,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
 
   // pass C
   const int64_t n = g.n, C = g.C, K = g.K, B = g.B;
-  auto wq = [&](int64_t k, int64_t b, int64_t pix) { return quant(static_cast<double>(E[(k * B + b) * n + pix]), scale); };
+  const float* M = mult.data();
+  auto wq = [&](int64_t k, int64_t b, int64_t pix) {
+    return quant(static_cast<double>(E[(k * B + b) * n + pix] * M[k]), scale);
+  };
   // the unary of class c at a pixel, shifted (seeded pixels: 0 for their class, hard for the others)
   auto shifted = [&](int64_t b, int64_t pix, int64_t c, double mn) {
     if (S) {
       const int64_t s = S[b * n + pix];
       if (s >= 0) return c == s ? 0.0 : hard;
     }
-    return L[(b * C + c) * n + pix] - mn;
+    return -L[(b * C + c) * n + pix] - mn;
   };
   auto min_u = [&](int64_t b, int64_t pix) {
     double mn = std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < C; ++c) mn = std::min(mn, L[(b * C + c) * n + pix]);
+    for (int64_t c = 0; c < C; ++c) mn = std::min(mn, -L[(b * C + c) * n + pix]);
     return mn;
   };
   if (graph) {
