@@ -100,7 +100,7 @@ def cases(which):
 
 def solve_only(image, prob, conn):
     """The grid solve of compat's graph alone (built once, outside the clock)."""
-    graph = tcf.graph(image, prob, LAMDA, SIGMA, conn)
+    graph = tcf._graph(image, prob, LAMDA, SIGMA, conn)
     return lambda: torchcut.maxflow(graph).mask
 
 

@@ -11,7 +11,7 @@ This module imports nothing, so that ``setup.py`` can run it without importing t
 CPU_SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp", "cpu/energy_potts.cpp"]
 CUDA_SOURCES = ["cuda/grid_ops.cpp", "cuda/grid_solve.cpp", "cuda/grid_push_i32.cu", "cuda/grid_push_i64.cu",
                 "cuda/grid_bfs.cu", "cuda/grid_slab.cpp", "cuda/grid_slab_kernels.cu", "cuda/grid_moves.cu",
-                "cuda/csr_ops.cpp", "cuda/csr_kernels.cu"]
+                "cuda/csr_ops.cpp", "cuda/csr_kernels.cu", "cuda/energy_potts.cu"]
 CXX_FLAGS = ["-O3", "-g0"]  # the C++ standard is the one torch asks for; no debug info (the build 20% faster)
 NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 # Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,
