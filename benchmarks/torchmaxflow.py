@@ -3,7 +3,8 @@
 The job torchmaxflow is used for: an image and a 2-class probability map become a mask through a
 contrast-sensitive Potts graph cut (``lamda`` 20, ``sigma`` 15 in the image's 0-255 units). Cases: 2D
 images of 128^2 to 1024^2, gray and RGB, 4- and 8-connected; 3D volumes of 64^3 to 128^3, gray, 6- and
-26-connected. Inputs: ``skimage.data.astronaut`` resized (2D) or a synthetic volume of blobs (3D), and
+26-connected. Inputs: ``skimage.data.astronaut`` resized (2D; coloured discs without scikit-image) or a
+synthetic volume of blobs (3D), and
 a probability map ``sigmoid`` of the brightness plus smoothed noise (a network's softmax, roughly).
 
 Per case: torchmaxflow 0.0.7 (``torchmaxflow.maxflow``), ``torchcut.compat.torchmaxflow.maxflow`` (the
@@ -53,13 +54,27 @@ def _smooth_noise(shape, rng, passes=4):
     return (x / x.std())[0, 0]
 
 
+def _picture(size, rng):
+    """``[3, size, size]`` float32 in 0-255: skimage's astronaut resized, or (without scikit-image)
+    coloured discs on a noisy background."""
+    try:
+        from skimage import data, transform
+    except ImportError:
+        g = np.meshgrid(*[np.linspace(0, 1, size, dtype=np.float32)] * 2, indexing="ij")
+        img = np.broadcast_to(rng.random((3, 1, 1), dtype=np.float32) * 200 + 20, (3, size, size)).copy()
+        for _ in range(8):
+            c, r = rng.random(2), 0.05 + 0.2 * rng.random()
+            img[:, sum((gi - ci) ** 2 for gi, ci in zip(g, c)) < r * r] = rng.random((3, 1)) * 200 + 20
+        img += rng.normal(0, 10, img.shape).astype(np.float32)
+        return torch.from_numpy(img)
+    img = transform.resize(data.astronaut(), (size, size), anti_aliasing=True).astype(np.float32) * 255
+    return torch.from_numpy(img).permute(2, 0, 1).contiguous()
+
+
 def image_2d(size, rgb, seed=0):
     """``[1, C, H, W]`` float32 image in 0-255 and ``[1, 2, H, W]`` probabilities."""
-    from skimage import data, transform
-
     rng = np.random.default_rng(seed)
-    img = transform.resize(data.astronaut(), (size, size), anti_aliasing=True).astype(np.float32) * 255
-    x = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+    x = _picture(size, rng)
     gray = x.mean(0)
     if not rgb:
         x = gray[None].clone()
