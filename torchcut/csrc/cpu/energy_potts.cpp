@@ -103,47 +103,54 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
   const int64_t n = g.n, Ch = g.Ch, C = g.C, K = g.K, B = g.B;
   at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
     PassA acc;
+    const int64_t W = g.W;
+    std::vector<float> d2_row(W);
+    float* d2 = d2_row.data();
     for (int64_t r = r0; r < r1; ++r) {
       int64_t b, d, h;
       row_coords(g, r, b, d, h);
-      const int64_t row = (d * g.H + h) * g.W;
-      for (int64_t w = 0; w < g.W; ++w) {
-        const int64_t pix = row + w;
-        const TP* pp = P + b * sp.b + d * sp.d + h * sp.h + w * sp.w;
-        for (int64_t c = 0; c < C; ++c) {
-          const TP v = pp[c * sp.x];
+      const int64_t row = (d * g.H + h) * W;
+      for (int64_t c = 0; c < C; ++c) {
+        const TP* pr = P + b * sp.b + c * sp.x + d * sp.d + h * sp.h;
+        double* lr = lbuf + (b * C + c) * n + row;
+        for (int64_t w = 0; w < W; ++w) {
+          const TP v = pr[w * sp.w];
           if (!is_finite(v)) ++acc.bad_probs;
           const double dv = static_cast<double>(v);
-          acc.prob_min = std::min(acc.prob_min, dv);
-          lbuf[(b * C + c) * n + pix] = dv < floor ? floor : dv;
+          acc.prob_min = dv < acc.prob_min ? dv : acc.prob_min;
+          lr[w] = dv < floor ? floor : dv;
         }
-        if (seeds != nullptr) {
-          const int64_t s = seeds[b * n + pix];
+      }
+      if (seeds != nullptr) {
+        for (int64_t w = 0; w < W; ++w) {
+          const int64_t s = seeds[b * n + row + w];
           acc.seed_lo = std::min(acc.seed_lo, s);
           acc.seed_hi = std::max(acc.seed_hi, s);
         }
-        const TI* xp = X + b * sx.b + d * sx.d + h * sx.h + w * sx.w;
-        float xc[kMaxChannels];
-        for (int64_t c = 0; c < Ch; ++c) {
-          if (!is_finite(xp[c * sx.x])) ++acc.bad_image;
-          xc[c] = static_cast<float>(xp[c * sx.x]);
+      }
+      const TI* xrow = X + b * sx.b + d * sx.d + h * sx.h;
+      if constexpr (std::is_floating_point_v<TI>) {
+        for (int64_t c = 0; c < Ch; ++c)
+          for (int64_t w = 0; w < W; ++w) acc.bad_image += !is_finite(xrow[c * sx.x + w * sx.w]);
+      }
+      for (int64_t k = 0; k < K; ++k) {
+        // the neighbour p + o_k is inside for w in [lo, hi) when its row is; outside it reads 0
+        const int64_t dq = d + g.od[k], hq = h + g.oh[k], ow = g.ow[k];
+        const bool row_in = dq >= 0 && dq < g.D && hq >= 0 && hq < g.H;
+        const int64_t lo = row_in ? std::max<int64_t>(0, -ow) : 0;
+        const int64_t hi = row_in ? std::max(lo, std::min<int64_t>(W, W - ow)) : 0;
+        for (int64_t c = 0; c < Ch; ++c) {  // channel by channel, as torch sums them
+          const TI* xr = xrow + c * sx.x;
+          const TI* qr = xr + g.od[k] * sx.d + g.oh[k] * sx.h + ow * sx.w;  // read only for w in [lo, hi)
+          auto add = [&](int64_t w, float t) { d2[w] = c == 0 ? t * t : d2[w] + t * t; };
+          for (int64_t w = 0; w < lo; ++w) add(w, static_cast<float>(xr[w * sx.w]));
+          for (int64_t w = lo; w < hi; ++w)
+            add(w, static_cast<float>(xr[w * sx.w]) - static_cast<float>(qr[w * sx.w]));
+          for (int64_t w = hi; w < W; ++w) add(w, static_cast<float>(xr[w * sx.w]));
         }
-        for (int64_t k = 0; k < K; ++k) {
-          float d2;
-          if (g.inside(k, d, h, w)) {
-            const TI* xq = xp + g.od[k] * sx.d + g.oh[k] * sx.h + g.ow[k] * sx.w;
-            float t = xc[0] - static_cast<float>(xq[0]);
-            d2 = t * t;
-            for (int64_t c = 1; c < Ch; ++c) {
-              t = xc[c] - static_cast<float>(xq[c * sx.x]);
-              d2 = d2 + t * t;
-            }
-          } else {  // the neighbour outside reads 0 (refine's shift fills 0)
-            d2 = xc[0] * xc[0];
-            for (int64_t c = 1; c < Ch; ++c) d2 = d2 + xc[c] * xc[c];
-          }
-          ebuf[(k * B + b) * n + pix] = -d2 / denom[b * K + k];
-        }
+        float* er = ebuf + (k * B + b) * n + row;
+        const float den = denom[b * K + k];
+        for (int64_t w = 0; w < W; ++w) er[w] = -d2[w] / den;
       }
     }
     PassA& m = parts[at::get_thread_num()];
@@ -350,30 +357,63 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
     int32_t* cp = caps.data_ptr<int32_t>();
     int64_t* so = source.data_ptr<int64_t>();
     int32_t* si = sink.data_ptr<int32_t>();
+    // row by row, one simple loop per term (the compiler vectorises them)
     at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
+      std::vector<int32_t> src_row(g.W), snk_row(g.W);
+      int32_t* src = src_row.data();
+      int32_t* snk = snk_row.data();
+      const int64_t W = g.W;
       for (int64_t r = r0; r < r1; ++r) {
         int64_t b, d, h;
         row_coords(g, r, b, d, h);
-        const int64_t row = (d * g.H + h) * g.W;
-        for (int64_t w = 0; w < g.W; ++w) {
-          const int64_t pix = row + w;
-          const double mn = min_u(b, pix);
-          int32_t src = quant(shifted(b, pix, 1, mn), scale);
-          int32_t snk = quant(shifted(b, pix, 0, mn), scale);
-          int32_t* cpix = cp + b * 2 * K * n + pix;
-          for (int64_t k = 0; k < K; ++k) {
-            const int32_t wk = g.inside(k, d, h, w) ? wq(k, b, pix) : 0;
-            src += wk;
-            cpix[k * n] = 2 * wk;
-            cpix[(K + k) * n] = 0;
-            if (g.inside_back(k, d, h, w)) {
-              const int64_t back = pix - (g.od[k] * g.H + g.oh[k]) * g.W - g.ow[k];
-              snk += wq(k, b, back);
-            }
+        const int64_t row = (d * g.H + h) * W;
+        const double* L0 = L + (b * C) * n + row;
+        const double* L1 = L0 + n;
+        if (S == nullptr) {
+          for (int64_t w = 0; w < W; ++w) {
+            const double u0 = -L0[w], u1 = -L1[w];
+            const double mn = u1 < u0 ? u1 : u0;
+            src[w] = quant(u1 - mn, scale);
+            snk[w] = quant(u0 - mn, scale);
           }
-          const int32_t low = std::min(src, snk);
-          so[b * n + pix] = src - low;
-          si[b * n + pix] = snk - low;
+        } else {
+          for (int64_t w = 0; w < W; ++w) {
+            const double mn = min_u(b, row + w);
+            src[w] = quant(shifted(b, row + w, 1, mn), scale);
+            snk[w] = quant(shifted(b, row + w, 0, mn), scale);
+          }
+        }
+        int32_t* cpb = cp + b * 2 * K * n + row;
+        for (int64_t k = 0; k < K; ++k) {
+          const float mk = M[k];
+          int32_t* fwd = cpb + k * n;
+          std::fill(cpb + (K + k) * n, cpb + (K + k) * n + W, 0);
+          // p -> p + o_k inside for w in [lo, hi) when the row of p + o_k is
+          const int64_t dq = d + g.od[k], hq = h + g.oh[k], ow = g.ow[k];
+          const bool row_in = dq >= 0 && dq < g.D && hq >= 0 && hq < g.H;
+          const int64_t lo = row_in ? std::max<int64_t>(0, -ow) : 0, hi = row_in ? std::min<int64_t>(W, W - ow) : 0;
+          const float* Ek = E + (k * B + b) * n + row;
+          for (int64_t w = 0; w < lo; ++w) fwd[w] = 0;
+          for (int64_t w = std::max(hi, lo); w < W; ++w) fwd[w] = 0;
+          for (int64_t w = lo; w < hi; ++w) {
+            const int32_t wk = quant(static_cast<double>(Ek[w] * mk), scale);
+            fwd[w] = 2 * wk;
+            src[w] += wk;
+          }
+          // the arc into p from p - o_k: its E10 term lives on p's sink arc
+          const int64_t dp = d - g.od[k], hp = h - g.oh[k];
+          if (dp >= 0 && dp < g.D && hp >= 0 && hp < g.H) {
+            const float* Eb = E + (k * B + b) * n + (dp * g.H + hp) * W;  // Eb[w - ow] = E_k[p - o_k]
+            const int64_t blo = std::max<int64_t>(0, ow), bhi = std::min<int64_t>(W, W + ow);
+            for (int64_t w = blo; w < bhi; ++w) snk[w] += quant(static_cast<double>(Eb[w - ow] * mk), scale);
+          }
+        }
+        int64_t* sor = so + b * n + row;
+        int32_t* sir = si + b * n + row;
+        for (int64_t w = 0; w < W; ++w) {
+          const int32_t low = src[w] < snk[w] ? src[w] : snk[w];
+          sor[w] = src[w] - low;
+          sir[w] = snk[w] - low;
         }
       }
     });

@@ -14,7 +14,7 @@ runs after one warm-up, the calls interleaved in each round, with torch's thread
 Masks are compared with torchmaxflow's (pixels that differ). The solve alone (``grid_solve`` on the
 built graph) is timed beside the calls.
 
-    python benchmarks/torchmaxflow.py [--repeat 7] [--threads 2] [--cases 2d,3d] [--out FILE.md]
+    python benchmarks/refine_torchmaxflow.py [--repeat 7] [--threads 2] [--cases 2d,3d] [--out FILE.md]
 
 torchmaxflow is optional: without it the torchcut columns alone are printed. It installs with
 ``pip install 'setuptools<70'`` then ``pip install --no-build-isolation torchmaxflow==0.0.7``.
