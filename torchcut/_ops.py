@@ -316,7 +316,18 @@ def _register_fakes() -> None:
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
 
-    for name, fake in (("grid_solve", grid_solve), ("grid_solve_", grid_solve_), ("csr_solve_", csr_solve_)):
+    def potts_energy(image, probs, denom, mult, offsets, floor, seeds, graph):
+        B, C, S = probs.shape[0], probs.shape[1], tuple(probs.shape[2:])
+        K = len(offsets) // len(S)
+        checks = torch.empty(8, dtype=torch.float64, device="cpu")  # always on the host (energy_potts.cpp)
+        if graph:
+            return (probs.new_empty((B, 2 * K) + S, dtype=torch.int32), probs.new_empty((B,) + S, dtype=torch.int64),
+                    probs.new_empty((B,) + S, dtype=torch.int32), checks)
+        return (probs.new_empty((B, C) + S, dtype=torch.int32), probs.new_empty((B, K) + S, dtype=torch.int32),
+                probs.new_empty((B,), dtype=torch.float64), checks)
+
+    for name, fake in (("grid_solve", grid_solve), ("grid_solve_", grid_solve_), ("csr_solve_", csr_solve_),
+                       ("potts_energy", potts_energy)):
         torch.library.register_fake(f"torchcut::{name}")(fake)
     if hasattr(torch.ops.torchcut, "seg_energy"):
         _register_segmentation_fakes()

@@ -61,7 +61,7 @@ PROB_FLOOR = 1e-6
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-def _tensor(x, name: str, device=None) -> torch.Tensor:
+def _tensor(x, name: str, device=None, finite: bool = True) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a numeric (integer or float) array, got {describe(x)}")
@@ -78,7 +78,7 @@ def _tensor(x, name: str, device=None) -> torch.Tensor:
     check_has_data(x, name)
     if device is not None:
         x = x.to(device)
-    if x.is_floating_point():
+    if finite and x.is_floating_point():  # finite=False: the caller checks (inside a native op)
         bad = ~torch.isfinite(x)
         if bool(bad.any()):
             raise ValueError(f"{name}: expected finite values, got {int(bad.sum())} NaN or infinite value(s)")
@@ -311,6 +311,28 @@ class _Energy:
         # one zero-padded copy of the labels
         self._pad1 = all(abs(v) <= 1 for o in self.offsets for v in o)
         self._sub = None  # (items, U[items], W[items]) of the current round's subset
+
+    @classmethod
+    def _from_potts(cls, U, W, offset, scale: float, connectivity: int) -> "_Energy":
+        """The float Potts energy (pair cost 1 between different labels) of quantised terms in
+        ``__init__``'s layout: the unary ``U`` int32 ``[B, L, *S]``, the pair costs ``W`` int32
+        ``[B, K, *S]`` (0 on edges leaving the grid), the offsets ``[B]`` and the scale; what ``__init__``
+        makes of the same float64 unary and weights (``refine`` builds them with one native op)."""
+        E = cls.__new__(cls)
+        B, L = U.shape[:2]
+        E.batched, E.ndim, E.connectivity = True, U.dim() - 2, connectivity
+        E.shape = tuple(U.shape[2:])
+        E.offsets = grid_offsets(E.ndim, connectivity)
+        E.flat = [v for o in E.offsets for v in o]
+        E.L, E.B, E.K, E.device = L, B, len(E.offsets), U.device
+        E.exact, E.offset, E.scale, E.cap_dtype = False, offset, float(scale), torch.int32
+        E.V = 1.0 - torch.eye(L, dtype=torch.float64, device=U.device)
+        E.U, E.W, E.potts = U, W, True
+        E.Vflat = E.V.reshape(-1)
+        E.arange = torch.arange(L, device=U.device)
+        E._pad1 = True
+        E._sub = None
+        return E
 
     def terms(self, items=None):
         """(U, W) of the items (all when None); a subset's copies are kept while ``items`` is the same."""
@@ -794,7 +816,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     """
     from .energy import _as_image_tensor, _channel_axis, estimate_sigma
 
-    P = _tensor(probs, "probs")
+    P = _tensor(probs, "probs", finite=False)
     P_shape = P.shape
     if P.dim() not in (3, 4):
         raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")
@@ -812,12 +834,14 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     B, C, H, W = P.shape
     if C < 2:
         raise ValueError(f"probs: expected at least 2 classes, got shape {tuple(probs.shape)}")
-    if bool((P < 0).any()):
-        raise ValueError(f"probs: expected non-negative probabilities, got minimum {P.min().item()}")
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
     if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
         raise ValueError(f"lam: expected a non-negative finite number, got {lam!r}")
+    if sigma is not None and not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma: expected a positive finite number, got {sigma!r}")
+    if schedule not in ("auto", "sequential", "batched"):
+        raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
     img = _as_image_tensor(image, "image").to(P.device)
     label_shape = (B, H, W) if batched else (H, W)
     ax = _channel_axis(tuple(img.shape), label_shape, 1 if batched else 0, None, "probs", tuple(P_shape),
@@ -827,50 +851,125 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         x = x.movedim(ax, 1 if batched else 0)
     if not batched:
         x = x.unsqueeze(0)
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
-        raise ValueError("image: expected finite pixel values, got NaN or infinite value(s)")
-    x = x.to(torch.float32)
-    if sigma is None:
-        s = estimate_sigma(x)
-    else:
-        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma: expected a positive finite number, got {sigma!r}")
-        s = torch.full((B,), float(sigma), device=P.device)
-    offsets = grid_offsets(2, connectivity)
-    wts = []
-    for o in offsets:
-        d2 = (x - shift(x, o, 0.0)).square().sum(1)  # [B, H, W]; outside pairs are zeroed later
-        w = torch.exp(-d2 / (2 * s.view(B, 1, 1) ** 2)) * (lam / math.sqrt(sum(v * v for v in o)))
-        wts.append(w)
-    Wt = torch.stack(wts, 1).to(torch.float64)
-    U = -torch.log(P.to(torch.float64).clamp(min=PROB_FLOOR))
+    S = None
     if seeds is not None:
         S = _tensor(seeds, "seeds", P.device)
         if S.is_floating_point():
             raise TypeError(f"seeds: expected integer labels (-1 free, c >= 0 fixed), got {describe(S)}")
         if tuple(S.shape) != label_shape:
             raise ValueError(f"seeds: expected shape {label_shape} (the labels'), got {tuple(S.shape)}")
-        lo, hi = int(S.min()), int(S.max())
-        if lo < -1 or hi >= C:
-            raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{lo}, {hi}]")
-        S = S.to(torch.int64).view(B, H, W)
-        # more than any labelling's pair terms at one pixel can save: a seeded pixel never moves
-        hard = 1.0 + float(U.max()) + 2 * len(offsets) * float(Wt.max())
-        cls = torch.arange(C, device=P.device).view(1, C, 1, 1)
-        fixed = (S >= 0).unsqueeze(1)
-        U = torch.where(fixed & (cls != S.unsqueeze(1)), hard, torch.where(fixed, 0.0, U))
-    V = 1.0 - torch.eye(C, dtype=torch.float64, device=P.device)
-    E = _Energy(U, V, Wt, connectivity)
-    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact}
-    if C == 2:  # from all-zero labels, the move to label 1 reaches every labelling: one exact cut
+        S = S.to(torch.int64).reshape(B, H, W)
+    P = P.contiguous()  # both paths take exp and log over the same layout (energy_potts.cpp)
+    offsets = grid_offsets(2, connectivity)
+    native = _NATIVE_POTTS and x.shape[1] <= 4 and _native_potts(P.device)
+    if sigma is None or not native:
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            raise ValueError("image: expected finite pixel values, got NaN or infinite value(s)")
+    if sigma is None:
+        s = estimate_sigma(x.to(torch.float32))
+    else:
+        s = torch.full((B,), float(sigma), device=P.device)
+    mult = [lam / math.sqrt(sum(v * v for v in o)) for o in offsets]
+    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": 1.0, "exact": False}
+    if native:
+        denom = (2 * s ** 2).view(B, 1).expand(B, len(offsets)).contiguous()
+        if x.dtype not in (torch.float32, torch.float64, torch.uint8):
+            x = x.to(torch.float32)
+        if P.dtype not in (torch.float32, torch.float64):
+            P = P.to(torch.float64)
+        a, b, c, checks = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o],
+                                                         PROB_FLOOR, S, C == 2)
+        _potts_checks(checks, C)
+        if C == 2:  # the move from all-zero labels to label 1 reaches every labelling: one exact cut
+            return _solve_binary(a, b, c, offsets, backend).view(label_shape)
+        E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
+    else:
+        E = _refine_energy(x, P, S, s, mult, offsets, connectivity)
+    info["scale"] = E.scale
+    if C == 2:
         f = torch.zeros((B, H, W), dtype=torch.int64, device=P.device)
         take = _solve(E, f, [1], None, backend, info)[0]
         f = take.to(torch.int64)
     else:
         if schedule == "auto":
             schedule = _auto_schedule(E)
-        if schedule not in ("sequential", "batched"):
-            raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
         warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
         f = _minimise(E, E.U.argmin(1), None, schedule, backend, info, warm)
     return f if batched else f[0]
+
+
+# refine's energy through torch.ops.torchcut.potts_energy: one op of three passes over the pixels, the
+# same integers as the tensor ops of _refine_energy (the reference, which the tests compare it with);
+# for two classes it returns the graph itself. False: the tensor ops (tests, A/B).
+_NATIVE_POTTS = True
+
+
+def _native_potts(device: torch.device) -> bool:
+    """Whether ``potts_energy`` runs on ``device`` (the compiled library loaded, with a kernel there)."""
+    from . import _ops
+
+    if _ops.load_error("cpu") is not None:
+        return False
+    if device.type == "cpu":
+        return True
+    if device.type != "cuda" or _ops.load_error("cuda") is not None:
+        return False
+    return torch._C._dispatch_has_kernel_for_dispatch_key("torchcut::potts_energy", "CUDA")
+
+
+def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str = "image") -> None:
+    """Raise the errors of the tensor version from ``potts_energy``'s checks (the op's last output)."""
+    bad_p, p_min, bad_x, lo, hi, _, failed = checks.tolist()[:7]
+    if not failed:
+        return
+    if bad_p:
+        raise ValueError(f"{probs}: expected finite values, got {int(bad_p)} NaN or infinite value(s)")
+    if p_min < 0:
+        raise ValueError(f"{probs}: expected non-negative probabilities, got minimum {p_min}")
+    if bad_x:
+        raise ValueError(f"{image}: expected finite pixel values, got NaN or infinite value(s)")
+    raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{int(lo)}, {int(hi)}]")
+
+
+def _solve_binary(caps, source, sink, offsets, backend) -> torch.Tensor:
+    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph."""
+    if caps.device.type == "cpu" and backend in ("auto", "cpu"):
+        from .solvers import cpu
+
+        mask = cpu._grid_op(caps, source, sink, offsets, None)[0]
+    else:
+        from .energy import _grid_graph
+        from .solvers import maxflow
+
+        mask = maxflow(_grid_graph(caps, source, sink, offsets, True), backend=backend).node_mask
+    return (~mask).to(torch.int64)
+
+
+def _refine_energy(x, P, S, s, mult, offsets, connectivity) -> _Energy:
+    """refine's energy in tensor ops (the reference of ``potts_energy``): -log of the probabilities and
+    the contrast weights in float, quantised by :class:`_Energy`."""
+    B = P.shape[0]
+    bad = ~torch.isfinite(P)
+    if bool(bad.any()):
+        raise ValueError(f"probs: expected finite values, got {int(bad.sum())} NaN or infinite value(s)")
+    if bool((P < 0).any()):
+        raise ValueError(f"probs: expected non-negative probabilities, got minimum {P.min().item()}")
+    x = x.to(torch.float32)
+    wts = []
+    for o, m in zip(offsets, mult):
+        d2 = (x - shift(x, o, 0.0)).square().sum(1)  # [B, H, W]; outside pairs are zeroed later
+        wts.append(torch.exp(-d2 / (2 * s.view(B, 1, 1) ** 2)) * m)
+    Wt = torch.stack(wts, 1).to(torch.float64)
+    U = -torch.log(P.to(torch.float64).clamp(min=PROB_FLOOR))
+    if S is not None:
+        C = P.shape[1]
+        lo, hi = int(S.min()), int(S.max())
+        if lo < -1 or hi >= C:
+            raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{lo}, {hi}]")
+        # more than any labelling's pair terms at one pixel can save: a seeded pixel never moves
+        hard = 1.0 + float(U.max()) + 2 * len(offsets) * float(Wt.max())
+        cls = torch.arange(C, device=P.device).view(1, C, 1, 1)
+        fixed = (S >= 0).unsqueeze(1)
+        U = torch.where(fixed & (cls != S.unsqueeze(1)), hard, torch.where(fixed, 0.0, U))
+    V = 1.0 - torch.eye(P.shape[1], dtype=torch.float64, device=P.device)
+    return _Energy(U, V, Wt, connectivity)

@@ -1,6 +1,7 @@
 """Drop-in replacements for other graph-cut libraries' APIs, solved by torchcut.
 
-``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``).
+``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``);
+``torchcut.compat.torchmaxflow`` mirrors torchmaxflow's ``maxflow`` and ``maxflow_interactive``.
 
 Examples
 --------
@@ -12,7 +13,7 @@ Examples
 
 from importlib import import_module
 
-_MODULES = ("pymaxflow", "fastmin")
+_MODULES = ("pymaxflow", "fastmin", "torchmaxflow")
 
 
 def __getattr__(name):

@@ -1,8 +1,8 @@
 // The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
 //
-// Implementations are registered per dispatch key beside their code: cpu_ops.cpp, cpu_grabcut.cpp and
-// energy.cpp (CPU, in the library torchcut._C together with this file), grid_ops.cpp and csr_ops.cpp (CUDA, in
-// torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
+// Implementations are registered per dispatch key beside their code: cpu_ops.cpp, cpu_grabcut.cpp,
+// energy.cpp and energy_potts.cpp (CPU, in the library torchcut._C together with this file), grid_ops.cpp,
+// csr_ops.cpp, energy_ops.cpp and energy_potts.cu (CUDA, in torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
 // implementations for torch.compile are registered from Python (torchcut/_ops.py).
 //
 // Shared conventions of the max-flow ops (torchcut/grid.py and torchcut/graph.py give the layouts):
@@ -49,6 +49,11 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
         "Tensor r0, Tensor s0, Tensor k0, int[] shape, int[] offsets, int mode, bool warm) -> Tensor[]");
   m.def("move_apply(Tensor U, Tensor f, Tensor take, Tensor W, Tensor V, Tensor e, int alpha, int[] shape, "
         "int[] offsets, int mode) -> (Tensor, Tensor)");
+  // Contrast-sensitive Potts energies (refine, compat.torchmaxflow) in one pass per stage: graph=true gives
+  // the two-class grid graph (caps, source, sink), graph=false the quantised unary, pair costs and offsets;
+  // the last output is a float64 CPU tensor of checks and the scale (energy_potts.cpp).
+  m.def("potts_energy(Tensor image, Tensor probs, Tensor denom, float[] mult, int[] offsets, float floor, "
+        "Tensor? seeds, bool graph) -> (Tensor, Tensor, Tensor, Tensor)");
   // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.
   m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
   // The seeded segmentation energy (torchcut/energy.py) in one pass each: the checks, colour ranges and seed
