@@ -66,14 +66,16 @@ def _solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
     )
 
 
-def _reduce_terminals_in_place(graph: GridGraph, rows: int = 64) -> None:
-    """Subtract min(source, sink) from both, in place, a few rows at a time (no full-size temporary)."""
-    for b in range(graph.batch_size):
-        for i in range(0, graph.shape[0], rows):
-            src, snk = graph.source[b, i:i + rows], graph.sink[b, i:i + rows]
-            low = torch.minimum(src, snk.to(torch.int64))
-            src.sub_(low)
-            snk.sub_(low.to(snk.dtype))
+def _reduce_terminals_in_place(graph: GridGraph, chunk: int = 1 << 21) -> None:
+    """Subtract min(source, sink) from both, in place, ``chunk`` nodes at a time (the int64 temporary
+    stays at most 16 MB; a 1 MP image is one step, four tensor ops, instead of one step per 64 rows)."""
+    src_all = graph.source.view(-1)  # views: the graph's tensors are contiguous
+    snk_all = graph.sink.view(-1)
+    for i in range(0, src_all.numel(), chunk):
+        src, snk = src_all[i:i + chunk], snk_all[i:i + chunk]
+        low = torch.minimum(src, snk.to(torch.int64))
+        src.sub_(low)
+        snk.sub_(low.to(snk.dtype))
 
 
 def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch.Tensor:
