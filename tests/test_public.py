@@ -17,6 +17,7 @@ MODULES = {
     "cli": "main",
     "compat": "pymaxflow",
     "datasets": "tsukuba_pair",
+    "diff": "flow_value",
     "dimacs": "read_dimacs",
     "distributed": "maxflow",
     "energy": "segmentation_graph",
@@ -28,7 +29,7 @@ MODULES = {
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "multilabel", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "multilabel", "stereo")
 
 
 def run_fresh(code: str) -> dict:

@@ -39,7 +39,7 @@ _LAZY = {
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
 # ``torchcut.grabcut`` are the functions: import their modules by name).
-_MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "multilabel",
+_MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "multilabel",
             "stereo")
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY,
