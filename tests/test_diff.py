@@ -1,12 +1,13 @@
 """Gradients through cuts: the flow value (torchcut.diff.flow_value), cut_mask, cut_labels, refine."""
 
 import itertools
+import math
 
 import pytest
 import torch
 
 import torchcut
-from torchcut.diff import flow_value
+from torchcut.diff import contrast_weights, cut_labels, cut_mask, flow_value, refine
 
 
 # ---------------------------------------------------------------------------------------------- oracles
@@ -243,3 +244,317 @@ def test_flow_value_gradient_cuda():
     v.backward()
     for got, exp in zip((t.grad for t in leaves), cut_indicator(mask, offsets)):
         torch.testing.assert_close(got.cpu(), exp, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------- binary cuts
+def brute_mask(scores, weights, offsets):
+    """argmax over x of <scores, x> - sum w [x_p != x_q] for one tiny grid, by enumeration."""
+    shape = tuple(scores.shape)
+    nodes = list(itertools.product(*(range(n) for n in shape)))
+    arcs = list(_arcs(shape, offsets))
+    best = []
+    for bits in range(1 << len(nodes)):
+        x = {p: bool(bits >> i & 1) for i, p in enumerate(nodes)}
+        v = sum(float(scores[p]) for p in nodes if x[p]) - sum(float(weights[k][p]) for p, q, k in arcs if x[p] != x[q])
+        best.append((v, bits))
+    best.sort(reverse=True)
+    assert best[0][0] - best[1][0] > 1e-6  # a unique maximiser
+    return torch.tensor([bool(best[0][1] >> i & 1) for i in range(len(nodes))]).view(shape)
+
+
+def pair_changes(x, offsets):
+    z = torch.zeros((len(offsets),) + tuple(x.shape), dtype=torch.float64)
+    for p, q, k in _arcs(tuple(x.shape), offsets):
+        z[k][p] = float(x[p] != x[q])
+    return z
+
+
+@pytest.mark.parametrize("shape,connectivity", [((3, 3), 4), ((2, 4), 8), ((2, 2, 2), 6)])
+def test_cut_mask_blackbox_matches_enumeration(shape, connectivity):
+    gen = torch.Generator().manual_seed(sum(shape) + connectivity)
+    offsets = torchcut.grid_offsets(len(shape), connectivity)
+    B = 3
+    scores = (torch.randn((B,) + shape, generator=gen, dtype=torch.float64) * 2).requires_grad_()
+    weights = (torch.rand((B, len(offsets)) + shape, generator=gen, dtype=torch.float64)).requires_grad_()
+    g = torch.randn((B,) + shape, generator=gen, dtype=torch.float64)
+    lam = 3.0
+    y = cut_mask(scores, weights, connectivity=connectivity, lambda_=lam)
+    assert y.dtype == torch.float64 and y.shape == (B,) + shape
+    (y * g).sum().backward()
+    for b in range(B):
+        x = brute_mask(scores[b].detach(), weights[b].detach(), offsets)
+        x_lam = brute_mask(scores[b].detach() - lam * g[b], weights[b].detach(), offsets)
+        assert torch.equal(y[b].detach(), x.double())
+        torch.testing.assert_close(scores.grad[b], (x.double() - x_lam.double()) / lam, rtol=0, atol=1e-12)
+        torch.testing.assert_close(weights.grad[b], (pair_changes(x_lam, offsets) - pair_changes(x, offsets)) / lam,
+                                   rtol=0, atol=1e-12)
+
+
+def test_cut_mask_shared_weights_and_unbatched():
+    scores = torch.tensor([[2.0, 0.5, -0.2, -3.0]], requires_grad=True)
+    lam = torch.tensor(0.4, requires_grad=True)
+    y = cut_mask(scores, lam, lambda_=4.0)
+    assert y.tolist() == [[1.0, 1.0, 0.0, 0.0]]
+    (y * torch.tensor([[0.0, 0.0, -1.0, 0.0]])).sum().backward()
+    # the shifted solve (scores + 4 * e_2) turns pixel 2 on: the cut moves from edge 1-2 to edge 2-3
+    assert scores.grad.tolist() == [[0.0, 0.0, -0.25, 0.0]]
+    assert lam.grad.item() == 0.0  # one cut edge before and after
+    w = torch.full((2, 1, 4), 0.4, requires_grad=True)
+    cut_mask(scores.detach(), w, lambda_=4.0)[0, 2].backward()  # the loss asks pixel 2 to be on less
+    assert w.grad[0].tolist() == [[0.0, 0.0, 0.0, 0.0]]  # scores - 4 * e_2: pixel 2 stays off
+    w.grad = None
+    (cut_mask(scores.detach(), w, lambda_=4.0)[0, 2] * -1).backward()
+    assert w.grad[0].tolist() == [[0.0, -0.25, 0.25, 0.0]]
+
+
+def test_cut_mask_perturbed_one_pixel_matches_the_gaussian_cdf():
+    theta, eps, K = 0.3, 0.8, 20000
+    s = torch.tensor([[theta]], dtype=torch.float64, requires_grad=True)
+    y = cut_mask(s, 0.0, estimator="perturbed", samples=K, noise=eps, generator=torch.Generator().manual_seed(0))
+    normal = torch.distributions.Normal(0.0, 1.0)
+    expect = normal.cdf(torch.tensor(theta / eps)).item()
+    assert y.item() == pytest.approx(expect, abs=0.02)
+    y.sum().backward()
+    slope = normal.log_prob(torch.tensor(theta / eps)).exp().item() / eps
+    assert s.grad.item() == pytest.approx(slope, abs=0.04)
+
+
+def _two_pixel_expectation(t1, t2, w, eps, n=20001):
+    """E[x*] of the 1 x 2 grid with Gaussian noise on the scores, by quadrature (float64).
+
+    Given the other pixel's noisy score b, pixel 1 is on iff its noisy score exceeds
+    tau(b) = max(0, b - w) - max(-w, b): a Gaussian tail, integrated over b on a fine grid.
+    """
+    z = torch.linspace(-9, 9, n, dtype=torch.float64)
+    pdf = torch.exp(-z ** 2 / 2)
+    pdf = pdf / pdf.sum()
+    normal = torch.distributions.Normal(0.0, 1.0)
+
+    def on(t_self, t_other):
+        b = t_other + eps * z
+        tau = torch.clamp(b - w, min=0) - torch.maximum(torch.full_like(b, -w), b)
+        return float((pdf * (1 - normal.cdf((tau - t_self) / eps))).sum())
+
+    return torch.tensor([on(t1, t2), on(t2, t1)], dtype=torch.float64)
+
+
+def test_cut_mask_perturbed_gradients_match_quadrature():
+    t1, t2, w0, eps, K = 0.4, -0.3, 0.5, 1.0, 40000
+    s = torch.tensor([[t1, t2]], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([[[w0, 0.0]], [[0.0, 0.0]]], dtype=torch.float64, requires_grad=True)
+    g = torch.tensor([[1.0, -0.5]], dtype=torch.float64)
+    y = cut_mask(s, w, estimator="perturbed", samples=K, noise=eps, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(y[0], _two_pixel_expectation(t1, t2, w0, eps), rtol=0, atol=0.015)
+    (y * g).sum().backward()
+    h = 1e-4
+
+    def dot(*args):
+        return float((_two_pixel_expectation(*args, eps) * g[0]).sum())
+
+    d_t1 = (dot(t1 + h, t2, w0) - dot(t1 - h, t2, w0)) / (2 * h)
+    d_t2 = (dot(t1, t2 + h, w0) - dot(t1, t2 - h, w0)) / (2 * h)
+    d_w = (dot(t1, t2, w0 + h) - dot(t1, t2, w0 - h)) / (2 * h)
+    assert s.grad[0].tolist() == pytest.approx([d_t1, d_t2], abs=0.03)
+    assert w.grad[0, 0, 0].item() == pytest.approx(d_w, abs=0.03)
+    assert w.grad[0, 0, 1].item() == 0.0 and w.grad[1].abs().sum().item() == 0.0  # edges that leave the grid
+
+
+def test_cut_mask_perturbed_is_reproducible_and_keeps_no_noise():
+    s = torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    outs = []
+    for _ in range(2):
+        y = cut_mask(s, 0.3, estimator="perturbed", samples=4, generator=torch.Generator().manual_seed(9))
+        y.sum().backward()
+        outs.append((y.detach(), s.grad.clone()))
+        s.grad = None
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert ((outs[0][0] * 4) == (outs[0][0] * 4).round()).all()  # means of 4 masks
+
+
+def test_cut_mask_saves_only_inputs_and_masks():
+    s = torch.randn(2, 5, 6, requires_grad=True)
+    w = torch.rand(2, 2, 5, 6, requires_grad=True)
+    y = cut_mask(s, w)
+    node = y.grad_fn
+    saved = node.saved_tensors
+    assert [t.dtype for t in saved] == [torch.float32, torch.float32, torch.bool]
+    assert saved[0] is s or torch.equal(saved[0], s)
+    yp = cut_mask(s, w, estimator="perturbed", samples=3)
+    saved = yp.grad_fn.saved_tensors
+    assert [(t.dtype, tuple(t.shape)) for t in saved] == [(torch.bool, (3, 2, 5, 6))]
+
+
+def test_no_grad_and_no_reference_cycles():
+    import gc
+    import weakref
+
+    s = torch.randn(1, 4, 4, requires_grad=True)
+    with torch.no_grad():
+        y = cut_mask(s, 0.5)
+        yl = cut_labels(torch.stack([s, -s], 1), 0.5)
+    assert y.grad_fn is None and not y.requires_grad and yl.grad_fn is None
+    gc.collect()
+    gc.disable()
+    try:
+        for estimator in ("blackbox", "perturbed"):
+            for fn in (lambda t: cut_mask(t, 0.5, estimator=estimator, samples=2),
+                       lambda t: cut_labels(torch.stack([t, -t], 1), 0.5, estimator=estimator, samples=2)):
+                s = torch.randn(1, 4, 4, requires_grad=True)
+                ref = weakref.ref(s)
+                y = fn(s)
+                out_ref = weakref.ref(y)
+                y.sum().backward()
+                del y, s
+                assert ref() is None and out_ref() is None  # freed by reference counting alone
+                s = torch.randn(1, 4, 4, requires_grad=True)
+                ref = weakref.ref(s)
+                y = fn(s)  # forward only
+                del y, s
+                assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_cut_mask_errors():
+    s = torch.zeros(3, 3)
+    with pytest.raises(ValueError, match="estimator: expected one of .*'blackbox'.*got 'sgd'"):
+        cut_mask(s, 1.0, estimator="sgd")
+    with pytest.raises(ValueError, match="lambda_: expected a positive finite number, got 0"):
+        cut_mask(s, 1.0, lambda_=0)
+    with pytest.raises(ValueError, match="samples: expected a positive int, got 0"):
+        cut_mask(s, 1.0, estimator="perturbed", samples=0)
+    with pytest.raises(ValueError, match="weights: expected non-negative edge weights, got minimum -1"):
+        cut_mask(s, -1.0)
+    with pytest.raises(ValueError, match=r"weights: expected a number, \(2, 3, 3\)"):
+        cut_mask(s, torch.ones(4, 3, 3))
+    with pytest.raises(TypeError, match="scores: expected a float tensor, got dtype torch.int64"):
+        cut_mask(torch.zeros(3, 3, dtype=torch.int64), 1.0)
+    with pytest.raises(ValueError, match="scores: expected finite values"):
+        cut_mask(torch.tensor([[float("nan")]]), 1.0)
+    with pytest.raises(ValueError, match="connectivity: expected 4 or 8 for ndim=2, got 6"):
+        cut_mask(s, 1.0, connectivity=6, ndim=2)
+    with pytest.raises(ValueError, match="pairwise: expected a constant label table"):
+        cut_labels(torch.zeros(2, 3, 3), 1.0, pairwise=(1 - torch.eye(2)).requires_grad_())
+
+
+# ---------------------------------------------------------------------------------------------- labellings
+def test_cut_labels_matches_expansion_and_blackbox_formula():
+    gen = torch.Generator().manual_seed(5)
+    B, L, H, W = 2, 3, 5, 6
+    scores = torch.randn(B, L, H, W, generator=gen, dtype=torch.float64).requires_grad_()
+    weights = (0.6 * torch.rand(B, 2, H, W, generator=gen, dtype=torch.float64)).requires_grad_()
+    g = torch.randn(B, L, H, W, generator=gen, dtype=torch.float64)
+    V = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])  # truncated linear: a metric
+    lam = 2.0
+    y = cut_labels(scores, weights, pairwise=V, lambda_=lam)
+    labels = torchcut.expansion(-scores.detach(), V, weights=weights.detach())
+    assert torch.equal(y.argmax(1), labels) and torch.equal(y.sum(1), torch.ones(B, H, W, dtype=torch.float64))
+    (y * g).sum().backward()
+    shifted = torchcut.expansion(-(scores.detach() - lam * g), V, weights=weights.detach(), init=labels)
+    onehot = torch.nn.functional.one_hot
+    want = (onehot(labels, L) - onehot(shifted, L)).movedim(-1, 1).double() / lam
+    torch.testing.assert_close(scores.grad, want, rtol=0, atol=1e-12)
+    for b in range(B):  # the weights' gradient: V of the pairs after, minus before, over lambda
+        for k, o in enumerate(((0, 1), (1, 0))):
+            for i in range(H - o[0]):
+                for j in range(W - o[1]):
+                    exp = (V[shifted[b, i, j], shifted[b, i + o[0], j + o[1]]]
+                           - V[labels[b, i, j], labels[b, i + o[0], j + o[1]]]) / lam
+                    assert weights.grad[b, k, i, j].item() == pytest.approx(float(exp), abs=1e-12)
+        assert weights.grad[b, 0, :, W - 1].abs().sum() == 0 and weights.grad[b, 1, H - 1].abs().sum() == 0
+
+
+def test_cut_labels_two_labels_is_the_exact_binary_cut():
+    gen = torch.Generator().manual_seed(6)
+    scores = torch.randn(2, 3, 3, generator=gen, dtype=torch.float64)
+    weights = torch.rand(2, 3, 3, generator=gen, dtype=torch.float64)
+    y = cut_labels(scores, weights)
+    x = brute_mask(scores[1] - scores[0], weights, torchcut.grid_offsets(2, 4))
+    assert torch.equal(y[1], x.double())
+
+
+def test_cut_labels_perturbed_one_pixel_matches_the_gaussian_cdf():
+    eps, K = 0.7, 20000
+    s = torch.tensor([[[0.2]], [[0.5]]], dtype=torch.float64, requires_grad=True)
+    y = cut_labels(s, estimator="perturbed", samples=K, noise=eps, generator=torch.Generator().manual_seed(2))
+    normal = torch.distributions.Normal(0.0, 1.0)
+    u = torch.tensor(0.3 / (eps * math.sqrt(2)))
+    assert y[1].item() == pytest.approx(normal.cdf(u).item(), abs=0.02)
+    y[1].sum().backward()
+    slope = normal.log_prob(u).exp().item() / (eps * math.sqrt(2))
+    assert s.grad[:, 0, 0].tolist() == pytest.approx([-slope, slope], abs=0.04)
+
+
+def test_refine_matches_torchcut_refine_and_reaches_lam():
+    gen = torch.Generator().manual_seed(7)
+    image = torch.rand(3, 6, 7, generator=gen)
+    logits = torch.randn(3, 6, 7, generator=gen)
+    probs = torch.softmax(logits, 0).requires_grad_()
+    lam = torch.tensor(0.8, requires_grad=True)
+    y = refine(image, probs, lam=lam, sigma=0.3)
+    assert torch.equal(y.argmax(0), torchcut.refine(image, probs.detach(), lam=0.8, sigma=0.3))
+    target = torch.zeros(6, 7, dtype=torch.int64)
+    loss = -(y * torch.nn.functional.one_hot(target, 3).movedim(-1, 0)).sum()
+    loss.backward()
+    assert probs.grad is not None and torch.isfinite(probs.grad).all() and lam.grad is not None
+
+
+def test_contrast_weights_values():
+    img = torch.tensor([[[0.0, 1.0], [0.0, 3.0]]])
+    w = contrast_weights(img, 8, sigma=2.0)
+    offsets = torchcut.grid_offsets(2, 8)
+    for k, o in enumerate(offsets):
+        for i in range(2):
+            for j in range(2):
+                q = (i + o[0], j + o[1])
+                if 0 <= q[0] < 2 and 0 <= q[1] < 2:
+                    d2 = float(img[0, i, j] - img[0, q[0], q[1]]) ** 2
+                    exp = math.exp(-d2 / 8) / math.hypot(*o)
+                else:
+                    exp = 0.0
+                assert w[k, i, j].item() == pytest.approx(exp, rel=1e-6)
+    # the default sigma: root mean square of the axis-aligned differences (1, 9, 0, 4 -> 14 / 4)
+    w = contrast_weights(img)
+    assert w[0, 0, 0].item() == pytest.approx(math.exp(-1 / (2 * 3.5)))
+
+
+@pytest.mark.slow
+def test_cut_mask_under_torch_compile():
+    s = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(8))
+
+    def loss(x, w):
+        y = cut_mask(torch.tanh(x) * 3, w * 1.0)
+        return (y * torch.linspace(-1, 1, 36).view(6, 6)).sum()
+
+    grads = []
+    for fn in (loss, torch.compile(loss)):
+        x = s.clone().requires_grad_()
+        w = torch.tensor(0.7, requires_grad=True)
+        out = fn(x, w)
+        out.backward()
+        grads.append((out.detach(), x.grad, w.grad))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.cuda
+def test_cut_mask_and_labels_cuda_match_cpu():
+    gen = torch.Generator().manual_seed(9)
+    s = torch.randn(3, 16, 16, generator=gen, dtype=torch.float64)
+    w = torch.rand(3, 2, 16, 16, generator=gen, dtype=torch.float64)
+    g = torch.randn(3, 16, 16, generator=gen, dtype=torch.float64)
+    res = []
+    for dev in ("cpu", "cuda"):
+        x = s.to(dev).requires_grad_()
+        ww = w.to(dev).requires_grad_()
+        y = cut_mask(x, ww, lambda_=2.0)
+        (y * g.to(dev)).sum().backward()
+        res.append((y.cpu(), x.grad.cpu(), ww.grad.cpu()))
+        yp = cut_mask(x.detach().requires_grad_(), ww, estimator="perturbed", samples=8)
+        assert yp.device.type == dev and ((yp >= 0) & (yp <= 1)).all()
+        yl = cut_labels(torch.stack([x.detach(), -x.detach(), 0 * x.detach()], 1).requires_grad_(), ww, lambda_=2.0)
+        yl.sum().backward()
+        res.append((yl.cpu(),))
+    for a, b in zip(res[0], res[2]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(res[1][0], res[3][0], rtol=0, atol=0)

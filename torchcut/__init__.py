@@ -35,6 +35,8 @@ _LAZY = {
     "expansion": "multilabel",
     "refine": "multilabel",
     "labeling_energy": "multilabel",
+    "cut_mask": "diff",
+    "cut_labels": "diff",
 }
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
