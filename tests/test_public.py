@@ -24,12 +24,13 @@ MODULES = {
     "graph": "FlowGraph",
     "grid": "GridGraph",
     "multilabel": "expansion",
+    "nn": "CutHead",
     "result": "CutResult",
     "solvers": "maxflow",
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "multilabel", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "multilabel", "nn", "stereo")
 
 
 def run_fresh(code: str) -> dict:

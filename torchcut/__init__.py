@@ -42,7 +42,7 @@ _LAZY = {
 # use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
 # ``torchcut.grabcut`` are the functions: import their modules by name).
 _MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "multilabel",
-            "stereo")
+            "nn", "stereo")
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY,
            *_MODULES]
