@@ -244,6 +244,11 @@ def test_flow_value_gradient_cuda():
     v.backward()
     for got, exp in zip((t.grad for t in leaves), cut_indicator(mask, offsets)):
         torch.testing.assert_close(got.cpu(), exp, rtol=0, atol=0)
+    # a graph built on the CPU and moved: the gradient goes back to the CPU tensors
+    v = torchcut.maxflow(torchcut.GridGraph(src, snk, e, offsets, r, scale=2.0**20).to("cuda")).flow_value
+    v.backward()
+    assert src.grad.device.type == "cpu"
+    torch.testing.assert_close(src.grad, cut_indicator(mask, offsets)[0], rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------------------------------------- binary cuts

@@ -88,8 +88,10 @@ class _GridFlowValue(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value, mask, offsets, batched, source, sink, edges, reverse):
         ctx.offsets, ctx.batched, ctx.symmetric = offsets, batched, reverse is None
+        # the graph may have been moved (GridGraph.to) since it was built: gradients go back to each input's device
+        ctx.devices = [None if t is None else t.device for t in (source, sink, edges, reverse)]
         ctx.save_for_backward(mask)
-        return value if batched else value[0]
+        return (value if batched else value[0]).to(mask.device)
 
     @staticmethod
     def backward(ctx, grad):
@@ -97,7 +99,7 @@ class _GridFlowValue(torch.autograd.Function):
         needs = ctx.needs_input_grad[4:8]
         g = grad.reshape(-1).to(S.device)
         grads = _grid_cut_grads(S, g, ctx.offsets, ctx.batched, ctx.symmetric, needs)
-        return (None, None, None, None) + grads
+        return (None, None, None, None) + tuple(None if d is None else d.to(dev) for d, dev in zip(grads, ctx.devices))
 
 
 class _CsrFlowValue(torch.autograd.Function):
