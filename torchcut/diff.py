@@ -91,7 +91,7 @@ class _GridFlowValue(torch.autograd.Function):
         # the graph may have been moved (GridGraph.to) since it was built: gradients go back to each input's device
         ctx.devices = [None if t is None else t.device for t in (source, sink, edges, reverse)]
         ctx.save_for_backward(mask)
-        return (value if batched else value[0]).to(mask.device)
+        return (value if batched else value[0]).to(mask.device, copy=True)
 
     @staticmethod
     def backward(ctx, grad):
@@ -107,7 +107,7 @@ class _CsrFlowValue(torch.autograd.Function):
     def forward(ctx, value, mask, kind, tail, head, s, t, cap, rev_cap, source, sink):
         ctx.kind, ctx.st = kind, (s, t)
         ctx.save_for_backward(mask, tail, head)
-        return value[0]
+        return value[0].clone()
 
     @staticmethod
     def backward(ctx, grad):
