@@ -295,6 +295,52 @@ def test_cut_mask_blackbox_matches_enumeration(shape, connectivity):
                                    rtol=0, atol=1e-12)
 
 
+def brute_mask_directed(scores, fwd, bwd, offsets):
+    """argmax of <scores, x> - sum fwd [x_p and not x_q] - sum bwd [x_q and not x_p], by enumeration."""
+    shape = tuple(scores.shape)
+    nodes = list(itertools.product(*(range(n) for n in shape)))
+    arcs = list(_arcs(shape, offsets))
+    best = []
+    for bits in range(1 << len(nodes)):
+        x = {p: bool(bits >> i & 1) for i, p in enumerate(nodes)}
+        v = sum(float(scores[p]) for p in nodes if x[p])
+        v -= sum(float(fwd[k][p]) for p, q, k in arcs if x[p] and not x[q])
+        v -= sum(float(bwd[k][p]) for p, q, k in arcs if x[q] and not x[p])
+        best.append((v, bits))
+    best.sort(reverse=True)
+    assert best[0][0] - best[1][0] > 1e-6
+    return torch.tensor([bool(best[0][1] >> i & 1) for i in range(len(nodes))]).view(shape)
+
+
+def test_cut_mask_directed_pair_terms_match_enumeration():
+    gen = torch.Generator().manual_seed(11)
+    offsets = torchcut.grid_offsets(2, 8)
+    B, shape = 2, (3, 3)
+    scores = (torch.randn((B,) + shape, generator=gen, dtype=torch.float64) * 2).requires_grad_()
+    fwd = torch.rand((B, 4) + shape, generator=gen, dtype=torch.float64).requires_grad_()
+    bwd = (torch.rand((B, 4) + shape, generator=gen, dtype=torch.float64) * 2).requires_grad_()
+    g = torch.randn((B,) + shape, generator=gen, dtype=torch.float64)
+    lam = 3.0
+    y = cut_mask(scores, fwd, reverse=bwd, connectivity=8, lambda_=lam)
+    (y * g).sum().backward()
+    for b in range(B):
+        x = brute_mask_directed(scores[b].detach(), fwd[b].detach(), bwd[b].detach(), offsets)
+        x_lam = brute_mask_directed(scores[b].detach() - lam * g[b], fwd[b].detach(), bwd[b].detach(), offsets)
+        assert torch.equal(y[b].detach(), x.double())
+        torch.testing.assert_close(scores.grad[b], (x.double() - x_lam.double()) / lam, rtol=0, atol=1e-12)
+        d_e0, d_r0 = cut_indicator(x, offsets)[2:]
+        d_e1, d_r1 = cut_indicator(x_lam, offsets)[2:]
+        torch.testing.assert_close(fwd.grad[b], (d_e1 - d_e0) / lam, rtol=0, atol=1e-12)
+        torch.testing.assert_close(bwd.grad[b], (d_r1 - d_r0) / lam, rtol=0, atol=1e-12)
+    # perturbed: gradients for both directions, 0 on edges that leave the grid
+    fwd.grad = bwd.grad = None
+    yp = cut_mask(scores.detach(), fwd, reverse=bwd, connectivity=8, estimator="perturbed", samples=16)
+    (yp * g).sum().backward()
+    inside = torch.stack([torchcut.grid.shift(torch.ones(shape, dtype=torch.bool), o, False) for o in offsets])
+    assert fwd.grad.abs().sum() > 0 and bwd.grad.abs().sum() > 0
+    assert (fwd.grad[:, ~inside] == 0).all() and (bwd.grad[:, ~inside] == 0).all()
+
+
 def test_cut_mask_shared_weights_and_unbatched():
     scores = torch.tensor([[2.0, 0.5, -0.2, -3.0]], requires_grad=True)
     lam = torch.tensor(0.4, requires_grad=True)
@@ -382,7 +428,8 @@ def test_cut_mask_saves_only_inputs_and_masks():
     y = cut_mask(s, w)
     node = y.grad_fn
     saved = node.saved_tensors
-    assert [t.dtype for t in saved] == [torch.float32, torch.float32, torch.bool]
+    assert saved[2] is None  # no reverse weights: symmetric
+    assert [t.dtype for t in saved if t is not None] == [torch.float32, torch.float32, torch.bool]
     assert saved[0] is s or torch.equal(saved[0], s)
     yp = cut_mask(s, w, estimator="perturbed", samples=3)
     saved = yp.grad_fn.saved_tensors

@@ -248,9 +248,9 @@ def _layout(scores: torch.Tensor, connectivity, ndim, extra: int):
     return ndim, grid_offsets(ndim, connectivity), scores.dim() == ndim + extra + 1
 
 
-def _weights_full(weights, B: int, K: int, spatial, batched: bool, device) -> torch.Tensor:
+def _weights_full(weights, B: int, K: int, spatial, batched: bool, device, name: str = "weights") -> torch.Tensor:
     """``weights`` as ``[B, K, *spatial]`` (a view where it broadcasts), checked non-negative and finite."""
-    w = _float_input(weights, "weights", device)
+    w = _float_input(weights, name, device)
     full = (B, K) + tuple(spatial)
     if w.dim() == 0:
         w = w.expand(full)
@@ -258,11 +258,11 @@ def _weights_full(weights, B: int, K: int, spatial, batched: bool, device) -> to
         w = w.expand(full)
     elif not (batched and tuple(w.shape) == full):
         want = "a number, " + f"{full[1:]}" + (f" or {full}" if batched else "")
-        raise ValueError(f"weights: expected {want} (K={K} offsets), got shape {tuple(w.shape)}")
+        raise ValueError(f"{name}: expected {want} (K={K} offsets), got shape {tuple(w.shape)}")
     with torch.no_grad():
         low = w.min()
         if bool(low < 0):
-            raise ValueError(f"weights: expected non-negative edge weights, got minimum {low.item()}")
+            raise ValueError(f"{name}: expected non-negative edge weights, got minimum {low.item()}")
     return w
 
 
@@ -311,64 +311,88 @@ def _perturbed_pair_vjp(gz, z, noise: float):
 
 
 # ---------------------------------------------------------------------------------------------- binary cuts
-def _solve_masks(scores, weights, offsets, backend, options):
-    """Bool ``[B, *S]``: argmax of ``<scores, x> - sum w [x_p != x_q]`` (scores ``[B, *S]``, weights ``[B, K, *S]``)."""
+def _solve_masks(scores, weights, reverse, offsets, backend, options):
+    """Bool ``[B, *S]``: the binary labelling of :func:`cut_mask` (scores ``[B, *S]``, weights ``[B, K, *S]``)."""
     from .solvers import maxflow
 
     with torch.no_grad():
         s = scores.detach()
-        g = GridGraph(s.clamp(min=0), (-s).clamp(min=0), weights.detach().transpose(0, 1), offsets)
+        r = None if reverse is None else reverse.detach().transpose(0, 1)
+        g = GridGraph(s.clamp(min=0), (-s).clamp(min=0), weights.detach().transpose(0, 1), offsets, r)
         return maxflow(g, backend=backend, **options).node_mask
 
 
-def _pair_changes(x: torch.Tensor, offsets, inside, dtype) -> torch.Tensor:
-    """``[..., K, *S]`` of a bool mask ``[..., *S]``: 1 where ``x_p != x_{p + offsets[k]}`` (inside), else 0."""
-    z = torch.stack([x ^ shift(x, o, False) for o in offsets], x.dim() - len(offsets[0]))
+def _pair_changes(x: torch.Tensor, offsets, inside, dtype, kind: str = "both") -> torch.Tensor:
+    """``[..., K, *S]`` of a bool mask ``[..., *S]``, 0 where the edge leaves the grid, else 1 where
+    ``x_p != x_{p + offsets[k]}`` (``kind="both"``), ``x_p and not x_{p + o}`` ("fwd") or
+    ``x_{p + o} and not x_p`` ("bwd")."""
+    if kind == "both":
+        parts = [x ^ shift(x, o, False) for o in offsets]
+    elif kind == "fwd":
+        parts = [x & ~shift(x, o, True) for o in offsets]
+    else:
+        parts = [shift(x, o, False) & ~x for o in offsets]
+    z = torch.stack(parts, x.dim() - len(offsets[0]))
     return (z & inside).to(dtype)
 
 
 class _BinaryCut(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, scores, weights, offsets, estimator, lambda_, samples, noise, seed, backend, options):
+    def forward(ctx, scores, weights, reverse, offsets, estimator, lambda_, samples, noise, seed, backend, options):
         ctx.offsets, ctx.estimator, ctx.lambda_, ctx.noise, ctx.seed = offsets, estimator, lambda_, noise, seed
         ctx.backend, ctx.options = backend, options
+        ctx.symmetric = reverse is None
         if estimator == "blackbox":
-            mask = _solve_masks(scores, weights, offsets, backend, options)
-            ctx.save_for_backward(scores, weights, mask)
+            mask = _solve_masks(scores, weights, reverse, offsets, backend, options)
+            ctx.save_for_backward(scores, weights, reverse, mask)
             return mask.to(scores.dtype)
         K, B = samples, scores.shape[0]
         Z = _noise(seed, (K,) + tuple(scores.shape), scores)
         noisy = (scores.detach().unsqueeze(0) + noise * Z).flatten(0, 1)
-        w = weights.detach().unsqueeze(0).expand((K,) + tuple(weights.shape)).flatten(0, 1)
-        masks = _solve_masks(noisy, w, offsets, backend, options).view((K,) + tuple(scores.shape))
+
+        def repeat(t):
+            return None if t is None else t.detach().unsqueeze(0).expand((K,) + tuple(t.shape)).flatten(0, 1)
+
+        masks = _solve_masks(noisy, repeat(weights), repeat(reverse), offsets, backend, options)
+        masks = masks.view((K,) + tuple(scores.shape))
         ctx.save_for_backward(masks)
         return masks.to(scores.dtype).mean(0)
 
     @staticmethod
     def backward(ctx, grad):
-        need_s, need_w = ctx.needs_input_grad[:2]
+        need_s, need_w, need_r = ctx.needs_input_grad[:3]
         offsets = ctx.offsets
-        g_s = g_w = None
+        kinds = ("both", None) if ctx.symmetric else ("fwd", "bwd")
+        g_s = g_w = g_r = None
         if ctx.estimator == "blackbox":
-            scores, weights, mask = ctx.saved_tensors
+            scores, weights, reverse, mask = ctx.saved_tensors
             lam = ctx.lambda_
-            shifted = _solve_masks(scores.detach() - lam * grad, weights, offsets, ctx.backend, ctx.options)
+            shifted = _solve_masks(scores.detach() - lam * grad, weights, reverse, offsets, ctx.backend, ctx.options)
             if need_s:
                 g_s = (mask.to(grad.dtype) - shifted.to(grad.dtype)) / lam
-            if need_w:
-                inside = _inside(mask.shape[1:], offsets, mask.device)
-                g_w = (_pair_changes(shifted, offsets, inside, grad.dtype)
-                       - _pair_changes(mask, offsets, inside, grad.dtype)) / lam
-            return (g_s, g_w) + (None,) * 8
+            inside = _inside(mask.shape[1:], offsets, mask.device)
+
+            def change(kind):
+                return (_pair_changes(shifted, offsets, inside, grad.dtype, kind)
+                        - _pair_changes(mask, offsets, inside, grad.dtype, kind)) / lam
+
+            g_w = change(kinds[0]) if need_w else None
+            g_r = change(kinds[1]) if need_r else None
+            return (g_s, g_w, g_r) + (None,) * 8
         (masks,) = ctx.saved_tensors
         Z = _noise(ctx.seed, tuple(masks.shape), grad)
         if need_s:
             g_s = _perturbed_vjp(grad, masks.to(grad.dtype), Z, ctx.noise)
-        if need_w:
+        if need_w or need_r:
             inside = _inside(masks.shape[2:], offsets, masks.device)
             gz = (grad.unsqueeze(0) * Z).flatten(2).sum(2)
-            g_w = _perturbed_pair_vjp(gz, _pair_changes(masks, offsets, inside, grad.dtype), ctx.noise)
-        return (g_s, g_w) + (None,) * 8
+
+            def pair(kind):
+                return _perturbed_pair_vjp(gz, _pair_changes(masks, offsets, inside, grad.dtype, kind), ctx.noise)
+
+            g_w = pair(kinds[0]) if need_w else None
+            g_r = pair(kinds[1]) if need_r else None
+        return (g_s, g_w, g_r) + (None,) * 8
 
 
 @torch.compiler.disable
@@ -376,7 +400,7 @@ def _apply_binary(*args):
     return _BinaryCut.apply(*args)
 
 
-def cut_mask(scores, weights, *, connectivity: int | None = None, ndim: int | None = None,
+def cut_mask(scores, weights, *, reverse=None, connectivity: int | None = None, ndim: int | None = None,
              estimator: str = "blackbox", lambda_: float = 10.0, samples: int = 8, noise: float = 1.0,
              generator: torch.Generator | None = None, backend: str = "auto", **solver_options):
     """The minimum cut of a binary labelling as a differentiable float mask.
@@ -393,6 +417,11 @@ def cut_mask(scores, weights, *, connectivity: int | None = None, ndim: int | No
     weights : number or float tensor ``[K, *S]`` or ``[B, K, *S]``
         Non-negative cost of cutting the edge p -- p + offsets[k]; a number or a ``[K, *S]`` tensor is
         shared by the batch. Entries whose edge leaves the grid are ignored (their gradient is 0).
+        With ``reverse``: the cost of ``x_p = 1, x_{p + offsets[k]} = 0`` only (the arc p -> p + o of a
+        :class:`torchcut.GridGraph`).
+    reverse : number or float tensor like ``weights``, optional
+        Directed pair terms: the cost of ``x_p = 0, x_{p + offsets[k]} = 1`` (the arc p + o -> p). Default:
+        ``weights`` (symmetric).
     connectivity : int, optional
         4 or 8 (2D), 6, 18 or 26 (3D); default 4 or 6.
     ndim : int, optional
@@ -437,8 +466,10 @@ def cut_mask(scores, weights, *, connectivity: int | None = None, ndim: int | No
     nd, offsets, batched = _layout(s, connectivity, ndim, 0)
     s3 = s if batched else s.unsqueeze(0)
     w = _weights_full(weights, s3.shape[0], len(offsets), s3.shape[1:], batched, s.device)
+    r = None if reverse is None else _weights_full(reverse, s3.shape[0], len(offsets), s3.shape[1:], batched,
+                                                   s.device, "reverse")
     seed = _seed(generator) if estimator == "perturbed" else 0
-    out = _apply_binary(s3, w, offsets, estimator, float(lambda_), samples, float(noise), seed, backend,
+    out = _apply_binary(s3, w, r, offsets, estimator, float(lambda_), samples, float(noise), seed, backend,
                         solver_options)
     return out if batched else out[0]
 
