@@ -1,6 +1,5 @@
 """torchcut.nn: the cut heads and the scribble loss."""
 
-import itertools
 
 import pytest
 import torch

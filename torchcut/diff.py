@@ -346,7 +346,7 @@ class _BinaryCut(torch.autograd.Function):
             mask = _solve_masks(scores, weights, reverse, offsets, backend, options)
             ctx.save_for_backward(scores, weights, reverse, mask)
             return mask.to(scores.dtype)
-        K, B = samples, scores.shape[0]
+        K = samples
         Z = _noise(seed, (K,) + tuple(scores.shape), scores)
         noisy = (scores.detach().unsqueeze(0) + noise * Z).flatten(0, 1)
 
