@@ -1,6 +1,5 @@
 """torchcut.nn: the cut heads and the scribble loss."""
 
-
 import pytest
 import torch
 
@@ -119,6 +118,15 @@ def test_scribble_loss_matches_enumeration(connectivity):
         assert free - held >= 0
         want = x.double() - xc.double()
         torch.testing.assert_close(scores.grad[b], want * (scores[b].detach() != 0))
+
+
+def test_scribble_loss_weights_gradient_is_the_difference_of_the_cut_edges():
+    scores = torch.tensor([[[1.0, 0.5, -0.5, -1.0]]], dtype=torch.float64)
+    w = torch.full((2, 1, 4), 0.2, dtype=torch.float64, requires_grad=True)
+    ScribbleCutLoss()(scores, torch.tensor([[[1, 0, 1, 2]]]), w).backward()
+    # free cut between pixels 1 and 2, held cut between 2 and 3: loss = held - free cut capacity
+    assert w.grad[0].tolist() == [[0.0, -1.0, 1.0, 0.0]]
+    assert w.grad[1].abs().sum().item() == 0.0
 
 
 def test_scribble_loss_zero_when_the_cut_agrees_and_reductions():

@@ -44,3 +44,10 @@ def test_iou(example):
     b = torch.tensor([[True, False, True, False]])
     assert example.iou(a, b) == pytest.approx(1 / 3)
     assert example.iou(torch.zeros(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool)) == 1.0
+
+
+@pytest.mark.cuda
+def test_trains_on_cuda(example):
+    results, lam, _ = example.main(["--size", "24", "--train", "16", "--test", "8", "--steps", "5", "--batch", "4",
+                                    "--device", "cuda", "--threads", "0"])
+    assert all(0.0 <= v <= 1.0 for v in results.values()) and lam > 0
