@@ -73,7 +73,7 @@ class CutResult:
         returned cut from the source side, 0 elsewhere (:func:`torchcut.diff.flow_value`).
         """
         if getattr(self.graph, "_grad_caps", None) is not None and torch.is_grad_enabled():
-            from .diff import flow_value
+            from ._flowgrad import flow_value
 
             return flow_value(self)
         vals = self.flow_values.tolist()
