@@ -164,3 +164,28 @@ def test_heads_and_loss_cuda():
     loss = ScribbleCutLoss()(logits[:, 0], scribbles, 0.3)
     ref = ScribbleCutLoss()(logits.detach()[:, 0].cpu(), scribbles.cpu(), 0.3)
     assert loss.item() == pytest.approx(ref.item(), abs=1e-5)
+
+
+@pytest.mark.slow
+def test_head_and_loss_under_torch_compile():
+    torch.manual_seed(0)
+    head = CutHead(lam=0.5, pairwise="contrast", sigma=0.4)
+    loss_fn = ScribbleCutLoss()
+    img = torch.rand(2, 1, 12, 12)
+    logits = torch.randn(2, 1, 12, 12)
+    scribbles = torch.zeros(2, 12, 12, dtype=torch.int64)
+    scribbles[:, 0, 0] = 1
+    scribbles[:, -1, -1] = 2
+
+    def f(lg):
+        return head(lg, img).sum() + loss_fn(lg, scribbles, 0.3)
+
+    res = []
+    for fn in (f, torch.compile(f)):
+        x = logits.clone().requires_grad_()
+        head.zero_grad()
+        out = fn(x)
+        out.backward()
+        res.append((out.detach(), x.grad.clone(), head.pair.log_lam.grad.clone()))
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b)

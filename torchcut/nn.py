@@ -304,6 +304,7 @@ class ScribbleCutLoss(nn.Module):
             return loss.sum()
         return loss
 
+    @torch.compiler.disable  # the graph must be built eagerly to carry the flow value's gradient
     def _flow(self, source, sink, edges) -> torch.Tensor:
         from .solvers import maxflow
 
