@@ -17,6 +17,7 @@ MODULES = {
     "cli": "main",
     "compat": "pymaxflow",
     "datasets": "tsukuba_pair",
+    "diff": "flow_value",
     "dimacs": "read_dimacs",
     "distributed": "maxflow",
     "energy": "segmentation_graph",
@@ -24,12 +25,14 @@ MODULES = {
     "grid": "GridGraph",
     "interactive": "Segmenter",
     "multilabel": "expansion",
+    "nn": "CutHead",
     "result": "CutResult",
     "solvers": "maxflow",
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "interactive", "multilabel", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "interactive", "multilabel",
+        "nn", "stereo")
 
 
 def run_fresh(code: str) -> dict:

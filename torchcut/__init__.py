@@ -38,11 +38,13 @@ _LAZY = {
     "refine": "multilabel",
     "labeling_energy": "multilabel",
     "Segmenter": "interactive",
+    "cut_mask": "diff",
+    "cut_labels": "diff",
 }
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above).
-_MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "interactive",
-            "multilabel", "stereo")
+_MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "interactive",
+            "multilabel", "nn", "stereo")
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "EmptyMaskWarning", "CutResult",
            "CertificateError", *_LAZY, *_MODULES]

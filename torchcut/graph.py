@@ -102,6 +102,8 @@ class FlowGraph:
 
     batch_size = 1
     batched = False
+    # The capacities as given, when one of them requires grad (see torchcut.diff); else None.
+    _grad_caps = None
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use FlowGraph.from_edges, FlowGraph.from_network or torchcut.read_dimacs")
@@ -172,9 +174,13 @@ class FlowGraph:
                 raise ValueError(f"{name}: expected node indices in [0, {N}), got {bad}")
         src = torch.zeros(N, dtype=torch.int64, device=device) if source is None else _cap_tensor(source, "source", (N,), device)
         snk = torch.zeros(N, dtype=torch.int64, device=device) if sink is None else _cap_tensor(sink, "sink", (N,), device)
+        grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (cap, rc, src, snk))
+        grad_caps = ("edges", u, v, cap, rc, src, snk) if grad else None
         if rc is None:
             rc = torch.zeros_like(cap)
-        return cls._build(u, v, cap, rc, src, snk, N, scale)
+        g = cls._build(u, v, cap, rc, src, snk, N, scale)
+        g._grad_caps = grad_caps
+        return g
 
     @classmethod
     def from_network(cls, tail, head, cap, source_node: int, sink_node: int, num_nodes: int) -> "FlowGraph":
@@ -220,6 +226,8 @@ class FlowGraph:
                 bad = x[(x < 0) | (x >= n)][0].item()
                 raise ValueError(f"{name}: expected node ids in [0, {n}), got {bad}")
         N = n - 2
+        grad_caps = ("network", tail, head, cap, s, t) if torch.is_grad_enabled() and cap.requires_grad else None
+        cap = cap.detach()
         keep = (tail != head) & (head != s) & (tail != t)
         tail, head, cap = tail[keep], head[keep], cap[keep]
         if cap.is_floating_point():
@@ -248,6 +256,7 @@ class FlowGraph:
         g.node_ids = ids[(ids != s) & (ids != t)]
         g.terminal_ids = (s, t)
         g.id_base = 0
+        g._grad_caps = grad_caps
         return g
 
     @classmethod
@@ -274,7 +283,7 @@ class FlowGraph:
         if bool(loop.any()):
             u, v, cf, cb = u[~loop], v[~loop], cf[~loop], cb[~loop]
         if floating:
-            cf, cb, src, snk = (t.to(torch.float64) for t in (cf, cb, src, snk))
+            cf, cb, src, snk = (t.detach().to(torch.float64) for t in (cf, cb, src, snk))
         else:
             cf, cb, src, snk = (t.to(torch.int64) for t in (cf, cb, src, snk))
         # orient every arc as (lo, hi) and merge duplicates

@@ -229,6 +229,9 @@ class GridGraph:
 
     # Inputs kept for the solver op when the graph is built inside torch.compile (see __init__).
     _pending = None
+    # The capacities as given ``(source, sink, edges, reverse or None)`` when one of them requires grad
+    # (``CutResult.flow_value`` is then differentiable, see :mod:`torchcut.diff`); else None.
+    _grad_caps = None
 
     def __init__(self, source, sink, edges, offsets, reverse=None, *, scale: float | None = None):
         self.offsets = _check_offsets(offsets)
@@ -258,6 +261,8 @@ class GridGraph:
             self.scale = None
             self.caps = self.source = self.sink = None
             return
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (source, sink, edges, reverse)):
+            self._grad_caps = (source, sink, edges, None if reverse is edges else reverse)
         source = check_capacity(source, "source")
         sink = check_capacity(sink, "sink")
         edges = check_capacity(edges, "edges")
@@ -276,7 +281,7 @@ class GridGraph:
             inside = torch.stack([_inside_mask(self.shape, o, device) for o in self.offsets]).unsqueeze(1)
             edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
             reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
-            source, sink, edges, reverse = (t.to(torch.float64) for t in (source, sink, edges, reverse))
+            source, sink, edges, reverse = (t.detach().to(torch.float64) for t in (source, sink, edges, reverse))
             top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
             scale = quantization_scale(top, scale)
             source, sink, edges, reverse = (torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse))

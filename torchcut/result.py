@@ -66,7 +66,16 @@ class CutResult:
     # ------------------------------------------------------------------ user-facing views
     @property
     def flow_value(self):
-        """The maximum flow: a Python int (float for float capacities), or a list of them for a batch."""
+        """The maximum flow: a Python int (float for float capacities), or a list of them for a batch.
+
+        When float capacities of the graph require grad (and grad mode is on), a float tensor instead
+        (0-d, or ``[B]`` for a batch) whose gradient is the minimum cut: 1 on the arcs that cross the
+        returned cut from the source side, 0 elsewhere (:func:`torchcut.diff.flow_value`).
+        """
+        if getattr(self.graph, "_grad_caps", None) is not None and torch.is_grad_enabled():
+            from ._flowgrad import flow_value
+
+            return flow_value(self)
         vals = self.flow_values.tolist()
         scale = getattr(self.graph, "scale", None)
         if isinstance(scale, torch.Tensor):  # a float graph built inside torch.compile
