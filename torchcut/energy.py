@@ -676,16 +676,6 @@ def segmentation_graph(
     >>> torchcut.maxflow(g).mask.int().tolist()
     [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
     """
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
-    if sigma is not None and (
-        isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma <= 0
-    ):
-        raise ValueError(f"sigma: expected a finite number > 0 or None, got {sigma!r}")
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
-    ):
-        raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
     return _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, True)
 
 
@@ -718,7 +708,17 @@ def _has_kernels(key: str) -> bool:
 
 
 def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, native):
-    """segmentation_graph with its arguments checked; ``native``: by the compiled ops where they apply."""
+    """segmentation_graph; ``native``: by the compiled ops where they apply."""
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
+    if sigma is not None and (
+        isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma <= 0
+    ):
+        raise ValueError(f"sigma: expected a finite number > 0 or None, got {sigma!r}")
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
+    ):
+        raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
     x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis, check=False)
     B, C = x.shape[:2]
     shape = tuple(x.shape[2:])
