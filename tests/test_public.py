@@ -21,6 +21,7 @@ MODULES = {
     "distributed": "maxflow",
     "energy": "segmentation_graph",
     "graph": "FlowGraph",
+    "graph_multilabel": "expansion",
     "grid": "GridGraph",
     "multilabel": "expansion",
     "result": "CutResult",
@@ -28,7 +29,8 @@ MODULES = {
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "multilabel", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "graph", "graph_multilabel", "multilabel",
+        "stereo")
 
 
 def run_fresh(code: str) -> dict:

@@ -39,8 +39,8 @@ _LAZY = {
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above; ``torchcut.segment`` and
 # ``torchcut.grabcut`` are the functions: import their modules by name).
-_MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "multilabel",
-            "stereo")
+_MODULES = ("build", "cli", "compat", "datasets", "dimacs", "distributed", "energy", "graph", "graph_multilabel",
+            "multilabel", "stereo")
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "CutResult", "CertificateError", *_LAZY,
            *_MODULES]
