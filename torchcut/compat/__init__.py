@@ -1,6 +1,8 @@
 """Drop-in replacements for other graph-cut libraries' APIs, solved by torchcut.
 
-``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``).
+``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``),
+``torchcut.compat.fastmin`` its ``fastmin`` module, and ``torchcut.compat.gco`` gco-wrapper's
+``cut_general_graph`` (``import torchcut.compat.gco as gco``).
 
 Examples
 --------
@@ -12,7 +14,7 @@ Examples
 
 from importlib import import_module
 
-_MODULES = ("pymaxflow", "fastmin")
+_MODULES = ("pymaxflow", "fastmin", "gco")
 
 
 def __getattr__(name):
