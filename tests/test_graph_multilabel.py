@@ -178,6 +178,66 @@ def test_parallel_edges_add_up():
     assert f.tolist() == [1, 1] and info["energy"] == 4
 
 
+def _move_problems():
+    g = torch.Generator().manual_seed(7)
+    for trial in range(24):
+        U, V, edges, w = random_problem(g, ["potts", "trunc", "linear"][trial % 3], max_nodes=9, max_labels=4,
+                                        integer=trial % 2 == 0)
+        if trial % 4 == 1:  # repeated edges, in both orientations
+            edges = torch.cat([edges, edges.flip(1)])
+            w = torch.cat([w, w])
+        if trial % 6 == 5:  # per-edge tables
+            V = V.unsqueeze(0).repeat(edges.shape[0], 1, 1) * torch.arange(1, edges.shape[0] + 1).view(-1, 1, 1)
+        yield U, V, edges, w
+
+
+def test_compiled_moves_equal_the_tensor_moves(monkeypatch):
+    if not gm._compiled_move(torch.device("cpu")):
+        pytest.skip("the CPU library has no graph_expansion_move op (an older build)")
+    g = torch.Generator().manual_seed(8)
+    for U, V, edges, w in _move_problems():
+        G = gm._GraphEnergy(U, V, edges, w)
+        f = torch.randint(0, G.L, (G.N,), generator=g)
+        for alpha in range(G.L):
+            al = torch.tensor([alpha])
+            monkeypatch.setattr(gm, "COMPILED_MOVES", True)
+            fast = G.expansion_moves(f, al)
+            monkeypatch.setattr(gm, "COMPILED_MOVES", False)
+            slow = G.expansion_moves(f, al)
+            for x, y in zip(fast[:3], slow[:3]):
+                assert x.dtype == y.dtype and torch.equal(x, y)
+            assert (fast[3] is None) == (slow[3] is None) and (fast[3] is None or bool(fast[3]) == bool(slow[3]))
+        monkeypatch.setattr(gm, "COMPILED_MOVES", True)
+        a = gm.expansion(U, V, edges, w, return_info=True)
+        monkeypatch.setattr(gm, "COMPILED_MOVES", False)
+        b = gm.expansion(U, V, edges, w, return_info=True)
+        assert torch.equal(a[0], b[0]) and a[1]["energies"] == b[1]["energies"]
+
+
+def test_a_move_is_a_flowgraph_whose_cut_is_the_move():
+    """Each move's FlowGraph, solved by torchcut.maxflow, verifies; its cut value is the energy change."""
+    g = torch.Generator().manual_seed(9)
+    for U, V, edges, w in _move_problems():
+        G = gm._GraphEnergy(U, V, edges, w)
+        if not G.exact:
+            continue
+        f = torch.randint(0, G.L, (G.N,), generator=g)
+        e0 = int(G.energy(f))
+        for alpha in range(G.L):
+            caps, source, sink, _ = G.expansion_moves(f, torch.tensor([alpha]))
+            graph = G.graph(caps, source, sink)
+            assert isinstance(graph, torchcut.FlowGraph) and graph.num_nodes == G.N
+            r = torchcut.maxflow(graph)
+            assert r.verify()
+            take = ~r.mask  # [N] for a FlowGraph
+            moved = torch.where(take, alpha, f)
+            assert int(G.energy(moved)) == e0 + r.flow_value - int(sink.sum())
+            # the minimum over every switch set (brute force) is what the cut found
+            best = min(int(G.energy(torch.where(torch.tensor(x, dtype=torch.bool), alpha, f)))
+                       for x in itertools.product([0, 1], repeat=G.N))
+            assert int(G.energy(moved)) == best
+
+
 # ---------------------------------------------------------------------------------------------- errors
 def _ok():
     U = torch.tensor([[0, 1, 2], [2, 1, 0]])

@@ -93,6 +93,50 @@ def _tensor(x, name: str, device=None) -> torch.Tensor:
     return x
 
 
+def _sorted(x: torch.Tensor) -> torch.Tensor:
+    """Sorted copy of an int64 tensor (numpy's sort on the CPU)."""
+    if x.device.type == "cpu":
+        return torch.from_numpy(np.sort(x.numpy()))
+    return torch.sort(x).values
+
+
+def _stable_argsort(x: torch.Tensor, top: int) -> torch.Tensor:
+    """Stable argsort of int64 values in ``[0, top)``: one value sort of ``(value, position)`` packed
+    into int64 when it fits (several times faster than numpy's stable argsort on the CPU)."""
+    n = x.numel()
+    ibits = max(1, n.bit_length())
+    if x.device.type == "cpu" and max(1, top).bit_length() + ibits <= 62:
+        packed = (x << ibits) | torch.arange(n, dtype=torch.int64)
+        return _sorted(packed) & ((1 << ibits) - 1)
+    if x.device.type == "cpu":
+        return torch.from_numpy(np.argsort(x.numpy(), kind="stable"))
+    return torch.sort(x, stable=True).indices
+
+
+#: Build CPU expansion moves with the compiled op (``torchcut/csrc/cpu/cpu_graph_moves.cpp``) when the CPU
+#: library has it; False: the tensor ops everywhere (tests, A/B).
+COMPILED_MOVES = True
+_COMPILED = {}
+
+
+def _compiled_move(device: torch.device) -> bool:
+    """Whether ``torch.ops.torchcut.graph_expansion_move`` can build moves on ``device`` (a CPU library
+    built from these sources; an older build lacks the op)."""
+    if not COMPILED_MOVES or device.type != "cpu":
+        return False
+    if "cpu" not in _COMPILED:
+        from . import _ops
+
+        ok = _ops.load_error("cpu") is None and hasattr(torch.ops.torchcut, "graph_expansion_move")
+        if ok:
+            try:
+                ok = torch._C._dispatch_has_kernel_for_dispatch_key("torchcut::graph_expansion_move", "CPU")
+            except (AttributeError, RuntimeError):
+                ok = False
+        _COMPILED["cpu"] = ok
+    return _COMPILED["cpu"]
+
+
 def _fmt(v) -> str:
     v = float(v)
     return str(int(v)) if v.is_integer() else f"{v:g}"
@@ -267,9 +311,10 @@ class _GraphEnergy:
             self.potts = bool((Vh.diagonal() == 0).all()) and bool((off == off[0]).all())
         if self.potts:
             c = off[0].item()
-            self.P = (Wq * c if self.exact else torch.round(Wq * c)).to(torch.int64)
-        self.Wq = Wq
-        self.Vflat = V.reshape(-1)
+            self.P = (Wq * c if self.exact else torch.round(Wq * c)).to(torch.int64).contiguous()
+        self.U = self.U.contiguous()  # (a transposed unary gives transposed strides)
+        self.Wq = Wq.contiguous()
+        self.Vflat = V.reshape(-1).contiguous()
         self.ebase = (torch.arange(E, device=device) * (L * L)) if self.per_edge else None
         self.exact_moves = self.exact or self.potts
         self._layout = None
@@ -302,71 +347,124 @@ class _GraphEnergy:
 
     # -------------------------------------------------------------------------------- move layout
     def layout(self):
-        """(template FlowGraph, arc index of u -> v per edge, arc index of v -> u, parallel edges?)."""
+        """``(template, arc_uv, arc_vu, perm)``: the moves' FlowGraph layout (capacities 0), the CSR
+        index of each edge's arcs ``u -> v`` and ``v -> u``, and ``perm`` (``[2E]``, or None when edges
+        repeat) such that ``cat([cap_uv, cap_vu])[perm]`` are the CSR capacities.
+
+        Without repeated edges (either orientation) every edge is its own arc pair: the CSR is one
+        stable sort of the ``2E`` arcs by tail. Repeated edges go through
+        :meth:`torchcut.FlowGraph.from_edges`, which merges them; their capacities are then added up.
+        """
         if self._layout is None:
             N, E, dev = self.N, self.E, self.device
-            one = torch.ones(E, dtype=torch.int64, device=dev)
-            g = FlowGraph.from_edges(self.u, self.v, one, one, num_nodes=N)
-            tu, tv = g.tail[g.pair_fwd], g.head[g.pair_fwd]  # pairs as (lo, hi)
-            pk = tu * N + tv
-            lo, hi = torch.minimum(self.u, self.v), torch.maximum(self.u, self.v)
-            order = torch.argsort(pk)
-            pair = order[torch.searchsorted(pk[order], lo * N + hi)] if E else order
-            forward = self.u < self.v
-            arc_uv = torch.where(forward, g.pair_fwd[pair], g.pair_bwd[pair])
-            arc_vu = torch.where(forward, g.pair_bwd[pair], g.pair_fwd[pair])
-            g.lattice_shape()  # cached on the template: every move shares it
-            self._layout = (g, arc_uv, arc_vu, g.num_pairs < E)
+            u, v = self.u, self.v
+            lo, hi = torch.minimum(u, v), torch.maximum(u, v)
+            key = _sorted(lo * N + hi)
+            repeated = bool((key[1:] == key[:-1]).any()) if E > 1 else False
+            if repeated:
+                one = torch.ones(E, dtype=torch.int64, device=dev)
+                g = FlowGraph.from_edges(u, v, one, one, num_nodes=N)
+                pk = g.tail[g.pair_fwd] * N + g.head[g.pair_fwd]  # pairs as (lo, hi)
+                order = torch.argsort(pk)
+                pair = order[torch.searchsorted(pk[order], lo * N + hi)]
+                forward = u < v
+                arc_uv = torch.where(forward, g.pair_fwd[pair], g.pair_bwd[pair])
+                arc_vu = torch.where(forward, g.pair_bwd[pair], g.pair_fwd[pair])
+                perm = None
+            else:
+                tails = torch.cat([u, v])
+                heads = torch.cat([v, u])
+                perm = _stable_argsort(tails, N)  # CSR position -> arc (k: u_k -> v_k, E + k: v_k -> u_k)
+                inv = torch.empty_like(perm)
+                inv[perm] = torch.arange(2 * E, device=dev)
+                arc_uv, arc_vu = inv[:E], inv[E:]
+                g = object.__new__(FlowGraph)
+                g.node_ids, g.terminal_ids, g.id_base = None, None, 0
+                g.scale, g.is_float = None, False
+                g.row_ptr = torch.zeros(N + 1, dtype=torch.int64, device=dev)
+                g.row_ptr[1:] = torch.cumsum(torch.bincount(tails, minlength=N), 0)
+                g.tail, g.head = tails[perm], heads[perm]
+                g.rev = torch.cat([arc_vu, arc_uv])[perm]
+                forward = u < v
+                g.pair_fwd = torch.where(forward, arc_uv, arc_vu)
+                g.pair_bwd = torch.where(forward, arc_vu, arc_uv)
+                g.caps = torch.zeros(2 * E, dtype=self.cap_dtype, device=dev)
+                g.source = torch.zeros(1, N, dtype=torch.int64, device=dev)
+                g.sink = torch.zeros(1, N, dtype=self.cap_dtype, device=dev)
+                g.num_nodes = N
+                g._lattice = None
+            if dev.type == "cuda":
+                g.lattice_shape()  # cached on the template (the CUDA dispatch routes lattices to the grid solver)
+            self._layout = (g, arc_uv, arc_vu, perm)
         return self._layout
 
     def batched_layout(self, M: int):
-        """(template FlowGraph of M disjoint copies of the graph, arc_uv, arc_vu, parallel)."""
+        """``(template, offsets)``: M disjoint copies of :meth:`layout`'s graph as one FlowGraph, and
+        ``A * arange(M)`` (copy m's arcs are ``m * A + a``)."""
         if M not in self._batched:
-            g, arc_uv, arc_vu, parallel = self.layout()
+            g = self.layout()[0]
             N, A = self.N, g.num_arcs
             dev = self.device
-            rows = g.row_ptr[1:].unsqueeze(0) + A * torch.arange(M, device=dev).unsqueeze(1)
+            ar = torch.arange(M, device=dev)
             big = object.__new__(FlowGraph)
             big.__dict__.update(g.__dict__)
-            big.row_ptr = torch.cat([g.row_ptr[:1], rows.reshape(-1)])
-            shift_n = (N * torch.arange(M, device=dev)).repeat_interleave(A)
-            shift_a = (A * torch.arange(M, device=dev)).repeat_interleave(A)
+            big.row_ptr = torch.cat([g.row_ptr[:1], (g.row_ptr[1:].unsqueeze(0) + A * ar.unsqueeze(1)).reshape(-1)])
+            shift_n = (N * ar).repeat_interleave(A)
+            shift_a = (A * ar).repeat_interleave(A)
             big.head = g.head.repeat(M) + shift_n
             big.tail = g.tail.repeat(M) + shift_n
             big.rev = g.rev.repeat(M) + shift_a
             P = g.num_pairs
-            big.pair_fwd = g.pair_fwd.repeat(M) + (A * torch.arange(M, device=dev)).repeat_interleave(P)
-            big.pair_bwd = g.pair_bwd.repeat(M) + (A * torch.arange(M, device=dev)).repeat_interleave(P)
+            big.pair_fwd = g.pair_fwd.repeat(M) + (A * ar).repeat_interleave(P)
+            big.pair_bwd = g.pair_bwd.repeat(M) + (A * ar).repeat_interleave(P)
+            big.caps = g.caps.repeat(M)
+            big.source, big.sink = g.source.repeat(1, M), g.sink.repeat(1, M)
             big.num_nodes = M * N
             big._lattice = False
-            self._batched = {M: (big, arc_uv, arc_vu, parallel)}
+            self._batched = {M: (big, A * ar)}
         return self._batched[M]
 
-    def graph(self, template: FlowGraph, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor) -> FlowGraph:
-        """A FlowGraph sharing ``template``'s layout with new capacities (no copy of the layout)."""
+    def graph(self, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor) -> FlowGraph:
+        """The FlowGraph of one move (or of M moves, :meth:`batched_layout`) from its capacities, sharing
+        the template's layout."""
+        N = source.numel()
+        template = self.layout()[0] if N == self.N else self.batched_layout(N // self.N)[0]
         g = object.__new__(FlowGraph)
         g.__dict__.update(template.__dict__)
-        g.caps = caps
+        g.caps = caps.reshape(-1)
         g.source = source.reshape(1, -1)
         g.sink = sink.reshape(1, -1)
-        g.is_float = False
-        g.scale = None
         return g
 
     # -------------------------------------------------------------------------------- moves
+    def _caps(self, both: torch.Tensor, perm, arc_uv, arc_vu, A: int) -> torch.Tensor:
+        """CSR capacities ``[M, A]`` from ``both`` ``[M, 2E]`` (``cat([cap_uv, cap_vu])`` per move)."""
+        both = both.to(self.cap_dtype)
+        if perm is not None:
+            return both.index_select(1, perm)
+        caps = torch.zeros((both.shape[0], A), dtype=self.cap_dtype, device=self.device)
+        return caps.index_add_(1, torch.cat([arc_uv, arc_vu]), both)
+
     def expansion_moves(self, f: torch.Tensor, alphas: torch.Tensor):
         """Capacities of the expansion moves ``alphas`` (int64 ``[M]``) from labels ``f`` ``[N]``.
 
         Returns ``(caps [M, A], source [M, N], sink [M, N], clamped)``: ``clamped`` (a 0-dim bool
         tensor, or None when it cannot happen) tells whether a rounded arc came out negative.
         """
-        g, arc_uv, arc_vu, parallel = self.layout()
+        g, arc_uv, arc_vu, perm = self.layout()
         M = alphas.numel()
+        if M == 1 and self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
+            mode = 0 if self.potts else 1 if self.exact else 2
+            caps, source, sink, clamped = torch.ops.torchcut.graph_expansion_move(
+                self.U, f, self.u, self.v, arc_uv, arc_vu, self.P if self.potts else self.Wq, self.Vflat,
+                int(alphas[0]), mode, g.num_arcs, self.cap_dtype == torch.int64)
+            return caps.view(1, -1), source.view(1, -1), sink.view(1, -1), None if self.exact_moves else clamped[0] > 0
         a = alphas.view(M, 1)
         delta = self.U.index_select(0, alphas) - self.U.gather(0, f.view(1, -1))  # take - keep, [M, N]
-        caps = torch.zeros((M, g.num_arcs), dtype=self.cap_dtype, device=self.device)
         clamped = None
-        if self.E:
+        if not self.E:
+            caps = torch.zeros((M, 0), dtype=self.cap_dtype, device=self.device)
+        else:
             fu, fv = f.index_select(0, self.u), f.index_select(0, self.v)
             e00 = self.pair(fu, fv)  # [E]
             e01 = self.pair(fu, a)  # [M, E]: u keeps, v takes alpha
@@ -378,11 +476,7 @@ class _GraphEnergy:
             if not self.exact_moves:
                 clamped = (bwd < 0).any()
                 bwd.clamp_(min=0)
-            for arc, c in ((arc_uv, fwd), (arc_vu, bwd)):
-                if parallel:
-                    caps.index_add_(1, arc, c.to(self.cap_dtype))
-                else:
-                    caps.index_copy_(1, arc, c.to(self.cap_dtype))
+            caps = self._caps(torch.cat([fwd, bwd], 1), perm, arc_uv, arc_vu, g.num_arcs)
         source = delta.clamp(min=0)
         sink = delta.neg_().clamp_(min=0)
         return caps, source, sink.to(self.cap_dtype), clamped
@@ -390,7 +484,7 @@ class _GraphEnergy:
     def swap_move(self, f: torch.Tensor, alpha: int, beta: int):
         """Capacities ``(caps [A], source [N], sink [N], var [N])`` of the swap move of ``alpha`` and
         ``beta`` (source side alpha, sink side beta) from labels ``f``."""
-        g, arc_uv, arc_vu, parallel = self.layout()
+        g, arc_uv, arc_vu, perm = self.layout()
         var = (f == alpha) | (f == beta)
         delta = torch.where(var, self.U[beta] - self.U[alpha], 0)  # cost of beta - cost of alpha
         caps = torch.zeros(g.num_arcs, dtype=self.cap_dtype, device=self.device)
@@ -402,12 +496,8 @@ class _GraphEnergy:
             du = torch.where(vu & ~vv, self.pair(B, fv) - self.pair(A, fv), 0)
             dv = torch.where(vv & ~vu, self.pair(fu, B) - self.pair(fu, A), 0)
             delta.index_add_(0, self.u, du).index_add_(0, self.v, dv)
-            c = torch.where(vu & vv, self.pair(A, B), 0).to(self.cap_dtype)
-            for arc in (arc_uv, arc_vu):
-                if parallel:
-                    caps.index_add_(0, arc, c)
-                else:
-                    caps.index_copy_(0, arc, c)
+            c = torch.where(vu & vv, self.pair(A, B), 0)
+            caps = self._caps(torch.cat([c, c]).unsqueeze(0), perm, arc_uv, arc_vu, g.num_arcs)[0]
         source = delta.clamp(min=0)
         sink = delta.neg_().clamp_(min=0).to(self.cap_dtype)
         return caps, source, sink, var
@@ -432,7 +522,11 @@ def _labels_in(init, G: _GraphEnergy) -> torch.Tensor:
     return f.to(torch.int64).clone()
 
 
-def _check_common(schedule, max_cycles, choices):
+def _check_common(schedule, max_cycles, choices, backend):
+    from .solvers import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if schedule not in choices:
         raise ValueError(f"schedule: expected one of {choices}, got {schedule!r}")
     if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, (int, np.integer))
@@ -440,14 +534,25 @@ def _check_common(schedule, max_cycles, choices):
         raise ValueError(f"max_cycles: expected a non-negative int or None, got {max_cycles!r}")
 
 
-def _solve(G: _GraphEnergy, template, caps, source, sink, backend, info):
-    """Source-side mask ``[n]`` and per-item flows of a move graph."""
+def _solve(G: _GraphEnergy, caps, source, sink, backend, info):
+    """Solve a move's FlowGraph (or a batch of moves'), using up its capacity tensors.
+
+    Returns the source side ``[n]`` (True: keep) and the residual sink capacities ``[n]``. The CSR
+    backend of :func:`torchcut.maxflow` (Boykov-Kolmogorov on the CPU, the CSR kernels on CUDA) runs in
+    place on the move's own tensors; a lattice on CUDA goes through :func:`torchcut.maxflow` to the grid
+    solver.
+    """
+    from .solvers import csr as dispatch
     from .solvers import maxflow
 
-    g = G.graph(template, caps.reshape(-1), source.reshape(-1), sink.reshape(-1))
-    r = maxflow(g, backend=backend, lattice=None if template.num_nodes == G.N else False)
     info["solves"] += 1
-    return r
+    g = G.graph(caps, source, sink)
+    impl = dispatch._pick(G.device, backend)
+    if g._lattice and getattr(impl, "ROUTE_LATTICES", True):
+        r = maxflow(g, backend=backend)
+        return r.node_mask[0], g.sink[0].to(torch.int64) - r.sink_flow[0]
+    mask, _ = impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, g.caps, g.source[0], g.sink[0])
+    return mask, g.sink[0]
 
 
 def expansion(unary, pairwise, edges, edge_weights=None, *, init=None, max_cycles=None, schedule: str = "auto",
@@ -500,7 +605,7 @@ def expansion(unary, pairwise, edges, edge_weights=None, *, init=None, max_cycle
     tensor([0, 0, 1, 1])
     """
     G = _GraphEnergy(unary, pairwise, edges, edge_weights, metric=True)
-    _check_common(schedule, max_cycles, ("auto", "sequential", "batched"))
+    _check_common(schedule, max_cycles, ("auto", "sequential", "batched"), backend)
     if schedule == "auto":
         schedule = "batched" if G.device.type == "cuda" and G.L * G.N <= AUTO_BATCHED_NODES else "sequential"
     f = _labels_in(init, G)
@@ -520,19 +625,19 @@ def expansion(unary, pairwise, edges, edge_weights=None, *, init=None, max_cycle
 
 
 def _expansion_sequential(G: _GraphEnergy, f, e, max_cycles, backend, info, energies):
-    template = G.layout()[0]
     alphas = torch.arange(G.L, device=G.device)
     quiet = 0  # moves in a row that changed nothing
     while quiet < G.L and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         for alpha in range(G.L):
             caps, source, sink, clamped = G.expansion_moves(f, alphas[alpha:alpha + 1])
-            r = _solve(G, template, caps, source, sink, backend, info)
+            mask, residual = _solve(G, caps, source, sink, backend, info)
             info["moves"] += 1
-            take = ~r.node_mask[0]
+            take = ~mask
             if clamped is None or not bool(clamped):
                 # exact representation: E(new) = E(old) + cut(new) - cut(keep everything)
-                e_new = e + int(r.flow_values[0] - sink.sum(dtype=torch.int64))
+                # = E(old) + flow - sum of the sink capacities = E(old) - sum of the residual ones
+                e_new = e - int(residual.sum(dtype=torch.int64))
                 cand = None
             else:
                 cand = torch.where(take, alpha, f)
@@ -551,13 +656,12 @@ def _expansion_sequential(G: _GraphEnergy, f, e, max_cycles, backend, info, ener
 
 def _expansion_batched(G: _GraphEnergy, f, e, max_cycles, backend, info, energies):
     alphas = torch.arange(G.L, device=G.device)
-    template = G.batched_layout(G.L)[0]
     while max_cycles is None or info["cycles"] < max_cycles:
         info["cycles"] += 1
         caps, source, sink, _ = G.expansion_moves(f, alphas)
-        r = _solve(G, template, caps, source, sink, backend, info)
+        mask, _ = _solve(G, caps, source, sink, backend, info)
         info["moves"] += G.L
-        take = ~r.node_mask.view(G.L, G.N)
+        take = ~mask.view(G.L, G.N)
         e_start = e
         for alpha in range(G.L):
             cand = torch.where(take[alpha], alpha, f)
@@ -598,21 +702,20 @@ def swap(unary, pairwise, edges, edge_weights=None, *, init=None, max_cycles=Non
     tensor([0, 0, 0])
     """
     G = _GraphEnergy(unary, pairwise, edges, edge_weights, metric=False)
-    _check_common("sequential", max_cycles, ("sequential",))
+    _check_common("sequential", max_cycles, ("sequential",), backend)
     f = _labels_in(init, G)
     info = {"solves": 0, "moves": 0, "cycles": 0, "scale": G.scale, "exact": G.exact, "schedule": "sequential"}
     e = int(G.energy(f))
     energies = [e]
     pairs = [(a, b) for a in range(G.L) for b in range(a + 1, G.L)]
-    template = G.layout()[0] if pairs else None
     quiet = 0
     while pairs and quiet < len(pairs) and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         for a, b in pairs:
             caps, source, sink, var = G.swap_move(f, a, b)
-            r = _solve(G, template, caps, source, sink, backend, info)
+            mask, _ = _solve(G, caps, source, sink, backend, info)
             info["moves"] += 1
-            cand = torch.where(var, torch.where(r.node_mask[0], a, b), f)
+            cand = torch.where(var, torch.where(mask, a, b), f)
             e_new = int(G.energy(cand))
             if e_new < e:
                 f, e = cand, e_new
