@@ -114,3 +114,38 @@ def test_cuda_warm_solves_equal_solves_from_scratch():
         r = d.maxflow()
         ref = torchcut.maxflow(d.graph, lattice=False)
         assert r.verify() and r.flow_value == ref.flow_value and torch.equal(r.mask, ref.mask)
+
+
+def _stroke_script(mod, reuse):
+    """An interactive session on an edge-list graph: solve, then strokes that add terminal capacity."""
+    gen = torch.Generator().manual_seed(21)
+    N = 150
+    G = mod.Graph[int]()
+    G.add_nodes(N)
+    for _ in range(500):
+        i, j = torch.randint(0, N, (2,), generator=gen).tolist()
+        if i != j:
+            G.add_edge(i, j, int(torch.randint(0, 9, (1,), generator=gen)), int(torch.randint(0, 9, (1,), generator=gen)))
+    for i in range(N):
+        G.add_tedge(i, int(torch.randint(0, 8, (1,), generator=gen)), int(torch.randint(0, 8, (1,), generator=gen)))
+    out = [(G.maxflow(), [G.get_segment(i) for i in range(N)])]
+    for stroke in range(6):
+        nodes = torch.randperm(N, generator=gen)[:10].tolist()
+        for i in nodes:
+            G.add_tedge(i, 0, 30) if stroke % 2 else G.add_tedge(i, 30, 0)
+            G.mark_node(i)
+        out.append((G.maxflow(reuse_trees=reuse), [G.get_segment(i) for i in range(N)]))
+    return out, G
+
+
+def test_compat_pymaxflow_reuse_trees_gives_pymaxflows_flows_and_segments():
+    import torchcut.compat.pymaxflow as tmax
+
+    ours, G = _stroke_script(tmax, True)
+    assert G._dynamic is not None and G._dynamic.stats["warm"] == 6  # every stroke re-solved from the last flow
+    scratch, _ = _stroke_script(tmax, False)
+    assert ours == scratch
+    assert G.last_result.verify()
+    maxflow = pytest.importorskip("maxflow")
+    theirs, _ = _stroke_script(maxflow, True)
+    assert ours == theirs

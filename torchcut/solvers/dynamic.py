@@ -173,10 +173,16 @@ class DynamicFlowGraph:
         if g.caps.dtype == torch.int32 and new_snk.numel() and int(new_snk.max()) > INT32_MAX:
             raise ValueError(f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
                              f"{int(new_snk.max())}; build the FlowGraph with the larger capacities instead")
+        self._install(new_src, new_snk)
+
+    def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor) -> None:
+        """Make int64 ``[N]`` terminal capacities (in the graph's units) the current ones."""
+        g = self.graph
+        N = g.num_nodes
         check_sum((new_src, new_snk, g.caps), "FlowGraph")
         new = object.__new__(type(g))
         new.__dict__.update(g.__dict__)
-        new.source = new_src.reshape(1, N)
+        new.source = new_src.to(torch.int64).reshape(1, N)
         new.sink = new_snk.to(g.sink.dtype).reshape(1, N)
         self.graph = new
 
