@@ -138,8 +138,10 @@ def _stroke_script(mod, reuse):
     return out, G
 
 
-def test_compat_pymaxflow_reuse_trees_gives_pymaxflows_flows_and_segments():
+def test_compat_pymaxflow_reuse_trees_gives_pymaxflows_flows_and_segments(monkeypatch):
     import torchcut.compat.pymaxflow as tmax
+
+    monkeypatch.setattr(tmax, "REUSE_FLOW", True)
 
     ours, G = _stroke_script(tmax, True)
     assert G._dynamic is not None and G._dynamic.stats["warm"] == 6  # every stroke re-solved from the last flow

@@ -26,11 +26,12 @@ is a constant every cut pays, and only the difference stays on the node.
 
 Differences that remain (see also the README, "Coming from PyMaxflow")
 ----------------------------------------------------------------------
-* ``maxflow(reuse_trees=True)`` re-solves from the last flow when the graph is a FlowGraph (edge
-  lists) whose edges did not change since the last ``maxflow()``, only terminal capacities
-  (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`: the flow is kept, not the search trees, and
-  every node is re-fitted, so ``mark_node`` / ``mark_grid_nodes`` have nothing to do and do nothing).
-  Grid graphs, and float graphs whose quantisation scale moved, solve from scratch. Adding capacity
+* ``maxflow(reuse_trees=True)`` solves from scratch: re-solving from the last flow
+  (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`, switched on by setting ``REUSE_FLOW = True``
+  in this module; edge-list graphs whose edges did not change, only terminal capacities) gives the
+  same values and segments but measured slower, because the CPU solver regrows its search trees
+  from every terminal node instead of keeping them. ``mark_node`` / ``mark_grid_nodes`` do nothing
+  (every node is re-fitted). Adding capacity
   after ``maxflow()`` and calling it again gives the maximum flow of the grown graph, as in PyMaxflow.
 * Which minimum cut: the sink side is the set of nodes that can still reach the sink in the final
   residual graph (torchcut's convention, unique per instance). Boykov-Kolmogorov's maximal search
@@ -200,6 +201,13 @@ class _Record:
 
 # Host tensors at least this large go to a CUDA graph through pinned memory (below it a plain copy).
 _STAGE_MIN_BYTES = 1 << 20
+
+
+#: ``maxflow(reuse_trees=True)`` re-solves an edge-list graph from its last flow when only terminal
+#: capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`). Off: measured 1.7-7x slower
+#: than a solve from scratch on 90k-node image graphs after 2% strokes, because the CPU solver regrows its
+#: search trees from every terminal node (docs/performance.md); the results are the same either way.
+REUSE_FLOW = False
 
 
 def _same_links(a: FlowGraph, b: FlowGraph) -> bool:
@@ -807,9 +815,9 @@ class GraphInt:
     def maxflow(self, reuse_trees: bool = False):
         """Compute the maximum flow; return its value (the capacity of the minimum cut).
 
-        ``reuse_trees=True``: when only terminal capacities changed since the last call on an edge-list
-        graph, solve from the last flow (module docstring); the value and segments are those of a
-        solve from scratch.
+        ``reuse_trees`` is accepted; with ``REUSE_FLOW`` set, an edge-list graph whose terminal
+        capacities alone changed since the last call is solved from the last flow (module docstring).
+        Either way the value and segments are those of a solve from scratch.
 
         Examples
         --------
@@ -822,8 +830,8 @@ class GraphInt:
             return 0 if self._integer else 0.0
         graph, constant, scale = self.build()
         dyn = self._dynamic
-        if (reuse_trees and isinstance(graph, FlowGraph) and dyn is not None and dyn.graph.device == graph.device
-                and _same_links(dyn.graph, graph)):
+        if (reuse_trees and REUSE_FLOW and isinstance(graph, FlowGraph) and dyn is not None
+                and dyn.graph.device == graph.device and _same_links(dyn.graph, graph)):
             # only terminal capacities changed since the last solve: re-solve from its flow
             dyn._install(graph.source[0], graph.sink[0])
             result = dyn.maxflow()

@@ -24,6 +24,12 @@ The flow value is the maximum flow of the new network and the mask is the canoni
 preflow): both equal a solve from scratch, and ``verify()`` holds. Only terminal capacities change;
 n-link capacities stay those of the graph given.
 
+Speed: not yet faster than a solve from scratch on the CPU. The flow is kept, but Boykov-Kolmogorov
+starts its search trees again from every node with terminal capacity left and grows them over the
+whole graph before it can stop, so a warm solve costs a cold one plus the re-fit (``benchmarks/
+dynamic.py``: 1.7-7x the scratch time on a 300^2 image graph after 2% strokes, on a loaded machine).
+Kohli and Torr's speed-up needs the search trees kept between solves inside the solver.
+
 Examples
 --------
 >>> import torchcut
