@@ -94,6 +94,21 @@ def test_schedules_reach_a_local_minimum_from_any_start(schedule):
         assert energies_np(U, V, edges, w, all_moves(f, L, N, "expansion")).min() >= info["energy"]
 
 
+@pytest.mark.parametrize("schedule", ["sequential", "batched"])
+def test_the_reference_backend_takes_the_tensor_path_to_the_same_guarantee(schedule):
+    """backend="reference": moves built by tensor ops and solved by the reference CSR push-relabel (the
+    path CUDA takes, with its kernels instead)."""
+    g = torch.Generator().manual_seed(12)
+    for _ in range(8):
+        U, V, edges, w = random_problem(g, "trunc", max_nodes=5)
+        L, N = U.shape
+        f, info = gm.expansion(U, V, edges, w, schedule=schedule, backend="reference", return_info=True)
+        assert info["energy"] == energies_np(U, V, edges, w, f[None])[0]
+        assert energies_np(U, V, edges, w, all_moves(f, L, N, "expansion")).min() >= info["energy"]
+        fs, infs = gm.swap(U, V, edges, w, backend="reference", return_info=True)
+        assert infs["energy"] == energies_np(U, V, edges, w, fs[None])[0]
+
+
 def test_swap_is_a_local_minimum_of_every_swap_move_and_takes_semimetrics():
     g = torch.Generator().manual_seed(3)
     for trial in range(40):
