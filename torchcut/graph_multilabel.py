@@ -302,7 +302,9 @@ class _GraphEnergy:
             self.U = torch.round(U * self.scale).to(torch.int64)
             Wq = w * self.scale
             peak = QUANT_RANGE
-        self.cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
+        # int32 capacities on the CPU when they fit (half the memory traffic); int64 on CUDA, where the CSR
+        # kernels work in int64 and would otherwise convert and copy back every move
+        self.cap_dtype = torch.int32 if peak <= INT32_MAX and device.type != "cuda" else torch.int64
         # Potts (one cost c off the diagonal): each edge's pair cost is one integer, P_e = round(w_e c)
         Vh = V.cpu()
         self.potts = False
@@ -320,6 +322,7 @@ class _GraphEnergy:
         self._layout = None
         self._batched = {}
         self.impl = {}  # backend name -> CSR solver module
+        self.idx32 = {}  # CUDA: nodes of a move graph -> its int32 row_ptr, head, rev
 
     # -------------------------------------------------------------------------------- energy terms
     def pair(self, a: torch.Tensor, b) -> torch.Tensor:
@@ -559,7 +562,13 @@ def _solve(G: _GraphEnergy, caps, source, sink, backend, info):
     if g._lattice and getattr(impl, "ROUTE_LATTICES", True):
         r = maxflow(g, backend=backend)
         return r.node_mask[0], g.sink[0].to(torch.int64) - r.sink_flow[0]
-    mask, _ = impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, g.caps, g.source[0], g.sink[0])
+    row_ptr, head, rev = g.row_ptr, g.head, g.rev
+    if g.device.type == "cuda":  # the CSR kernels take int32 indices: convert the layout once, not every move
+        idx = G.idx32.get(g.num_nodes)
+        if idx is None:
+            idx = G.idx32[g.num_nodes] = tuple(t.to(torch.int32) for t in (row_ptr, head, rev))
+        row_ptr, head, rev = idx
+    mask, _ = impl.solve_csr(row_ptr, head, g.tail, rev, g.caps, g.source[0], g.sink[0])
     return mask, g.sink[0]
 
 
