@@ -16,10 +16,12 @@ alpha", an edge's term is ``E00 = w V(f_u, f_v)``, ``E01 = w V(f_u, alpha)``, ``
 ``min(E01 - E00, 0)`` to v's, and the rest is the arc ``u -> v`` of capacity ``max(E01 - E00, 0)`` and
 the arc ``v -> u`` of capacity ``E10 + min(E01 - E00, 0)``, non-negative when ``V`` is a metric. (This
 pushes less flow through the terminals than one arc ``u -> v`` of capacity ``E01 + E10 - E00`` with
-``E10`` on v's sink arc; the Boykov-Kolmogorov solver measured 10-30% faster on it.) No auxiliary nodes:
-the move is a :class:`torchcut.FlowGraph` on the graph's own nodes and edges, laid out once; each move
-only writes new capacities into that layout. Source side = keep the label, sink side = take alpha.
-The energy after a move is read off the flow: ``E(new) = E(old) + flow - sum of the sink capacities``.
+``E10`` on v's sink arc; the whole expansion measured up to 1.4x faster on it, docs/performance.md.)
+No auxiliary nodes: the move is a :class:`torchcut.FlowGraph` on the graph's own nodes and edges, laid
+out once; each move only writes new capacities into that layout (on the CPU in one compiled pass,
+``torchcut/csrc/cpu/cpu_graph_moves.cpp``; elsewhere by tensor ops) and is solved in place by the CSR
+backend of :func:`torchcut.maxflow`. Source side = keep the label, sink side = take alpha. The energy
+after a move is read off the flow: ``E(new) = E(old) + flow - sum of the sink capacities``.
 
 Swap move (labels alpha < beta): the nodes labelled alpha or beta choose between the two (source side
 alpha, sink side beta); an edge between two of them is a pair of arcs of capacity ``w V(alpha, beta)``,
@@ -43,8 +45,9 @@ moves in a row as there are labels (pairs) change nothing: a local minimum with 
 move. ``"batched"`` (expansion): the L moves of one labelling are one FlowGraph of ``L * N`` nodes,
 solved at once, then applied greedily in label order, each kept only if it lowers the energy of the
 current labelling; a round that keeps nothing ends the loop (same guarantee). ``"auto"``: batched on
-CUDA while the batched graph holds at most 2**23 nodes (the CSR kernels' solve costs a few launches
-whatever its size), sequential on the CPU (the Boykov-Kolmogorov solver's work grows with the graph).
+CUDA while the batched graph holds at most 2**23 nodes (one kernel loop for L moves, as on grids; not
+yet timed against sequential on general graphs), sequential on the CPU (the Boykov-Kolmogorov solver's
+work grows with the graph).
 """
 
 from __future__ import annotations
