@@ -197,10 +197,10 @@ def main(argv=None):
         rep = a.repeat if N < 2e5 else 1
         if rep > 1:
             run_ours(e, w, U, V, a.device)  # warm-up (first-call imports, allocator)
-        t_ours, lab = timed(lambda: run_ours(e, w, U, V, a.device), rep)
+        t_ours, lab = timed(lambda e=e, w=w, U=U, V=V: run_ours(e, w, U, V, a.device), rep)
         row = dict(case=name, nodes=N, edges=len(e), labels=U.shape[1], ours_s=t_ours, ours_energy=energy(e, w, U, V, lab))
         if have_gco:
-            t_gco, lg = timed(lambda: run_gco(e, w, U, V), rep)
+            t_gco, lg = timed(lambda e=e, w=w, U=U, V=V: run_gco(e, w, U, V), rep)
             row.update(gco_s=t_gco, gco_energy=energy(e, w, U, V, lg))
             row["ratio"] = row["ours_energy"] / row["gco_energy"] if row["gco_energy"] else 1.0
             row["speedup"] = t_gco / t_ours

@@ -128,7 +128,7 @@ def test_per_edge_tables_and_float_energies():
     g = torch.Generator().manual_seed(4)
     for trial in range(30):
         integer = trial % 2 == 0
-        U, V, edges, w = random_problem(g, "potts", integer=integer)
+        U, _, edges, w = random_problem(g, "potts", integer=integer)
         L, N = U.shape
         E = edges.shape[0]
         a = torch.arange(L)

@@ -52,8 +52,6 @@ work grows with the graph).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 

@@ -43,7 +43,7 @@ def _as_tensor(x, name, device=None):
     """A tensor as given, or an array or list as a tensor on ``device`` (the unary's)."""
     if isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, np.ndarray) or isinstance(x, (list, tuple)):
+    if isinstance(x, (np.ndarray, list, tuple)):
         return _gm._tensor(np.asarray(x), name, device)
     raise TypeError(f"{name}: expected a numpy array or torch tensor, got {describe(x)}")
 

@@ -226,7 +226,7 @@ class DynamicFlowGraph:
 
     def _warm(self, impl) -> CutResult:
         g = self.graph
-        R0, t0 = self._state
+        R0 = self._state[0]
         C = g.caps.to(torch.int64)
         R = R0.to(torch.int64)
         S = g.source[0].to(torch.int64)
