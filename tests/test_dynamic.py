@@ -117,7 +117,7 @@ def test_cuda_warm_solves_equal_solves_from_scratch():
 
 
 def _stroke_script(mod, reuse):
-    """An interactive session on an edge-list graph: solve, then strokes that add terminal capacity."""
+    """Interactive segmentation on an edge-list graph: solve, then strokes that add terminal capacity."""
     gen = torch.Generator().manual_seed(21)
     N = 150
     G = mod.Graph[int]()
