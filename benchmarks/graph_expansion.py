@@ -20,7 +20,7 @@ observation|``) and integer weights, so both solvers minimise the same energy ex
 warm-up on the small cases; torch runs on ``--threads`` threads (default 1: GCO is single-threaded).
 
     python benchmarks/graph_expansion.py [--sizes 1e4,1e5,1e6] [--rag-sizes 1e3,1e4] [--repeat 3]
-                                         [--device cpu] [--out DIR]
+                                         [--device cpu] [--algorithm expansion|swap] [--out DIR]
 
 Prints one row per case (ours and GCO side by side) and, with ``--out``, writes
 DIR/graph_expansion.json and DIR/graph_expansion.md.
@@ -131,24 +131,28 @@ def cases(sizes, rag_sizes, seed=0):
 
 
 # ---------------------------------------------------------------------------------------------- solvers
-def run_ours(e, w, U, V, device):
+def run_ours(e, w, U, V, device, algorithm="expansion"):
     Ut = torch.from_numpy(np.ascontiguousarray(U.T)).to(device)
     args = [torch.from_numpy(x).to(device) for x in (V, e, w)]
-    labels = torchcut.expansion(Ut, args[0], edges=args[1], edge_weights=args[2])
+    if algorithm == "swap":
+        labels = torchcut.graph_multilabel.swap(Ut, args[0], args[1], args[2])
+    else:
+        labels = torchcut.expansion(Ut, args[0], edges=args[1], edge_weights=args[2])
     if device != "cpu":
         torch.cuda.synchronize()
     return labels.cpu().numpy()
 
 
-def run_gco(e, w, U, V):
+def run_gco(e, w, U, V, algorithm="expansion"):
     import gco
 
     integer = np.issubdtype(U.dtype, np.integer) and np.issubdtype(w.dtype, np.integer)
     if integer:
         return np.asarray(gco.cut_general_graph(e.astype(np.int32), w.astype(np.int32), U.astype(np.int32),
-                                                V.astype(np.int32), down_weight_factor=1), dtype=np.int64)
+                                                V.astype(np.int32), down_weight_factor=1, algorithm=algorithm),
+                          dtype=np.int64)
     return np.asarray(gco.cut_general_graph(e.astype(np.int32), w.astype(np.float64), U.astype(np.float64),
-                                            V.astype(np.float64)), dtype=np.int64)
+                                            V.astype(np.float64), algorithm=algorithm), dtype=np.int64)
 
 
 def timed(fn, repeat):
@@ -172,6 +176,8 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="runs per case below 2e5 nodes (1 above)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--algorithm", default="expansion", choices=("expansion", "swap"),
+                   help="the moves of both solvers (swap: graph_multilabel.swap and GCO's algorithm='swap')")
     p.add_argument("--no-gco", action="store_true", help="ours only")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -196,11 +202,11 @@ def main(argv=None):
         N = U.shape[0]
         rep = a.repeat if N < 2e5 else 1
         if rep > 1:
-            run_ours(e, w, U, V, a.device)  # warm-up (first-call imports, allocator)
-        t_ours, lab = timed(lambda e=e, w=w, U=U, V=V: run_ours(e, w, U, V, a.device), rep)
+            run_ours(e, w, U, V, a.device, a.algorithm)  # warm-up (first-call imports, allocator)
+        t_ours, lab = timed(lambda e=e, w=w, U=U, V=V: run_ours(e, w, U, V, a.device, a.algorithm), rep)
         row = dict(case=name, nodes=N, edges=len(e), labels=U.shape[1], ours_s=t_ours, ours_energy=energy(e, w, U, V, lab))
         if have_gco:
-            t_gco, lg = timed(lambda e=e, w=w, U=U, V=V: run_gco(e, w, U, V), rep)
+            t_gco, lg = timed(lambda e=e, w=w, U=U, V=V: run_gco(e, w, U, V, a.algorithm), rep)
             row.update(gco_s=t_gco, gco_energy=energy(e, w, U, V, lg))
             row["ratio"] = row["ours_energy"] / row["gco_energy"] if row["gco_energy"] else 1.0
             row["speedup"] = t_gco / t_ours
@@ -216,7 +222,7 @@ def main(argv=None):
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
         meta = dict(platform=platform.platform(), torch=torch.__version__, threads=a.threads, device=a.device,
-                    cpu=platform.processor())
+                    cpu=platform.processor(), algorithm=a.algorithm)
         (out / "graph_expansion.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
         md = ["| case | nodes | edges | ours s | gco s | speed-up | ours energy | gco energy | ratio |",
               "|---|---|---|---|---|---|---|---|---|"]

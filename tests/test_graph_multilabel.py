@@ -222,6 +222,14 @@ def test_compiled_moves_equal_the_tensor_moves(monkeypatch):
             for x, y in zip(fast[:3], slow[:3]):
                 assert x.dtype == y.dtype and torch.equal(x, y)
             assert (fast[3] is None) == (slow[3] is None) and (fast[3] is None or bool(fast[3]) == bool(slow[3]))
+        for a in range(G.L):  # swap moves too
+            for b in range(a + 1, G.L):
+                monkeypatch.setattr(gm, "COMPILED_MOVES", True)
+                fast = G.swap_move(f, a, b)
+                monkeypatch.setattr(gm, "COMPILED_MOVES", False)
+                slow = G.swap_move(f, a, b)
+                for x, y in zip(fast, slow):
+                    assert x.dtype == y.dtype and torch.equal(x, y)
         monkeypatch.setattr(gm, "COMPILED_MOVES", True)
         a = gm.expansion(U, V, edges, w, return_info=True)
         monkeypatch.setattr(gm, "COMPILED_MOVES", False)

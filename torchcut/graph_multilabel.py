@@ -479,7 +479,7 @@ class _GraphEnergy:
             mode = 0 if self.potts else 1 if self.exact else 2
             caps, source, sink, clamped = torch.ops.torchcut.graph_expansion_move(
                 self.U, f, self.u, self.v, arc_uv, arc_vu, self.P if self.potts else self.Wq, self.Vflat,
-                int(alphas[0]), mode, g.num_arcs, self.cap_dtype == torch.int64)
+                int(alphas[0]), -1, mode, g.num_arcs, self.cap_dtype == torch.int64)
             return caps.view(1, -1), source.view(1, -1), sink.view(1, -1), None if self.exact_moves else clamped[0] > 0
         a = alphas.view(M, 1)
         delta = self.U.index_select(0, alphas) - self.U.gather(0, f.view(1, -1))  # take - keep, [M, N]
@@ -508,6 +508,11 @@ class _GraphEnergy:
         ``beta`` (source side alpha, sink side beta) from labels ``f``."""
         g, arc_uv, arc_vu, perm = self.layout()
         var = (f == alpha) | (f == beta)
+        if self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
+            caps, source, sink, _ = torch.ops.torchcut.graph_expansion_move(
+                self.U, f, self.u, self.v, arc_uv, arc_vu, self.P if self.potts else self.Wq, self.Vflat, alpha, beta,
+                0 if self.potts else 1 if self.exact else 2, g.num_arcs, self.cap_dtype == torch.int64)
+            return caps, source, sink, var
         delta = torch.where(var, self.U[beta] - self.U[alpha], 0)  # cost of beta - cost of alpha
         caps = torch.zeros(g.num_arcs, dtype=self.cap_dtype, device=self.device)
         if self.E:
@@ -673,7 +678,7 @@ def _cpu_moves(G: _GraphEnergy, backend: str):
 
     def move(alpha: int, f: torch.Tensor):
         caps, source, sink, clamped = ops.graph_expansion_move(G.U, f, G.u, G.v, arc_uv, arc_vu, W, G.Vflat, alpha,
-                                                               mode, g.num_arcs, wide)
+                                                               -1, mode, g.num_arcs, wide)
         mask, _ = ops.csr_solve_(g.row_ptr, g.head, g.rev, caps, source, sink, [])
         return mask, sink, None if G.exact_moves else clamped[0] > 0
 

@@ -49,10 +49,10 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
         "Tensor r0, Tensor s0, Tensor k0, int[] shape, int[] offsets, int mode, bool warm) -> Tensor[]");
   m.def("move_apply(Tensor U, Tensor f, Tensor take, Tensor W, Tensor V, Tensor e, int alpha, int[] shape, "
         "int[] offsets, int mode) -> (Tensor, Tensor)");
-  // An expansion move of a multi-label energy on a general graph (CPU): the move's CSR capacities and
-  // netted terminals in one pass (cpu/cpu_graph_moves.cpp describes the arguments).
+  // An expansion move (beta = -1) or a swap move of a multi-label energy on a general graph (CPU): the
+  // move's CSR capacities and netted terminals in one pass (cpu/cpu_graph_moves.cpp describes the arguments).
   m.def("graph_expansion_move(Tensor U, Tensor f, Tensor u, Tensor v, Tensor arc_uv, Tensor arc_vu, Tensor W, "
-        "Tensor V, int alpha, int mode, int num_arcs, bool wide) -> Tensor[]");
+        "Tensor V, int alpha, int beta, int mode, int num_arcs, bool wide) -> Tensor[]");
   // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.
   m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
   m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
