@@ -60,6 +60,7 @@ def main():
     for Vg in (V[:4, :4], (V[:4, :4] > 0).long(), V[:4, :4].double() * 0.7, V[:4, :4].expand(edges.shape[0], 4, 4)):
         torchcut.expansion(Ug, Vg, edges=edges, edge_weights=wg)
         torchcut.expansion(Ug, Vg, edges=edges[:30].repeat(2, 1), edge_weights=wg[:60])
+        torchcut.graph_multilabel.swap(Ug, Vg, edges, wg)
     im = torch.rand(3, 40, 50, generator=g) * 60
     im[:, 10:30, 12:40] += 120
     torchcut.grabcut([im, im[:, :31, :37]], box=[(8, 6, 44, 34), (5, 5, 30, 25)])
