@@ -17,7 +17,8 @@ import tempfile
 
 import torch
 
-SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp", "cpu/energy.cpp"]
+SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp", "cpu/energy.cpp", "cpu/energy_potts.cpp",
+           "cpu/cpu_graph_moves.cpp"]
 
 
 def build() -> str:
@@ -54,6 +55,14 @@ def main():
             torchcut.expansion(U, V, weights=W, schedule=schedule, warm_start=warm)
             torchcut.expansion(U * 0.3, V * 1.1, weights=W * 0.7, schedule=schedule, warm_start=warm)
     torchcut.expansion(torch.randint(0, 30, (4, 6, 7, 8), generator=g), V[:4, :4], connectivity=26)
+    # general graphs: the compiled expansion move (Potts, integer and float tables, per-edge tables, repeated edges)
+    edges = torch.randint(0, 40, (120, 2), generator=g)
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    Ug, wg = torch.randint(0, 30, (4, 40), generator=g), torch.randint(0, 5, (edges.shape[0],), generator=g)
+    for Vg in (V[:4, :4], (V[:4, :4] > 0).long(), V[:4, :4].double() * 0.7, V[:4, :4].expand(edges.shape[0], 4, 4)):
+        torchcut.expansion(Ug, Vg, edges=edges, edge_weights=wg)
+        torchcut.expansion(Ug, Vg, edges=edges[:30].repeat(2, 1), edge_weights=wg[:60])
+        torchcut.graph_multilabel.swap(Ug, Vg, edges, wg)
     im = torch.rand(3, 40, 50, generator=g) * 60
     im[:, 10:30, 12:40] += 120
     torchcut.grabcut([im, im[:, :31, :37]], box=[(8, 6, 44, 34), (5, 5, 30, 25)])

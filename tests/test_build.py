@@ -69,7 +69,7 @@ def test_one_namespace_and_names_from_the_library():
     _ops.ensure("cpu")
     ops = torch.ops.torchcut
     for name in ("grid_solve", "grid_solve_", "csr_solve_", "pairs_csr", "grabcut_lloyd", "grabcut_models",
-                 "move_build", "move_apply", "seg_check", "seg_hist", "seg_energy", "names"):
+                 "graph_expansion_move", "move_build", "move_apply", "seg_check", "seg_hist", "seg_energy", "names"):
         assert hasattr(ops, name), name
     assert _ops.names("grid_cpu_options") == ("threads", "algorithm")
     assert _ops.names("grid_cpu_algorithms") == ("boykov-kolmogorov", "pseudoflow", "auto")

@@ -22,6 +22,7 @@ MODULES = {
     "distributed": "maxflow",
     "energy": "segmentation_graph",
     "graph": "FlowGraph",
+    "graph_multilabel": "expansion",
     "grid": "GridGraph",
     "interactive": "Segmenter",
     "multilabel": "expansion",
@@ -31,8 +32,8 @@ MODULES = {
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "interactive", "multilabel",
-        "nn", "stereo")
+LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "graph_multilabel",
+        "interactive", "multilabel", "nn", "stereo")
 
 
 def run_fresh(code: str) -> dict:

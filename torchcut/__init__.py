@@ -43,8 +43,8 @@ _LAZY = {
 }
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above).
-_MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "interactive",
-            "multilabel", "nn", "stereo")
+_MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "graph_multilabel",
+            "interactive", "multilabel", "nn", "stereo")
 
 __all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "EmptyMaskWarning", "CutResult",
            "CertificateError", *_LAZY, *_MODULES]

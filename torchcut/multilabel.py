@@ -612,8 +612,14 @@ def _greedy(E: _Energy, f, e, take, items, info, fused: bool = False):
 @renamed_keywords(max_cycles="max_iter", return_info="return_result")
 def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_iter=None,
               schedule: str = "auto", backend: str = "auto", return_result: bool = False,
-              warm_start: bool | None = None):
+              warm_start: bool | None = None, edges=None, edge_weights=None):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
+
+    With ``edges`` the energy lives on a general graph instead of a grid (superpixels, meshes,
+    point clouds): ``unary`` is ``[L, N]``, ``edges`` ``[E, 2]``, ``edge_weights`` ``[E]`` and
+    ``pairwise`` ``[L, L]`` or ``[E, L, L]``; each move is a :class:`torchcut.FlowGraph`
+    (:func:`torchcut.graph_multilabel.expansion`, which takes the same ``init``, ``max_cycles``,
+    ``schedule``, ``backend`` and ``return_info``).
 
     Parameters
     ----------
@@ -659,11 +665,19 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
         slower, because the re-fit's tensor ops cost about what the Boykov-Kolmogorov solver saves).
         On CUDA the moves are built, re-fitted and applied by the grid extension's move kernels, one
         pass each (``torchcut/csrc/cuda/grid_moves.cu``).
+    edges : integer tensor or array ``[E, 2]``, optional
+        A general graph's edges ``(u, v)``: the energy is then
+        ``sum_p unary[f_p, p] + sum_e edge_weights[e] * pairwise[f_u, f_v]`` on ``N`` nodes, with
+        ``unary`` ``[L, N]`` (labels first, as on grids; GCO's ``[N, L]`` is ``unary.T``). ``weights``,
+        ``connectivity`` and ``warm_start`` do not apply.
+    edge_weights : tensor or array ``[E]``, optional
+        Non-negative multipliers of the edges' pair costs (with ``edges``); 1 by default.
 
     Returns
     -------
     torch.Tensor
-        int64 labels ``[*shape]`` or ``[B, *shape]`` on the unary's device (and the info dict).
+        int64 labels ``[*shape]`` or ``[B, *shape]`` on the unary's device (and the info dict); ``[N]``
+        with ``edges``.
 
     Examples
     --------
@@ -671,7 +685,15 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     >>> U = torch.tensor([[[0, 0, 9, 9]], [[9, 9, 0, 1]], [[9, 9, 9, 0]]])   # 3 labels, a 1 x 4 grid
     >>> torchcut.expansion(U, 5 * (1 - torch.eye(3, dtype=torch.int64)))
     tensor([[0, 0, 1, 1]])
+    >>> torchcut.expansion(U[:, 0], 5 * (1 - torch.eye(3, dtype=torch.int64)), edges=[[0, 1], [1, 2], [2, 3]])
+    tensor([0, 0, 1, 1])
     """
+    if edges is not None or edge_weights is not None:
+        from .graph_multilabel import _dispatch
+
+        return _dispatch(unary, pairwise, edges, edge_weights, weights=weights, connectivity=connectivity,
+                         warm_start=warm_start, init=init, max_iter=max_iter, schedule=schedule,
+                         backend=backend, return_result=return_result)
     weights = _check_layout(unary, pairwise, weights, connectivity)
     E = _Energy(unary, pairwise, weights, connectivity)
     if schedule not in ("auto", "sequential", "batched"):

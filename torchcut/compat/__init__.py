@@ -1,7 +1,9 @@
 """Drop-in replacements for other graph-cut libraries' APIs, solved by torchcut.
 
-``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``);
-``torchcut.compat.torchmaxflow`` mirrors torchmaxflow's ``maxflow`` and ``maxflow_interactive``.
+``torchcut.compat.pymaxflow`` mirrors PyMaxflow (``import torchcut.compat.pymaxflow as maxflow``),
+``torchcut.compat.fastmin`` its ``fastmin`` module, ``torchcut.compat.torchmaxflow`` torchmaxflow's
+``maxflow`` and ``maxflow_interactive``, and ``torchcut.compat.gco`` gco-wrapper's ``cut_general_graph``
+(``import torchcut.compat.gco as gco``).
 
 Examples
 --------
@@ -13,7 +15,7 @@ Examples
 
 from importlib import import_module
 
-_MODULES = ("pymaxflow", "fastmin", "torchmaxflow")
+_MODULES = ("pymaxflow", "fastmin", "torchmaxflow", "gco")
 
 
 def __getattr__(name):

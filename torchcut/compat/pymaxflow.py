@@ -26,9 +26,13 @@ is a constant every cut pays, and only the difference stays on the node.
 
 Differences that remain (see also the README, "Coming from PyMaxflow")
 ----------------------------------------------------------------------
-* ``maxflow(reuse_trees=True)`` is accepted and solves from scratch; ``mark_node`` /
-  ``mark_grid_nodes`` do nothing. Adding capacity after ``maxflow()`` and calling it again gives the
-  maximum flow of the grown graph, as in PyMaxflow.
+* ``maxflow(reuse_trees=True)`` solves from scratch: re-solving from the last flow
+  (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`, switched on by setting ``REUSE_FLOW = True``
+  in this module; edge-list graphs whose edges did not change, only terminal capacities) gives the
+  same values and segments but measured slower, because the CPU solver regrows its search trees
+  from every terminal node instead of keeping them. ``mark_node`` / ``mark_grid_nodes`` do nothing
+  (every node is re-fitted). Adding capacity
+  after ``maxflow()`` and calling it again gives the maximum flow of the grown graph, as in PyMaxflow.
 * Which minimum cut: the sink side is the set of nodes that can still reach the sink in the final
   residual graph (torchcut's convention, unique per instance). Boykov-Kolmogorov's maximal search
   trees give the same set, so integer graphs get PyMaxflow's segments; float graphs are quantized
@@ -74,6 +78,7 @@ from ..graph import FlowGraph
 from .._validate import quantization_scale
 from ..grid import GridGraph, shift
 from ..solvers import maxflow as _solve
+from ..solvers.dynamic import DynamicFlowGraph
 
 __all__ = ["Graph", "GraphInt", "GraphFloat", "vonNeumann_structure", "moore_structure", "fastmin",
            "aexpansion_grid", "abswap_grid"]
@@ -198,6 +203,20 @@ class _Record:
 _STAGE_MIN_BYTES = 1 << 20
 
 
+#: ``maxflow(reuse_trees=True)`` re-solves an edge-list graph from its last flow when only terminal
+#: capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`). Off: measured 1.7-7x slower
+#: than a solve from scratch on 90k-node image graphs after 2% strokes, because the CPU solver regrows its
+#: search trees from every terminal node (docs/performance.md); the results are the same either way.
+REUSE_FLOW = False
+
+
+def _same_links(a: FlowGraph, b: FlowGraph) -> bool:
+    """Whether two FlowGraphs have the same nodes, arcs and arc capacities (terminals aside)."""
+    return (a.num_nodes == b.num_nodes and a.scale == b.scale and a.caps.dtype == b.caps.dtype
+            and a.num_arcs == b.num_arcs and torch.equal(a.row_ptr, b.row_ptr) and torch.equal(a.head, b.head)
+            and torch.equal(a.caps, b.caps))
+
+
 def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` on ``device``; large host tensors bound for CUDA are staged in pinned memory.
 
@@ -299,6 +318,7 @@ class GraphInt:
         self._hard = None
         self._seg = None
         self.last_result = None
+        self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
 
     def _grow(self, count: int) -> int:
         first = self._n
@@ -619,7 +639,7 @@ class GraphInt:
 
     # ------------------------------------------------------------------ no-ops kept for compatibility
     def mark_node(self, i) -> None:
-        """Accepted for compatibility: every ``maxflow()`` solves from scratch, so nothing to mark.
+        """Accepted for compatibility: ``maxflow(reuse_trees=True)`` re-fits every node, so nothing to mark.
 
         Examples
         --------
@@ -795,7 +815,9 @@ class GraphInt:
     def maxflow(self, reuse_trees: bool = False):
         """Compute the maximum flow; return its value (the capacity of the minimum cut).
 
-        ``reuse_trees`` is accepted for compatibility; every call solves from scratch.
+        ``reuse_trees`` is accepted; with ``REUSE_FLOW`` set, an edge-list graph whose terminal
+        capacities alone changed since the last call is solved from the last flow (module docstring).
+        Either way the value and segments are those of a solve from scratch.
 
         Examples
         --------
@@ -807,7 +829,18 @@ class GraphInt:
             self._seg = torch.zeros(0, dtype=torch.bool, device=self._device)
             return 0 if self._integer else 0.0
         graph, constant, scale = self.build()
-        result = _solve(graph)
+        dyn = self._dynamic
+        if (reuse_trees and REUSE_FLOW and isinstance(graph, FlowGraph) and dyn is not None
+                and dyn.graph.device == graph.device and _same_links(dyn.graph, graph)):
+            # only terminal capacities changed since the last solve: re-solve from its flow
+            dyn._install(graph.source[0], graph.sink[0])
+            result = dyn.maxflow()
+        else:
+            result = _solve(graph)
+            self._dynamic = None
+            if isinstance(graph, FlowGraph):
+                self._dynamic = DynamicFlowGraph(graph)
+                self._dynamic._state = (result.residual, result.sink_flow[0].to(torch.int64))
         self.last_result = result
         self._seg = ~result.node_mask.reshape(-1)
         flow = result.flow_value if scale is None else result.flow_value / scale

@@ -1,8 +1,9 @@
 // The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
 //
 // Implementations are registered per dispatch key beside their code: cpu_ops.cpp, cpu_grabcut.cpp,
-// energy.cpp and energy_potts.cpp (CPU, in the library torchcut._C together with this file), grid_ops.cpp,
-// csr_ops.cpp, energy_ops.cpp and energy_potts.cu (CUDA, in torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
+// energy.cpp, energy_potts.cpp and cpu_graph_moves.cpp (CPU, in the library torchcut._C together with
+// this file), grid_ops.cpp, csr_ops.cpp, energy_ops.cpp and energy_potts.cu (CUDA, in torchcut._C_cuda).
+// The dispatcher picks the implementation from the device of the tensors; fake
 // implementations for torch.compile are registered from Python (torchcut/_ops.py).
 //
 // Shared conventions of the max-flow ops (torchcut/grid.py and torchcut/graph.py give the layouts):
@@ -54,6 +55,10 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // the last output is a float64 CPU tensor of checks and the scale (energy_potts.cpp).
   m.def("potts_energy(Tensor image, Tensor probs, Tensor denom, float[] mult, int[] offsets, float floor, "
         "Tensor? seeds, bool graph) -> (Tensor, Tensor, Tensor, Tensor)");
+  // An expansion move (beta = -1) or a swap move of a multi-label energy on a general graph (CPU): the
+  // move's CSR capacities and netted terminals in one pass (cpu/cpu_graph_moves.cpp describes the arguments).
+  m.def("graph_expansion_move(Tensor U, Tensor f, Tensor u, Tensor v, Tensor arc_uv, Tensor arc_vu, Tensor W, "
+        "Tensor V, int alpha, int beta, int mode, int num_arcs, bool wide) -> Tensor[]");
   // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.
   m.def("grabcut_lloyd(Tensor x, Tensor cls, Tensor comp, int K, int iters) -> Tensor");
   // The seeded segmentation energy (torchcut/energy.py) in one pass each: the checks, colour ranges and seed

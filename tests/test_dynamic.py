@@ -1,0 +1,153 @@
+"""DynamicFlowGraph: re-solving a FlowGraph after terminal changes from its last flow gives the flow and
+the mask of a solve from scratch, with a certificate against the changed network."""
+
+import pytest
+import torch
+
+import torchcut
+from torchcut.solvers.dynamic import DynamicFlowGraph
+
+
+def random_graph(g, N=40, M=120, integer=True):
+    u = torch.randint(0, N, (M,), generator=g)
+    v = (u + torch.randint(1, N, (M,), generator=g)) % N
+    cap = torch.randint(0, 10, (M,), generator=g)
+    rev = torch.randint(0, 10, (M,), generator=g)
+    src = torch.randint(0, 12, (N,), generator=g) * (torch.rand(N, generator=g) < 0.4)
+    snk = torch.randint(0, 12, (N,), generator=g) * (torch.rand(N, generator=g) < 0.4)
+    if not integer:
+        cap, rev, src, snk = (x.to(torch.float64) * 0.37 for x in (cap, rev, src, snk))
+    return torchcut.FlowGraph.from_edges(u, v, cap, rev, source=src, sink=snk, num_nodes=N)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warm_solves_equal_solves_from_scratch(seed):
+    g = torch.Generator().manual_seed(seed)
+    graph = random_graph(g)
+    d = DynamicFlowGraph(graph, backend="cpu")
+    r = d.maxflow()
+    assert r.verify() and r.flow_value == torchcut.maxflow(graph).flow_value
+    N = graph.num_nodes
+    for step in range(12):
+        k = int(torch.randint(1, 8, (1,), generator=g))
+        nodes = torch.randperm(N, generator=g)[:k]
+        src = torch.randint(0, 15, (k,), generator=g) * (torch.rand(k, generator=g) < 0.5)
+        snk = torch.randint(0, 15, (k,), generator=g) * (torch.rand(k, generator=g) < 0.5)
+        d.set_terminals(source=src, sink=snk, nodes=nodes)
+        assert torch.equal(d.graph.source[0, nodes], src) and torch.equal(d.graph.sink[0, nodes].long(), snk)
+        r = d.maxflow()
+        ref = torchcut.maxflow(d.graph, backend="cpu")
+        assert r.stats["warm"] and r.verify()
+        assert r.flow_value == ref.flow_value
+        assert torch.equal(r.mask, ref.mask)
+    assert d.stats["warm"] == 12 and d.stats["cold"] == 1
+    assert torch.equal(graph.source, random_graph(torch.Generator().manual_seed(seed)).source)  # input untouched
+
+
+def test_deficits_are_repaired_and_the_flow_certified():
+    # a chain 0 -> 1 -> 2 -> 3 carrying 5 units; then the source of node 0 drops to 1: four units must go back
+    graph = torchcut.FlowGraph.from_edges([0, 1, 2], [1, 2, 3], [5, 5, 5], source=[5, 0, 0, 0], sink=[0, 0, 0, 9])
+    d = DynamicFlowGraph(graph)
+    assert d.maxflow().flow_value == 5
+    d.set_terminals(source=[1], nodes=[0])
+    r = d.maxflow()
+    assert r.flow_value == 1 and r.verify() and r.stats["repaired"] == 1 and d.stats["repaired"] == 1
+    # and the whole source capacity moved to the middle of the chain
+    d.set_terminals(source=[0, 0, 7, 0])
+    r = d.maxflow()
+    assert r.flow_value == 5 and r.verify() and r.mask.tolist() == [True, True, True, False]
+    assert torch.equal(r.mask, torchcut.maxflow(d.graph).mask)
+
+
+def test_float_graphs_and_warm_off_give_the_same_results():
+    g = torch.Generator().manual_seed(11)
+    graph = random_graph(g, integer=False)
+    a, b = DynamicFlowGraph(graph), DynamicFlowGraph(graph, warm=False)
+    for d in (a, b):
+        d.maxflow()
+    for step in range(5):
+        nodes = torch.randperm(graph.num_nodes, generator=g)[:5]
+        src = torch.rand(5, generator=g, dtype=torch.float64) * 3
+        for d in (a, b):
+            d.set_terminals(source=src, nodes=nodes)
+        ra, rb = a.maxflow(), b.maxflow()
+        assert ra.flow_value == rb.flow_value and torch.equal(ra.mask, rb.mask) and ra.verify()
+    assert a.stats["warm"] == 5 and b.stats["warm"] == 0
+
+
+def test_bad_updates_are_named():
+    graph = torchcut.FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
+    d = DynamicFlowGraph(graph)
+    with pytest.raises(ValueError, match=r"source: expected shape \(3,\) \(one value per node\)"):
+        d.set_terminals(source=[1, 2])
+    with pytest.raises(ValueError, match=r"sink: expected shape \(2,\) \(one value per node in nodes\)"):
+        d.set_terminals(sink=[1, 2, 3], nodes=[0, 1])
+    with pytest.raises(ValueError, match=r"sink: expected non-negative capacities, got minimum -1"):
+        d.set_terminals(sink=[-1, 0, 0])
+    with pytest.raises(ValueError, match=r"nodes: expected node ids in \[0, 3\), got 3"):
+        d.set_terminals(sink=[1], nodes=[3])
+    with pytest.raises(ValueError, match=r"nodes: expected each node at most once"):
+        d.set_terminals(sink=[1, 1], nodes=[0, 0])
+    with pytest.raises(TypeError, match=r"source: expected integer capacities for an integer graph"):
+        d.set_terminals(source=[0.5, 0, 0])
+    with pytest.raises(ValueError, match=r"source: expected a tensor on cpu \(the graph's device\), got one on meta"):
+        d.set_terminals(source=torch.zeros(3, device="meta"))
+    with pytest.raises(ValueError, match=r"sink: expected capacities up to 2147483647"):
+        d.set_terminals(sink=[2**31, 0, 0])
+    with pytest.raises(TypeError, match=r"graph: expected a torchcut.FlowGraph"):
+        DynamicFlowGraph(torchcut.GridGraph([[1]], [[1]], [[[0]]], [(0, 1)]))
+    with pytest.raises(ValueError, match=r"backend: expected one of"):
+        DynamicFlowGraph(graph, backend="fast")
+    assert d.graph.source.tolist() == [[5, 0, 0]]  # failed updates changed nothing
+    assert d.maxflow().flow_value == 3
+
+
+@pytest.mark.cuda
+def test_cuda_warm_solves_equal_solves_from_scratch():
+    g = torch.Generator().manual_seed(3)
+    graph = random_graph(g, N=200, M=800).to("cuda")
+    d = DynamicFlowGraph(graph)
+    d.maxflow()
+    for step in range(5):
+        nodes = torch.randperm(200, generator=g)[:10].cuda()
+        d.set_terminals(source=torch.randint(0, 15, (10,), generator=g).cuda(), nodes=nodes)
+        r = d.maxflow()
+        ref = torchcut.maxflow(d.graph, lattice=False)
+        assert r.verify() and r.flow_value == ref.flow_value and torch.equal(r.mask, ref.mask)
+
+
+def _stroke_script(mod, reuse):
+    """Interactive segmentation on an edge-list graph: solve, then strokes that add terminal capacity."""
+    gen = torch.Generator().manual_seed(21)
+    N = 150
+    G = mod.Graph[int]()
+    G.add_nodes(N)
+    for _ in range(500):
+        i, j = torch.randint(0, N, (2,), generator=gen).tolist()
+        if i != j:
+            G.add_edge(i, j, int(torch.randint(0, 9, (1,), generator=gen)), int(torch.randint(0, 9, (1,), generator=gen)))
+    for i in range(N):
+        G.add_tedge(i, int(torch.randint(0, 8, (1,), generator=gen)), int(torch.randint(0, 8, (1,), generator=gen)))
+    out = [(G.maxflow(), [G.get_segment(i) for i in range(N)])]
+    for stroke in range(6):
+        nodes = torch.randperm(N, generator=gen)[:10].tolist()
+        for i in nodes:
+            G.add_tedge(i, 0, 30) if stroke % 2 else G.add_tedge(i, 30, 0)
+            G.mark_node(i)
+        out.append((G.maxflow(reuse_trees=reuse), [G.get_segment(i) for i in range(N)]))
+    return out, G
+
+
+def test_compat_pymaxflow_reuse_trees_gives_pymaxflows_flows_and_segments(monkeypatch):
+    import torchcut.compat.pymaxflow as tmax
+
+    monkeypatch.setattr(tmax, "REUSE_FLOW", True)
+
+    ours, G = _stroke_script(tmax, True)
+    assert G._dynamic is not None and G._dynamic.stats["warm"] == 6  # every stroke re-solved from the last flow
+    scratch, _ = _stroke_script(tmax, False)
+    assert ours == scratch
+    assert G.last_result.verify()
+    maxflow = pytest.importorskip("maxflow")
+    theirs, _ = _stroke_script(maxflow, True)
+    assert ours == theirs
