@@ -16,7 +16,7 @@ import tempfile
 
 import torch
 
-SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp"]
+from torchcut._build_config import CPU_SOURCES as SOURCES
 
 
 def build() -> str:

@@ -213,7 +213,7 @@ def _smooth_and_weak(shape, offsets, seed):
     return strong, weak
 
 
-# auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
+# auto's thresholds (cpu/grid_solve.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
 # a single grid cut over several threads (both algorithms one range per thread; cut 26-connected volumes

@@ -1,6 +1,6 @@
 // The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
 //
-// Implementations are registered per dispatch key beside their code: cpu_ops.cpp and cpu_grabcut.cpp
+// Implementations are registered per dispatch key beside their code: cpu/*.cpp
 // (CPU, in the library torchcut._C together with this file), grid_ops.cpp and csr_ops.cpp (CUDA, in
 // torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
 // implementations for torch.compile are registered from Python (torchcut/_ops.py).

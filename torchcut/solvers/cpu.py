@@ -1,7 +1,7 @@
 """CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs.
 
 The CPU implementations of ``torch.ops.torchcut.grid_solve`` and ``csr_solve_``: ``torchcut/csrc/cpu/cpu_bk.h``
-(the algorithm, written once for any graph) and ``torchcut/csrc/cpu/cpu_ops.cpp`` (grid and CSR layouts),
+(the algorithm, written once for any graph), ``torchcut/csrc/cpu/grid_solve.cpp`` and ``csr_solve.cpp`` (grid and CSR layouts),
 compiled into ``torchcut._C`` at install time (:mod:`torchcut._ops` loads it). When the library is
 unusable and cannot be compiled, :func:`torchcut.maxflow` falls back to the reference push-relabel with
 one warning.
