@@ -15,11 +15,13 @@
 
 #include "cpu_bk.h"
 #include "../layouts.h"
+#include "../terminals.h"
 
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kStats = torchcut::kCpuStats;  // layouts.h
+// One row of counters, named and ordered by TORCHCUT_CPU_STATS (layouts.h).
+constexpr int kStats = torchcut::CpuStats::kCount;
 
 template <class CapT>
 struct CsrTopo {
@@ -77,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.csr_solve", [&] {
     using Cap = index_t;
     Cap* s = sink.data_ptr<Cap>();
-    for (int64_t v = 0; v < N; ++v) tr[v] = e[v] - static_cast<int64_t>(s[v]);
+    for (int64_t v = 0; v < N; ++v) tr[v] = torchcut::net_terminal(e[v], static_cast<int64_t>(s[v]));
     CsrTopo<Cap> g{caps.data_ptr<Cap>(), row_ptr.data_ptr<int64_t>(), head.data_ptr<int64_t>(),
                    rev.data_ptr<int64_t>(), par.data(), tree.data()};
     BK<CsrTopo<Cap>> bk(g, N, tr.data(), nxt.data(), mk.data());
@@ -86,12 +88,13 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
     bk.sink_side(reach.data());
     bool* m = mask.data_ptr<bool>();
     for (int64_t v = 0; v < N; ++v) {
-      e[v] = tr[v] > 0 ? tr[v] : 0;
-      s[v] = static_cast<Cap>(tr[v] < 0 ? -tr[v] : 0);
+      e[v] = torchcut::net_source(tr[v]);
+      s[v] = static_cast<Cap>(torchcut::net_sink(tr[v]));
       m[v] = !reach[v];
     }
-    int64_t* st = stats.data_ptr<int64_t>();
-    st[0] = r.flow, st[1] = r.augmentations, st[2] = r.orphans, st[3] = r.growths;
+    torchcut::CpuStats out;
+    out.flow = r.flow, out.augmentations = r.augmentations, out.orphans = r.orphans, out.growths = r.growths;
+    out.write(stats.data_ptr<int64_t>());
   });
   return {mask, stats};
 }

@@ -32,13 +32,13 @@
 #include "huge_alloc.h"
 #include "parallel.h"
 #include "../layouts.h"
+#include "../terminals.h"
 
 namespace torchcut_cpu {
 namespace {
 
-constexpr int kStats = torchcut::kCpuStats;  // layouts.h: flow, augmentations, orphans, growths, then load/solve/cut/store microseconds,
-                            // then pseudoflow's mergers, relabels and microseconds, 1 if it ran, and
-                            // the ranges it handed over
+// One row of counters per item, named and ordered by TORCHCUT_CPU_STATS (layouts.h).
+constexpr int kStats = torchcut::CpuStats::kCount;
 // Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
 // (auto) pseudoflow where the n-link capacities exceed hpf_ratio(ndim, D) times the netted terminal
 // capacities, else Boykov-Kolmogorov. A pair counts twice its smaller arc (a one-way pair, as in the
@@ -89,7 +89,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     });
   };
   std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
-  // load: tr = source - sink (the same as after subtracting min(source, sink)), residuals node-major
+  // load: the netted terminals as one signed value (terminals.h), residuals node-major
   rows([&](int64_t v0, int64_t q0, int64_t part) {
     if (q0 < 0) {
       std::fill(rc + v0 * D, rc + (v0 + L) * D, Cap(0));
@@ -102,7 +102,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
-      tr[v] = source[q] - static_cast<int64_t>(sink[q]);
+      tr[v] = torchcut::net_terminal(source[q], static_cast<int64_t>(sink[q]));
       Cap* r = rc + v * D;
       for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
     }
@@ -203,8 +203,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
       const int64_t t = tr[v];
-      excess[q] = t > 0 ? t : 0;
-      sink_out[q] = static_cast<Cap>(t < 0 ? -t : 0);
+      excess[q] = torchcut::net_source(t);
+      sink_out[q] = static_cast<Cap>(torchcut::net_sink(t));
       mask[q] = !reach[v];
       const Cap* r = rc + v * D;
       for (int d = 0; d < D; ++d) res[d * n + q] = r[d];
@@ -212,10 +212,12 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   });
   const auto T3 = std::chrono::steady_clock::now();
   auto us = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count(); };
-  stats[0] = s.flow, stats[1] = s.augmentations, stats[2] = s.orphans, stats[3] = s.growths;
-  stats[4] = us(Ts, Th), stats[5] = us(T0, T1), stats[6] = us(T1, T2), stats[7] = us(T2, T3);
-  stats[8] = hs.mergers, stats[9] = hs.relabels, stats[10] = hpf ? us(Th, T0) : 0, stats[11] = hpf;
-  stats[12] = hs.handovers;
+  torchcut::CpuStats out;
+  out.flow = s.flow, out.augmentations = s.augmentations, out.orphans = s.orphans, out.growths = s.growths;
+  out.load_us = us(Ts, Th), out.solve_us = us(T0, T1), out.cut_us = us(T1, T2), out.store_us = us(T2, T3);
+  out.mergers = hs.mergers, out.hpf_relabels = hs.relabels, out.hpf_us = hpf ? us(Th, T0) : 0;
+  out.pseudoflow_items = hpf, out.handovers = hs.handovers;
+  out.write(stats);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
@@ -298,24 +300,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   return grid_solve(caps, source, sink, shape, offsets, threads, algorithm);
 }
 
-// In place: the functional solve, then its results copied into the inputs (the solver works on its own
-// padded copy either way).
-std::tuple<at::Tensor, at::Tensor> grid_solve_inplace_op(at::Tensor caps, at::Tensor excess, at::Tensor sink,
-                                                         at::IntArrayRef shape, at::IntArrayRef offsets,
-                                                         at::IntArrayRef options) {
-  TORCH_CHECK(excess.scalar_type() == at::kLong, "torchcut.grid_solve_: excess: expected int64, got ",
-              excess.scalar_type());
-  auto [mask, stats, res, ex, snk] = grid_solve_op(caps, excess, sink, shape, offsets, options);
-  caps.copy_(res.view(caps.sizes()));
-  excess.copy_(ex.view(excess.sizes()));
-  sink.copy_(snk.view(sink.sizes()));
-  return {mask, stats};
-}
-
 }  // namespace
 }  // namespace torchcut_cpu
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("grid_solve", &torchcut_cpu::grid_solve_op);
-  m.impl("grid_solve_", &torchcut_cpu::grid_solve_inplace_op);
 }
