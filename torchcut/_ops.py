@@ -15,7 +15,7 @@ Fallback: when a library is missing (a source checkout that was never built) or 
 torch or CUDA version, the first solve that needs it compiles it once with
 ``torch.utils.cpp_extension`` into ``$TORCHCUT_CACHE`` (default ``~/.cache/torchcut``), printing one
 line before and one after. When that fails too, the callers fall back to the reference solver with one
-warning (see :mod:`torchcut.solvers._choice`).
+warning (see :mod:`torchcut.solvers._backends`).
 """
 
 from __future__ import annotations

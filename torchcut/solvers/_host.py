@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..result import CutResult
+from . import cpu
 
 __all__ = ["HOST_NODES", "wants_host", "solve_on_host"]
 
@@ -38,8 +39,6 @@ def wants_host(graph, layout: str, backend: str, options: dict) -> bool:
     nodes = graph.num_nodes if layout == "csr" else graph.batch_size * graph.num_nodes
     if nodes > HOST_NODES[layout]:
         return False
-    from . import cpu
-
     return cpu.load_error() is None
 
 

@@ -1,8 +1,8 @@
 """Solver dispatch for :class:`torchcut.FlowGraph` (general networks).
 
-A CSR backend is a module with ``solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options)
--> (mask, stats)`` that runs push-relabel phase one in place (layout in :mod:`torchcut.graph`) and
-returns the source side (nodes that cannot reach the sink in the final residual network).
+The CSR backends (:data:`torchcut.solvers._backends.CSR`) solve in place (layout in
+:mod:`torchcut.graph`) and return the source side (nodes that cannot reach the sink in the final
+residual network).
 
 Graphs that are 2D lattices (:meth:`FlowGraph.lattice_shape`) go to the grid solver instead, which
 is much faster on the GPU; the grid result is mapped back so that ``verify()`` on the FlowGraph
@@ -16,26 +16,20 @@ import time
 import torch
 
 from ..result import CutResult
-from . import csr_reference
-from ._choice import BACKENDS, BackendChoice
+from ._backends import BACKENDS, CSR
+from ._grid import maxflow_grid
 from ._host import solve_on_host, wants_host
+from ._terminals import net_terminals
 
 __all__ = ["solve_flowgraph"]
 
-# CSR backends: the reference, or the compiled solvers (CUDA CSR kernels, CPU Boykov-Kolmogorov) when
-# their extension builds.
-_pick = BackendChoice(csr_reference, {"cuda": ("torchcut.solvers.cuda_csr", "CUDA CSR extension"),
-                                      "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
-
 
 def _solve_as_grid(graph, backend: str, **options) -> CutResult:
-    from . import maxflow
-
     t0 = time.perf_counter()
     H, W = graph.lattice_shape()
     N = graph.num_nodes
     grid = graph.as_grid()
-    r = maxflow(grid, backend=backend, **options)
+    r = maxflow_grid(grid, backend, **options)
     u, v, _, _ = graph.edges()
     right = (v - u) == 1
     # grid residual [1, 4, H, W]: direction 0 = (0, 1), 1 = (1, 0), 2 = (0, -1), 3 = (-1, 0)
@@ -86,16 +80,12 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
         return solve_on_host(graph, lambda g: solve_flowgraph(g, backend))
     impl = None
     if lattice is None:
-        impl = _pick(graph.device, backend)
-        lattice = getattr(impl, "ROUTE_LATTICES", True)
+        impl = CSR(graph.device, backend)
+        lattice = impl.route_lattices
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
-    impl = impl or _pick(graph.device, backend)
-    src = graph.source[0]
-    snk = graph.sink[0].to(torch.int64)
-    low = torch.minimum(src, snk)
-    excess = src - low
-    sink = (snk - low).to(graph.sink.dtype)
+    impl = impl or CSR(graph.device, backend)
+    excess, sink = net_terminals(graph.source[0], graph.sink[0])
     caps = graph.caps.clone()
     mask, stats = impl.solve_csr(graph.row_ptr, graph.head, graph.tail, graph.rev, caps, excess, sink, **options)
     sink_flow = (graph.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)
