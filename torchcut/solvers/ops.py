@@ -62,7 +62,7 @@ def _unflat(flat: list[int], ndim: int) -> tuple[tuple[int, ...], ...]:
 @torch.library.custom_op("torchcut::grid_maxflow", mutates_args=(), tags=_TAGS)
 def _grid_maxflow(caps: Tensor, source: Tensor, sink: Tensor, offsets: list[int], ndim: int, backend: str,
                   options: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    graph = GridGraph._from_tensors(caps, source, sink, _unflat(offsets, ndim))
+    graph = GridGraph._from_layout(caps, source, sink, _unflat(offsets, ndim), batched=True)
     r = solve_grid(graph, backend, **json.loads(options))
     return r.node_mask, r.flow_values, r.residual, r.sink_flow  # new tensors: none aliases an input
 
