@@ -33,7 +33,7 @@ import torch
 
 from .. import _ops
 
-__all__ = ["load_error", "solve_grid", "solve_csr"]
+__all__ = ["load_error", "solve_grid_graph", "solve_grid", "solve_csr"]
 
 # Counters of the pseudoflow phase (grids only), left out of the stats when it did not run. The op's
 # counter names, option names and algorithm codes come from the library (torchcut/csrc/layouts.h).
