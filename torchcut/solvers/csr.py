@@ -17,8 +17,8 @@ import torch
 
 from ..result import CutResult
 from ._backends import BACKENDS, CSR
-from ._grid import maxflow_grid
 from ._host import solve_on_host, wants_host
+from ._maxflow import maxflow
 from ._terminals import net_terminals
 
 __all__ = ["solve_flowgraph"]
@@ -29,7 +29,7 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
     H, W = graph.lattice_shape()
     N = graph.num_nodes
     grid = graph.as_grid()
-    r = maxflow_grid(grid, backend, **options)
+    r = maxflow(grid, backend=backend, **options)
     u, v, _, _ = graph.edges()
     right = (v - u) == 1
     # grid residual [1, 4, H, W]: direction 0 = (0, 1), 1 = (1, 0), 2 = (0, -1), 3 = (-1, 0)
