@@ -17,8 +17,7 @@ import tempfile
 
 import torch
 
-SOURCES = ["torchcut.cpp", "cpu/cpu_ops.cpp", "cpu/cpu_grabcut.cpp", "cpu/energy.cpp", "cpu/energy_potts.cpp",
-           "cpu/cpu_graph_moves.cpp"]
+from torchcut._build_config import CPU_SOURCES as SOURCES
 
 
 def build() -> str:

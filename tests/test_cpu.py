@@ -213,7 +213,7 @@ def _smooth_and_weak(shape, offsets, seed):
     return strong, weak
 
 
-# auto's thresholds (cpu_ops.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
+# auto's thresholds (cpu/grid_solve.cpp, hpf_ratio): n-link capacities (the smaller arc of each pair, twice) over twice
 # the netted terminal capacities, each node's counted up to the capacity of its own n-links
 AUTO_RATIO = {(2, 4): 3.5, (2, 8): 3.85, (3, 6): 5.0, (3, 18): 2.0, (3, 26): 2.0}
 # a single grid cut over several threads (both algorithms one range per thread; cut 26-connected volumes
@@ -521,21 +521,23 @@ def test_threads_argument():
 
 
 def test_backend_names_the_device():
-    from torchcut import solvers
+    from torchcut.solvers._backends import CSR, GRID
 
     with pytest.raises(ValueError, match="backend='cpu': expected a graph on the CPU, got one on cuda"):
-        solvers._pick(torch.device("cuda"), "cpu")
+        GRID(torch.device("cuda"), "cpu")
     with pytest.raises(ValueError, match=r"backend: expected one of \('auto', 'reference', 'cpu', 'cuda'\)"):
-        solvers._pick(torch.device("cpu"), "gpu")
-    assert solvers._pick(torch.device("cpu"), "auto") is cpu_backend
+        GRID(torch.device("cpu"), "gpu")
+    grid, csr = GRID(torch.device("cpu"), "auto"), CSR(torch.device("cpu"), "auto")
+    assert (grid.name, grid.device_type, grid.new_tensors) == ("cpu", "cpu", True)
+    assert (csr.name, csr.device_type, csr.route_lattices) == ("cpu", "cpu", False)
+    assert GRID(torch.device("meta"), "auto") is GRID.reference and GRID.reference.device_type is None
 
 
 def test_no_compiler_falls_back_with_one_warning(monkeypatch):
-    from torchcut import solvers
-    from torchcut.solvers import csr
+    from torchcut.solvers._backends import CSR, GRID
 
     monkeypatch.setattr(cpu_backend, "load_error", lambda: "no C++ compiler found (looked for 'c++')")
-    monkeypatch.setattr(solvers._pick, "warned", set())
+    monkeypatch.setattr(GRID, "warned", set())
     g = GridGraph(np.full((3, 4), 5), np.full((3, 4), 4), np.ones((2, 3, 4), np.int64), grid_offsets(2, 4))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -547,9 +549,9 @@ def test_no_compiler_falls_back_with_one_warning(monkeypatch):
     assert r1.flow_value == 48 and r1.verify()
     with pytest.raises(RuntimeError, match="backend='cpu': the compiled CPU solver is unavailable: no C"):
         torchcut.maxflow(g, backend="cpu")
-    monkeypatch.setattr(csr._pick, "warned", set())
+    monkeypatch.setattr(CSR, "warned", set())
     with pytest.warns(RuntimeWarning, match="compiled CPU solver unavailable"):
-        assert csr._pick(torch.device("cpu"), "auto") is csr_reference
+        assert CSR(torch.device("cpu"), "auto") is CSR.reference
 
 
 def test_missing_compiler_is_detected(monkeypatch, tmp_path):

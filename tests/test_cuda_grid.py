@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import flow_cases as fc
 import torchcut
 from torchcut import GridGraph, grid_offsets
-from torchcut import solvers
+from torchcut.solvers._backends import GRID
 from torchcut.solvers import cuda as cuda_backend
 from oracles import pymaxflow_grid
 
@@ -587,11 +587,11 @@ def test_bad_option_is_named():
 # ------------------------------------------------------------------- fallback (runs without a GPU)
 def test_fallback_warns_once(monkeypatch):
     monkeypatch.setattr(cuda_backend, "load_error", lambda: "nvcc not found (test)")
-    monkeypatch.setattr(solvers._pick, "warned", set())
+    monkeypatch.setattr(GRID, "warned", set())
     with pytest.warns(RuntimeWarning, match="nvcc not found"):
-        assert solvers._pick(torch.device("cuda"), "auto") is solvers.reference
+        assert GRID(torch.device("cuda"), "auto") is GRID.reference
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert solvers._pick(torch.device("cuda"), "auto") is solvers.reference
+        assert GRID(torch.device("cuda"), "auto") is GRID.reference
     with pytest.raises(RuntimeError, match="nvcc not found"):
-        solvers._pick(torch.device("cuda"), "cuda")
+        GRID(torch.device("cuda"), "cuda")

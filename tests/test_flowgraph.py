@@ -363,15 +363,16 @@ def test_cuda_fallback_warns_once(monkeypatch):
     """Without the CSR extension, 'auto' on a CUDA graph falls back to the reference with one warning."""
     import warnings
 
-    from torchcut.solvers import csr, csr_reference, cuda_csr
+    from torchcut.solvers import cuda_csr
+    from torchcut.solvers._backends import CSR
 
     monkeypatch.setattr(cuda_csr, "load_error", lambda: "nvcc not found")
-    monkeypatch.setattr(csr._pick, "warned", set())
+    monkeypatch.setattr(CSR, "warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert csr._pick(torch.device("cuda"), "auto") is csr_reference
-        assert csr._pick(torch.device("cuda"), "auto") is csr_reference
+        assert CSR(torch.device("cuda"), "auto") is CSR.reference
+        assert CSR(torch.device("cuda"), "auto") is CSR.reference
     msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(msgs) == 1 and "CUDA CSR extension unavailable (nvcc not found)" in msgs[0]
     with pytest.raises(RuntimeError, match="backend='cuda': the CUDA CSR extension is unavailable: nvcc not found"):
-        csr._pick(torch.device("cuda"), "cuda")
+        CSR(torch.device("cuda"), "cuda")

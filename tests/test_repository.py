@@ -18,12 +18,16 @@ The patterns (case-insensitive, except the two file names marked below) are buil
   a space, ``_``, ``-`` or ``#`` between (this also catches file names that join the two);
   and ``#`` followed by digits and a word boundary, not preceded by a word character or ``&`` (so
   ``&#39;``, ``{x:#04x}`` and hex colours with letters do not match).
-* places and tools outside the repository: the parent folder's shared data (``..`` + ``/shared``),
-  the ``work`` tree at the file system's root, the method notes (``METHOD``, ``HOPPER``, ``KINDS`` + ``.md``), the upper-case
-  architecture note (``DESIGN`` + ``.md``, case-sensitive: ``docs/design.md`` is the project's own),
-  and the virtual machine monitor of the lent GPU hosts (``Fire`` + ``cracker``).
-* references to the benchmark notes that were distilled into ``docs/performance.md`` and removed
-  (``NOTES`` + ``-grid`` or ``-cpu``).
+* paths outside the checkout: absolute paths of the machine the work ran on, and relative paths
+  that climb out of the repository to data beside it (test data comes from ``$TORCHCUT_DATA``).
+* notes and tools that are not part of the repository: upper-case Markdown notes by name (the
+  project's own notes are ``README.md``, ``DEVELOPERS.md`` and the lower-case files under ``docs/``;
+  one name is matched case-sensitively so that ``docs/design.md`` passes), and the name of the
+  virtualisation layer of the hosts that ran the GPU benchmarks (a reader needs the GPU and driver,
+  which the tables name, not the host's plumbing).
+* references to the benchmark notes that were distilled into ``docs/performance.md`` and removed.
+
+The exact patterns are in ``_patterns``.
 
 Binary files (a NUL byte in the first 8 KB, or not UTF-8) are read by name only.
 """

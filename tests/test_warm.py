@@ -27,9 +27,7 @@ def _network(rng, B, shape, K, hi, directed):
 
 def _cold_mask(caps, src, snk, offsets):
     """Source side of a solve from zero flow, through the public API (reference solver)."""
-    g = GridGraph.__new__(GridGraph)
-    g.offsets, g.batched, g.shape, g.is_float, g.scale = offsets, True, tuple(caps.shape[2:]), False, None
-    g.caps, g.source, g.sink = caps.clone(), src.to(torch.int64), snk.to(caps.dtype)
+    g = GridGraph._from_layout(caps.clone(), src.to(torch.int64), snk.to(caps.dtype), offsets, batched=True)
     return torchcut.maxflow(g, backend="reference").node_mask
 
 

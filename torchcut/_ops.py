@@ -15,7 +15,7 @@ Fallback: when a library is missing (a source checkout that was never built) or 
 torch or CUDA version, the first solve that needs it compiles it once with
 ``torch.utils.cpp_extension`` into ``$TORCHCUT_CACHE`` (default ``~/.cache/torchcut``), printing one
 line before and one after. When that fails too, the callers fall back to the reference solver with one
-warning (see :mod:`torchcut.solvers._choice`).
+warning (see :mod:`torchcut.solvers._backends`).
 """
 
 from __future__ import annotations
@@ -303,15 +303,16 @@ def _register_fakes() -> None:
         shape = (cuda_len,) if t.device.type == "cuda" else (B, cpu_stats)
         return torch.empty(shape, dtype=torch.int64, device="cpu")
 
+    # grid_solve is the CPU form (counters per item), grid_solve_ the CUDA form (one vector)
     def grid_solve(caps, source, sink, shape, offsets, options):
         B, n = caps.shape[0], source.numel() // caps.shape[0]
-        return (source.new_empty((B, n), dtype=torch.bool), stats(caps, B, grid_stats),
+        return (source.new_empty((B, n), dtype=torch.bool), torch.empty((B, cpu_stats), dtype=torch.int64),
                 torch.empty_like(caps, memory_format=torch.contiguous_format), source.new_empty((B, n)),
                 sink.new_empty((B, n)))
 
     def grid_solve_(caps, excess, sink, shape, offsets, options):
         B = caps.shape[0]
-        return excess.new_empty((B, excess.numel() // B), dtype=torch.bool), stats(caps, B, grid_stats)
+        return excess.new_empty((B, excess.numel() // B), dtype=torch.bool), torch.empty((grid_stats,), dtype=torch.int64)
 
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)

@@ -36,13 +36,13 @@ def _load_solver(device, backend: str, reader: bool = False) -> None:
     which lays out general graphs as they are read."""
     import torch
 
-    from .solvers import _pick
+    from .solvers._backends import GRID
 
     if reader:
         from .graph import _compiled_layout
 
         _compiled_layout()
-    _pick(torch.device(device), backend)
+    GRID(torch.device(device), backend)
 
 
 def _startup_line(seconds: float) -> str:

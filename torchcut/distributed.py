@@ -78,6 +78,7 @@ from ._deprecate import renamed_keywords
 from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity
 from .grid import GridGraph, _check_offsets, _zero_outside, shift
 from .result import CertificateError, CutResult
+from .solvers._terminals import net_terminals_
 
 __all__ = ["maxflow", "segment", "DistributedCutResult", "Slab"]
 
@@ -353,15 +354,6 @@ def _check_headers(heads: list, me: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- solves
-def _net(excess, sink, rows: int = 64) -> None:
-    """Subtract min(excess, sink) from both, in place, a few rows at a time (no full-size temporary)."""
-    for i in range(0, excess.shape[0], rows):
-        e, s = excess[i:i + rows], sink[i:i + rows]
-        low = torch.minimum(e, s.to(torch.int64))
-        e.sub_(low)
-        s.sub_(low.to(s.dtype))
-
-
 # ---------------------------------------------------------------------------------------------- push-relabel
 def _push_relabel(R, excess, sink, geo: _Geometry, max_iter, stats) -> torch.Tensor:
     """Bulk-synchronous push-relabel over all slabs, in torch ops, in place; returns the source side.
@@ -823,7 +815,7 @@ def _run(caps, src, snk, geo: _Geometry, start, max_iter, t0, certificate, lo=No
     snk_c = snk
     excess = src64.clone() if certificate else src64
     sink_res = snk_c.clone() if certificate else snk_c
-    _net(excess, sink_res)
+    net_terminals_(excess, sink_res)
     R = caps.clone() if certificate else caps
     sent_before = comm.sent_bytes
     if lo is not None:  # the padded layout: the kernels, then the real planes alone

@@ -585,16 +585,9 @@ def _grid_graph(caps, source, sink, offsets, batched) -> GridGraph:
     it against the constructor attribute by attribute) with int32 ``caps`` and ``sink`` and int64
     ``source``, the dtypes the constructor picks for these values.
     """
-    g = GridGraph.__new__(GridGraph)
-    g.offsets = tuple(tuple(int(v) for v in o) for o in offsets)
-    g.batched = bool(batched)
-    g.shape = tuple(caps.shape[2:])
-    g.is_float = False
-    g.scale = None
-    g.caps = caps.contiguous()
-    g.source = source.to(torch.int64).contiguous()
-    g.sink = sink.to(caps.dtype).contiguous()
-    return g
+    offsets = tuple(tuple(int(v) for v in o) for o in offsets)
+    return GridGraph._from_layout(caps.contiguous(), source.to(torch.int64).contiguous(),
+                                  sink.to(caps.dtype).contiguous(), offsets, batched)
 
 
 def segmentation_graph(

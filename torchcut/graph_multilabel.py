@@ -569,15 +569,15 @@ def _solve(G: _GraphEnergy, caps, source, sink, backend, info):
     place on the move's own tensors; a lattice on CUDA goes through :func:`torchcut.maxflow` to the grid
     solver.
     """
-    from .solvers import csr as dispatch
     from .solvers import maxflow
+    from .solvers._backends import CSR
 
     info["solves"] += 1
     g = G.graph(caps, source, sink)
     impl = G.impl.get(backend)
     if impl is None:  # picked once per energy (the pick checks the library each time)
-        impl = G.impl[backend] = dispatch._pick(G.device, backend)
-    if g._lattice and getattr(impl, "ROUTE_LATTICES", True):
+        impl = G.impl[backend] = CSR(G.device, backend)
+    if g._lattice and impl.route_lattices:
         r = maxflow(g, backend=backend)
         return r.node_mask[0], g.sink[0].to(torch.int64) - r.sink_flow[0]
     row_ptr, head, rev = g.row_ptr, g.head, g.rev
@@ -663,12 +663,12 @@ def _cpu_moves(G: _GraphEnergy, backend: str):
     """A move function ``alpha, f -> (mask, residual sink, clamped)`` built and solved by the two compiled
     CPU ops (cpu_graph_moves.cpp, then Boykov-Kolmogorov on the move's CSR layout) with no tensor op
     between them, or None where that path does not apply (CUDA, another backend, an older build)."""
-    from .solvers import csr as dispatch
+    from .solvers._backends import CSR
 
     if not (G.E and _compiled_move(G.device)):
         return None
-    impl = G.impl.get(backend) or G.impl.setdefault(backend, dispatch._pick(G.device, backend))
-    if getattr(impl, "__name__", "") != "torchcut.solvers.cpu":
+    impl = G.impl.get(backend) or G.impl.setdefault(backend, CSR(G.device, backend))
+    if impl.name != "cpu":
         return None
     g, arc_uv, arc_vu, _ = G.layout()
     mode = 0 if G.potts else 1 if G.exact else 2

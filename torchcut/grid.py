@@ -232,11 +232,13 @@ class GridGraph:
     # The capacities as given ``(source, sink, edges, reverse or None)`` when one of them requires grad
     # (``CutResult.flow_value`` is then differentiable, see :mod:`torchcut.diff`); else None.
     _grad_caps = None
+    #: How a segmentation graph was built (:class:`torchcut.energy.EnergyInfo`); None for other graphs.
+    energy = None
 
     def __init__(self, source, sink, edges, offsets, reverse=None, *, scale: float | None = None):
-        self.offsets = _check_offsets(offsets)
-        ndim = len(self.offsets[0])
-        K = len(self.offsets)
+        offsets = _check_offsets(offsets)
+        ndim = len(offsets[0])
+        K = len(offsets)
         source = as_tensor(source, "source")
         device = source.device
         sink = as_tensor(sink, "sink", device)
@@ -247,19 +249,17 @@ class GridGraph:
             )
         if tuple(sink.shape) != tuple(source.shape):
             raise ValueError(f"sink: expected the shape of source {tuple(source.shape)}, got {tuple(sink.shape)}")
-        self.batched = source.dim() == ndim + 1
+        batched = source.dim() == ndim + 1
         full_shape = tuple(source.shape)
         edges = self._stack(edges, "edges", K, full_shape, device)
         reverse = edges if reverse is None else self._stack(reverse, "reverse", K, full_shape, device)
         if torch.compiler.is_compiling():
             # Inside torch.compile: the capacity dtype, the float scale and the value checks depend on the
             # data, so the graph is built (and checked) when the solver op runs (torchcut.solvers.ops).
-            self._pending = (source, sink, edges, None if reverse is edges else reverse, scale)
-            self.batched = source.dim() == ndim + 1
-            self.shape = full_shape[1:] if self.batched else full_shape
-            self.is_float = any(t.is_floating_point() for t in (source, sink, edges, reverse))
-            self.scale = None
-            self.caps = self.source = self.sink = None
+            self._set_layout(None, None, None, offsets, batched,
+                             shape=full_shape[1:] if batched else full_shape,
+                             is_float=any(t.is_floating_point() for t in (source, sink, edges, reverse)),
+                             pending=(source, sink, edges, None if reverse is edges else reverse, scale))
             return
         if torch.is_grad_enabled() and any(t.requires_grad for t in (source, sink, edges, reverse)):
             self._grad_caps = (source, sink, edges, None if reverse is edges else reverse)
@@ -267,29 +267,26 @@ class GridGraph:
         sink = check_capacity(sink, "sink")
         edges = check_capacity(edges, "edges")
         reverse = edges if reverse is edges else check_capacity(reverse, "reverse")
-        if not self.batched:
+        if not batched:
             source, sink = source.unsqueeze(0), sink.unsqueeze(0)
             edges, reverse = edges.unsqueeze(1), reverse.unsqueeze(1)
-        self.shape = tuple(source.shape[1:])
-        if any(n == 0 for n in self.shape) or source.shape[0] == 0:
+        shape = tuple(source.shape[1:])
+        if any(n == 0 for n in shape) or source.shape[0] == 0:
             raise ValueError(f"source: expected a non-empty grid, got shape {full_shape}")
 
         floating = any(t.is_floating_point() for t in (source, sink, edges, reverse))
-        self.is_float = floating
         if floating:
             # Zero the arcs that leave the grid, then quantize.
-            inside = torch.stack([_inside_mask(self.shape, o, device) for o in self.offsets]).unsqueeze(1)
+            inside = torch.stack([_inside_mask(shape, o, device) for o in offsets]).unsqueeze(1)
             edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
             reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
             source, sink, edges, reverse = (t.detach().to(torch.float64) for t in (source, sink, edges, reverse))
             top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
             scale = quantization_scale(top, scale)
             source, sink, edges, reverse = (torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse))
-            self.scale = float(scale)
-        else:
-            if scale is not None:
-                raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
-            self.scale = None
+            scale = float(scale)
+        elif scale is not None:
+            raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
         # the layout's dtype, as a copy (solvers may work in the graph's tensors); the sink keeps its
         # own dtype until the end
         source = source.to(torch.int64, copy=source.dtype == torch.int64)
@@ -302,22 +299,40 @@ class GridGraph:
         check_sum(bound if bound < SUM_LIMIT else _exact_total(parts), "GridGraph")
         peak_arc = int(edges.max()) + int(reverse.max())
         if peak_arc > INT32_MAX:  # the bound is loose: the largest pair of arcs that exist
-            peak_arc = _pair_peak(edges, reverse, self.offsets, self.shape)
+            peak_arc = _pair_peak(edges, reverse, offsets, shape)
         peak = max(peak_arc, int(sink.max()))
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
 
-        self.caps = _arc_layout(edges, reverse, self.offsets, cap_dtype)
-        self.source = source.contiguous()
-        # a copy (never the caller's tensor: solvers may work in the graph's tensors)
-        self.sink = sink.to(cap_dtype, copy=sink.dtype == cap_dtype).contiguous()
+        caps = _arc_layout(edges, reverse, offsets, cap_dtype)
+        # the sink as a copy (never the caller's tensor: solvers may work in the graph's tensors)
+        self._set_layout(caps, source.contiguous(), sink.to(cap_dtype, copy=sink.dtype == cap_dtype).contiguous(),
+                         offsets, batched, scale)
 
     @classmethod
-    def _from_tensors(cls, caps, source, sink, offsets) -> "GridGraph":
-        """A batched integer graph from its internal tensors (``caps`` ``[B, 2K, *shape]``, ``source``, ``sink``)."""
+    def _from_layout(cls, caps, source, sink, offsets, batched, scale=None, energy=None) -> "GridGraph":
+        """A graph from tensors already in its internal layout, taken as they are (no checks, no copies).
+
+        ``caps`` ``[B, 2K, *shape]`` int32 or int64, ``source`` ``[B, *shape]`` int64, ``sink`` ``[B, *shape]``
+        of the dtype of ``caps``; ``offsets`` as checked by the constructor; ``batched``: whether the
+        user's graph had a batch dimension; ``scale``: the quantization of a float graph (None for an
+        integer one); ``energy``: how a segmentation graph was built.
+        """
         g = object.__new__(cls)
-        g.offsets, g.caps, g.source, g.sink = offsets, caps, source, sink
-        g.batched, g.shape, g.is_float, g.scale = True, tuple(caps.shape[2:]), False, None
+        g._set_layout(caps, source, sink, offsets, batched, scale, energy)
         return g
+
+    def _set_layout(self, caps, source, sink, offsets, batched, scale=None, energy=None, *, shape=None,
+                    is_float=None, pending=None) -> None:
+        """Every field of a graph, set in one place: the end of every constructor. ``shape``,
+        ``is_float`` and ``pending`` are for a graph built inside ``torch.compile`` (no tensors yet)."""
+        self.offsets = offsets
+        self.caps, self.source, self.sink = caps, source, sink
+        self.batched = bool(batched)
+        self.shape = tuple(caps.shape[2:]) if shape is None else tuple(shape)
+        self.scale = scale
+        self.is_float = scale is not None if is_float is None else is_float
+        self.energy = energy
+        self._pending = pending
 
     @staticmethod
     def _stack(x, name, K, full_shape, device) -> torch.Tensor:
@@ -378,10 +393,9 @@ class GridGraph:
         >>> g.to("cpu").device.type
         'cpu'
         """
-        new = object.__new__(GridGraph)
-        new.__dict__.update(self.__dict__)
-        new.caps, new.source, new.sink = (t.to(device, non_blocking=non_blocking)
-                                          for t in (self.caps, self.source, self.sink))
+        caps, source, sink = (t.to(device, non_blocking=non_blocking) for t in (self.caps, self.source, self.sink))
+        new = GridGraph._from_layout(caps, source, sink, self.offsets, self.batched, self.scale, self.energy)
+        new._grad_caps = self._grad_caps  # the flow value's gradient goes to the capacities as given
         return new
 
     def __repr__(self) -> str:

@@ -525,10 +525,9 @@ def _fused(E: _Energy, backend) -> bool:
     """Whether this energy's moves go through the move kernels (CUDA solver, at most 13 offsets)."""
     if not (_FUSED_MOVES and E.device.type == "cuda" and E.K <= 13):
         return False
-    from .solvers import _pick
+    from .solvers._backends import GRID
 
-    impl = _pick(E.device, backend)
-    return getattr(impl, "__name__", "") == "torchcut.solvers.cuda"
+    return GRID(E.device, backend).name == "cuda"
 
 
 def _pair_mode(E: _Energy) -> int:

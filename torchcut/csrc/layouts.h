@@ -1,10 +1,12 @@
 // The names of every option list and counter vector that crosses the op boundary, written once.
 //
-// Plain C++ (no torch, no CUDA headers): the CUDA host code builds its Options struct and Stat enum from
-// these lists, the CPU solver sizes its counters from them, and the op torch.ops.torchcut.names returns
-// them to Python, so no list is kept equal to another by hand.
+// Plain C++ (no torch, no CUDA headers): the CUDA host code builds its Options struct from these lists,
+// every solver fills its counters through a struct built from them (GridCudaStats, CpuStats,
+// CsrCudaStats below: a field per name, written out in the list's order), and the op
+// torch.ops.torchcut.names returns them to Python, so no list is kept equal to another by hand.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,23 @@ constexpr int kGridCudaStats = 0 TORCHCUT_GRID_CUDA_STATS(TORCHCUT_COUNT_);
 constexpr int kCpuStats = 0 TORCHCUT_CPU_STATS(TORCHCUT_COUNT_);
 constexpr int kCsrCudaStats = 0 TORCHCUT_CSR_CUDA_STATS(TORCHCUT_COUNT_);
 #undef TORCHCUT_COUNT_
+
+// A counter vector as a struct: one int64 field per name of LIST (0 unless set), and write(out), which
+// stores them in the list's order, the order torch.ops.torchcut.names gives Python.
+#define TORCHCUT_FIELD_(name) int64_t name = 0;
+#define TORCHCUT_STORE_(name) *out++ = name;
+#define TORCHCUT_COUNTERS_(Name, LIST, count)                                                          \
+  struct Name {                                                                                        \
+    static constexpr int kCount = count;                                                               \
+    LIST(TORCHCUT_FIELD_)                                                                              \
+    void write(int64_t* out) const { LIST(TORCHCUT_STORE_) }                                           \
+  };
+TORCHCUT_COUNTERS_(GridCudaStats, TORCHCUT_GRID_CUDA_STATS, kGridCudaStats)
+TORCHCUT_COUNTERS_(CpuStats, TORCHCUT_CPU_STATS, kCpuStats)
+TORCHCUT_COUNTERS_(CsrCudaStats, TORCHCUT_CSR_CUDA_STATS, kCsrCudaStats)
+#undef TORCHCUT_COUNTERS_
+#undef TORCHCUT_STORE_
+#undef TORCHCUT_FIELD_
 
 // The list called `table` (the op torch.ops.torchcut.names); empty for an unknown name.
 inline std::vector<std::string> names(const std::string& table) {

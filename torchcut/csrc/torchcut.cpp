@@ -1,9 +1,8 @@
 // The schema of every torchcut op, declared once: torch.ops.torchcut.<op>.
 //
-// Implementations are registered per dispatch key beside their code: cpu_ops.cpp, cpu_grabcut.cpp,
-// energy.cpp, energy_potts.cpp and cpu_graph_moves.cpp (CPU, in the library torchcut._C together with
-// this file), grid_ops.cpp, csr_ops.cpp, energy_ops.cpp and energy_potts.cu (CUDA, in torchcut._C_cuda).
-// The dispatcher picks the implementation from the device of the tensors; fake
+// Implementations are registered per dispatch key beside their code: cpu/*.cpp (CPU, in the library
+// torchcut._C together with this file), grid_ops.cpp, csr_ops.cpp, energy_ops.cpp and energy_potts.cu
+// (CUDA, in torchcut._C_cuda). The dispatcher picks the implementation from the device of the tensors; fake
 // implementations for torch.compile are registered from Python (torchcut/_ops.py).
 //
 // Shared conventions of the max-flow ops (torchcut/grid.py and torchcut/graph.py give the layouts):
@@ -31,13 +30,14 @@ std::vector<std::string> names_op(std::string table) {
 
 TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   m.def("names(str table) -> str[]", &names_op);
-  // Grid max-flow (push-relabel on CUDA; Boykov-Kolmogorov or pseudoflow then BK on the CPU).
-  // grid_solve reads the network and returns new tensors: the source side, the counters, the final
-  // residuals, the excess left (an unsaturated source residual, as a preflow) and the residual sink
-  // capacities, each [B, n]-shaped except the residuals ([B, 2K, *shape]).
+  // Grid max-flow, one form per device. grid_solve (CPU: Boykov-Kolmogorov or pseudoflow then BK) reads
+  // the network and returns new tensors, because the solver works on a padded copy anyway: the source
+  // side, the counters, the final residuals, the excess left (an unsaturated source residual, as a
+  // preflow) and the residual sink capacities, each [B, n]-shaped except the residuals ([B, 2K, *shape]).
   m.def("grid_solve(Tensor caps, Tensor source, Tensor sink, int[] shape, int[] offsets, int[] options) "
         "-> (Tensor mask, Tensor stats, Tensor residual, Tensor excess, Tensor sink_residual)");
-  // grid_solve_ works in place on a network whose terminals are netted (excess = source - sink >= 0).
+  // grid_solve_ (CUDA: push-relabel) works in place on a network whose terminals are netted (excess =
+  // source - sink >= 0), so the peak GPU memory stays at the network plus the solver's workspace.
   m.def("grid_solve_(Tensor(a!) caps, Tensor(b!) excess, Tensor(c!) sink, int[] shape, int[] offsets, "
         "int[] options) -> (Tensor mask, Tensor stats)");
   // General graphs in CSR layout (row_ptr, head, rev: reverse-arc index), in place.

@@ -14,6 +14,7 @@ import torch
 
 from ..grid import GridGraph
 from ..result import CutResult
+from . import cpu
 
 __all__ = ["HOST_NODES", "wants_host", "solve_on_host"]
 
@@ -39,8 +40,6 @@ def wants_host(graph, layout: str, backend: str, options: dict) -> bool:
     nodes = graph.num_nodes if layout == "csr" else graph.batch_size * graph.num_nodes
     if nodes > HOST_NODES[layout]:
         return False
-    from . import cpu
-
     return cpu.load_error() is None
 
 

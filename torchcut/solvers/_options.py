@@ -8,23 +8,16 @@ lists what it takes and what the backend that would run takes, and suggests the 
 from __future__ import annotations
 
 import difflib
-import functools
 import inspect
 
 import torch
+
+from ._backends import CSR, GRID
 
 __all__ = ["check_options", "backend_options"]
 
 # Renamed backend options: the old name still reaches the backend, which warns and takes the new one.
 RENAMED_OPTIONS = {"max_rounds": "max_iter"}
-
-_BACKEND_NAMES = {
-    "torchcut.solvers.reference": "reference",
-    "torchcut.solvers.csr_reference": "reference",
-    "torchcut.solvers.cpu": "cpu",
-    "torchcut.solvers.cuda": "cuda",
-    "torchcut.solvers.cuda_csr": "cuda",
-}
 
 
 def _keyword_names(fn) -> tuple:
@@ -33,27 +26,10 @@ def _keyword_names(fn) -> tuple:
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds)
 
 
-@functools.lru_cache(maxsize=None)
-def _module_options(module, layout: str) -> tuple:
-    """The options a backend module's solver takes: its ``OPTIONS`` table, else its keywords."""
-    table = getattr(module, "OPTIONS", None)
-    if table is not None and layout == "grid":
-        return tuple(table)
-    solve = getattr(module, "solve_grid" if layout == "grid" else "solve_csr")
-    skip = {"row_ptr", "head", "tail", "rev", "caps", "excess", "sink", "offsets"}
-    return tuple(n for n in _keyword_names(solve) if n not in skip)
-
-
 def _all_backend_options(layout: str) -> dict:
-    """Options of every backend of a layout, by backend name (modules imported, nothing compiled)."""
-    import importlib
-
-    mods = (("reference", "torchcut.solvers.reference"), ("cpu", "torchcut.solvers.cpu"),
-            ("cuda", "torchcut.solvers.cuda"))
-    if layout == "csr":
-        mods = (("reference", "torchcut.solvers.csr_reference"), ("cpu", "torchcut.solvers.cpu"),
-                ("cuda", "torchcut.solvers.cuda_csr"))
-    return {name: _module_options(importlib.import_module(path), layout) for name, path in mods}
+    """Options of every backend of a layout, by backend name (nothing compiled)."""
+    table = GRID if layout == "grid" else CSR
+    return {b.name: b.options() for b in table.all()}
 
 
 def backend_options(device, backend: str = "auto", layout: str = "grid") -> tuple:
@@ -80,14 +56,10 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     >>> backend_options("cpu", "reference")
     ('reference', ('max_iter', 'relabel_period', 'on_relabel'))
     """
-    from . import _pick
-
-    module = _pick(torch.device(device), backend)
-    name, options = _BACKEND_NAMES.get(module.__name__, module.__name__), _module_options(module, "grid")
+    grid = GRID(torch.device(device), backend)
+    name, options = grid.name, grid.options()
     if layout == "csr":
-        from .csr import _pick as _pick_csr
-
-        general = _module_options(_pick_csr(torch.device(device), backend), "csr")
+        general = CSR(torch.device(device), backend).options()
         options = general + tuple(o for o in options if o not in general)
     return name, options
 

@@ -1,7 +1,7 @@
 """CPU backend: compiled Boykov-Kolmogorov max-flow for grids and general graphs.
 
 The CPU implementations of ``torch.ops.torchcut.grid_solve`` and ``csr_solve_``: ``torchcut/csrc/cpu/cpu_bk.h``
-(the algorithm, written once for any graph) and ``torchcut/csrc/cpu/cpu_ops.cpp`` (grid and CSR layouts),
+(the algorithm, written once for any graph), ``torchcut/csrc/cpu/grid_solve.cpp`` and ``csr_solve.cpp`` (grid and CSR layouts),
 compiled into ``torchcut._C`` at install time (:mod:`torchcut._ops` loads it). When the library is
 unusable and cannot be compiled, :func:`torchcut.maxflow` falls back to the reference push-relabel with
 one warning.
@@ -17,10 +17,12 @@ single grid of at least 2 x 2**17 nodes (a 6-connected volume 2 x 2**20) is cut 
 solved on parallel threads (by either algorithm), then finished over the whole grid by
 Boykov-Kolmogorov from what the ranges left (``docs/design.md``).
 
-Result contract (shared with the other backends, see :mod:`torchcut.solvers`): the residuals, the
-excess and the residual sink capacities are written back in place; an unsaturated source residual is
-reported as excess (a valid preflow with every source arc saturated), and the mask is the canonical
-source side (nodes that cannot reach the sink in the final residual network).
+Result contract (shared with the other backends, see :mod:`torchcut.solvers._backends`): an
+unsaturated source residual is reported as excess (a valid preflow with every source arc saturated),
+and the mask is the canonical source side (nodes that cannot reach the sink in the final residual
+network). The grid op reads the graph and returns new tensors (:func:`solve_grid_graph`, what the
+dispatcher calls); :func:`solve_grid` copies them into its arguments for the callers that solve in
+place (warm starts), and :func:`solve_csr` works in place.
 """
 
 from __future__ import annotations
@@ -31,11 +33,8 @@ import torch
 
 from .. import _ops
 
-__all__ = ["load_error", "solve_grid", "solve_csr"]
+__all__ = ["load_error", "solve_grid_graph", "solve_grid", "solve_csr"]
 
-# FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
-# grid solve saves over the CSR solve (docs/performance.md).
-ROUTE_LATTICES = False
 # Counters of the pseudoflow phase (grids only), left out of the stats when it did not run. The op's
 # counter names, option names and algorithm codes come from the library (torchcut/csrc/layouts.h).
 _HPF_STATS = ("mergers", "hpf_relabels", "hpf_us", "pseudoflow_items", "handovers")

@@ -1,8 +1,8 @@
 """Solver dispatch for :class:`torchcut.FlowGraph` (general networks).
 
-A CSR backend is a module with ``solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options)
--> (mask, stats)`` that runs push-relabel phase one in place (layout in :mod:`torchcut.graph`) and
-returns the source side (nodes that cannot reach the sink in the final residual network).
+The CSR backends (:data:`torchcut.solvers._backends.CSR`) solve in place (layout in
+:mod:`torchcut.graph`) and return the source side (nodes that cannot reach the sink in the final
+residual network).
 
 Graphs that are 2D lattices (:meth:`FlowGraph.lattice_shape`) go to the grid solver instead, which
 is much faster on the GPU; the grid result is mapped back so that ``verify()`` on the FlowGraph
@@ -16,21 +16,15 @@ import time
 import torch
 
 from ..result import CutResult
-from . import csr_reference
-from ._choice import BACKENDS, BackendChoice
+from ._backends import BACKENDS, CSR
 from ._host import solve_on_host, wants_host
+from ._maxflow import maxflow
+from ._terminals import net_terminals
 
 __all__ = ["solve_flowgraph"]
 
-# CSR backends: the reference, or the compiled solvers (CUDA CSR kernels, CPU Boykov-Kolmogorov) when
-# their extension builds.
-_pick = BackendChoice(csr_reference, {"cuda": ("torchcut.solvers.cuda_csr", "CUDA CSR extension"),
-                                      "cpu": ("torchcut.solvers.cpu", "compiled CPU solver")})
-
 
 def _solve_as_grid(graph, backend: str, **options) -> CutResult:
-    from . import maxflow
-
     t0 = time.perf_counter()
     H, W = graph.lattice_shape()
     N = graph.num_nodes
@@ -62,20 +56,13 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
 def _check_csr_options(impl, options: dict, backend: str, device) -> None:
     """Raise TypeError, naming ``maxflow()``, for an option that the solver of general graphs does not take
     (grid options such as the CPU's ``algorithm`` apply only to a FlowGraph routed to the grid solver)."""
-    import inspect
-
-    solve = impl.solve_csr
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    skip = {"row_ptr", "head", "tail", "rev", "caps", "excess", "sink"}
-    takes = [p.name for p in inspect.signature(solve).parameters.values() if p.kind in kinds and p.name not in skip]
-    renamed = getattr(solve, "__renamed__", {})  # former names, still accepted (with a warning)
+    takes = impl.options()
+    renamed = impl.renamed_options()  # former names, still accepted (with a warning)
     bad = [k for k in options if k not in takes and renamed.get(k) not in takes]
     if bad:
-        name = {"cuda_csr": "cuda", "csr_reference": "reference"}.get(impl.__name__.rsplit(".", 1)[-1],
-                                                                     impl.__name__.rsplit(".", 1)[-1])
         raise TypeError(
             f"maxflow(): keyword argument {bad[0]!r} does not apply to this FlowGraph: it is solved as a general "
-            f"graph by the {name!r} backend (backend={backend!r} on {device.type}), whose solver takes "
+            f"graph by the {impl.name!r} backend (backend={backend!r} on {device.type}), whose solver takes "
             f"{', '.join(takes) if takes else 'no options'}; grid options reach the grid solver only when a "
             "lattice-shaped FlowGraph is routed there (lattice=True)")
 
@@ -107,18 +94,14 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
         return solve_on_host(graph, lambda g: solve_flowgraph(g, backend))
     impl = None
     if lattice is None:
-        impl = _pick(graph.device, backend)
-        lattice = getattr(impl, "ROUTE_LATTICES", True)
+        impl = CSR(graph.device, backend)
+        lattice = impl.route_lattices
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
-    impl = impl or _pick(graph.device, backend)
+    impl = impl or CSR(graph.device, backend)
     if options:
         _check_csr_options(impl, options, backend, graph.device)
-    src = graph.source[0]
-    snk = graph.sink[0].to(torch.int64)
-    low = torch.minimum(src, snk)
-    excess = src - low
-    sink = (snk - low).to(graph.sink.dtype)
+    excess, sink = net_terminals(graph.source[0], graph.sink[0])
     caps = graph.caps.clone()
     mask, stats = impl.solve_csr(graph.row_ptr, graph.head, graph.tail, graph.rev, caps, excess, sink, **options)
     sink_flow = (graph.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)

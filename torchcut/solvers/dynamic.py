@@ -85,7 +85,7 @@ class DynamicFlowGraph:
 
     def __init__(self, graph, *, backend: str = "auto", warm: bool = True):
         from ..graph import FlowGraph
-        from . import BACKENDS
+        from ._backends import BACKENDS
 
         if not isinstance(graph, FlowGraph):
             raise TypeError(f"graph: expected a torchcut.FlowGraph, got {type(graph).__name__}")
@@ -209,8 +209,8 @@ class DynamicFlowGraph:
         >>> d.maxflow().flow_value, d.maxflow().stats["warm"]
         (4, True)
         """
-        from . import csr as dispatch
-        from . import maxflow
+        from ._backends import CSR
+        from ._maxflow import maxflow
 
         g = self.graph
         if self._state is None or not self.warm:
@@ -218,7 +218,7 @@ class DynamicFlowGraph:
             self.stats["cold"] += 1
             r.stats["warm"] = False
         else:
-            impl = dispatch._pick(g.device, self.backend)
+            impl = CSR(g.device, self.backend)
             r = self._warm(impl)
             self.stats["warm"] += 1
         self._state = (r.residual, r.sink_flow[0].to(torch.int64))
@@ -247,7 +247,7 @@ class DynamicFlowGraph:
             need = deficit.to(g.caps.dtype)
             impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, rc, supply, need)
             if bool((need != 0).any()):  # cannot happen for a valid last flow; solve from scratch then
-                from . import maxflow
+                from ._maxflow import maxflow
 
                 return maxflow(g, backend=self.backend, lattice=False)
             R = R - (back - rc.to(torch.int64))

@@ -23,6 +23,9 @@ import torch
 from torch import Tensor
 
 from .._ops import CUDAGRAPH_UNSAFE
+from ..grid import GridGraph
+from ..result import CutResult
+from ._grid import solve_grid
 
 __all__ = ["compiled_maxflow", "options_string"]
 
@@ -59,11 +62,8 @@ def _unflat(flat: list[int], ndim: int) -> tuple[tuple[int, ...], ...]:
 @torch.library.custom_op("torchcut::grid_maxflow", mutates_args=(), tags=_TAGS)
 def _grid_maxflow(caps: Tensor, source: Tensor, sink: Tensor, offsets: list[int], ndim: int, backend: str,
                   options: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    from ..grid import GridGraph
-    from . import _solve_grid
-
-    graph = GridGraph._from_tensors(caps, source, sink, _unflat(offsets, ndim))
-    r = _solve_grid(graph, backend, **json.loads(options))
+    graph = GridGraph._from_layout(caps, source, sink, _unflat(offsets, ndim), batched=True)
+    r = solve_grid(graph, backend, **json.loads(options))
     return r.node_mask, r.flow_values, r.residual, r.sink_flow  # new tensors: none aliases an input
 
 
@@ -77,11 +77,8 @@ def _(caps, source, sink, offsets, ndim, backend, options):
 @torch.library.custom_op("torchcut::grid_build_maxflow", mutates_args=(), tags=_TAGS)
 def _grid_build_maxflow(source: Tensor, sink: Tensor, edges: Tensor, reverse: Optional[Tensor], offsets: list[int],
                         ndim: int, scale: Optional[float], backend: str, options: str) -> tuple[Tensor, Tensor, Tensor]:
-    from ..grid import GridGraph
-    from . import _solve_grid
-
     graph = GridGraph(source, sink, edges, _unflat(offsets, ndim), reverse, scale=scale)
-    r = _solve_grid(graph, backend, **json.loads(options))
+    r = solve_grid(graph, backend, **json.loads(options))
     q = torch.tensor(graph.scale if graph.scale else 1.0, dtype=torch.float64)
     return r.node_mask.reshape(source.shape), r.flow_values, q
 
@@ -108,9 +105,6 @@ def compiled_maxflow(graph, backend: str, options: dict):
     >>> f(g).tolist()  # doctest: +SKIP
     [2]
     """
-    from ..grid import GridGraph
-    from ..result import CutResult
-
     if not isinstance(graph, GridGraph):
         raise TypeError(f"graph: inside torch.compile, expected a torchcut.GridGraph, got {type(graph).__name__} "
                         "(general FlowGraphs are solved outside torch.compile)")

@@ -28,6 +28,8 @@ import torch
 
 from .._cudagraph import GraphCache
 from ..grid import overlap_slices
+from ._backends import GRID
+from ._terminals import net_terminals
 
 __all__ = ["WarmGrid"]
 
@@ -83,8 +85,6 @@ class WarmGrid:
         non-zero per node) or not. ``links_changed=False`` promises that ``caps`` holds the values of
         the last solve's capacities (only the terminals changed): the n-link re-fit is skipped.
         """
-        from . import _pick
-
         self._check(caps, source, sink)
         keep_caps = None  # the last capacities when they stay (a private copy already)
         if self.state is None or not self.warm or self.state[0].shape != caps.shape:
@@ -98,7 +98,7 @@ class WarmGrid:
                 R, e, r, s, k = _REFITS.run(key, step, inputs)
             else:
                 R, e, r, s, k = step(*inputs)
-        impl = _pick(caps.device, self.backend)
+        impl = GRID(caps.device, self.backend)
         mask, stats = impl.solve_grid(R, e, r, self.offsets, **self.options)
         self.log.append(stats)
         if self.warm:  # the caller may reuse caps: keep a copy
@@ -125,15 +125,9 @@ class WarmGrid:
 _REFITS = GraphCache(entries=4)
 
 
-def _net(source, sink):
-    s, k = source.to(torch.int64), sink.to(torch.int64)
-    low = torch.minimum(s, k)
-    return s - low, k - low
-
-
 def _cold(caps, source, sink):
     """The solver's start from zero flow: (residuals, excess, sink residuals, source, sink)."""
-    s, k = _net(source, sink)
+    s, k = net_terminals(source, sink, torch.int64)
     return caps.clone(), s.clone(), k.to(caps.dtype, copy=True), s, k  # the solver works in place on the first three
 
 
@@ -141,7 +135,7 @@ def _refit(C0, R, e, r0, s0, k0, C, source, sink, *, offsets, links=True):
     """The last solve's state (capacities C0, residuals R, excess e, sink residuals r0, terminals s0, k0)
     re-fitted to the capacities C and terminals (source, sink): the start of the next solve.
     ``links=False``: C equals C0, only the terminals are re-fitted."""
-    s, k = _net(source, sink)
+    s, k = net_terminals(source, sink, torch.int64)
     moved = 0
     if links:
         R, moved = _refit_links(C0, R, C, offsets)

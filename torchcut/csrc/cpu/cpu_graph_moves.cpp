@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../terminals.h"
+
 namespace torchcut_cpu {
 namespace {
 
@@ -63,8 +65,8 @@ void build_swap(const int64_t* U, const int64_t* f, const int64_t* u, const int6
     }
   }
   for (int64_t p = 0; p < N; ++p) {
-    src[p] = delta[p] > 0 ? delta[p] : 0;
-    snk[p] = static_cast<Cap>(delta[p] < 0 ? -delta[p] : 0);
+    src[p] = torchcut::net_source(delta[p]);  // delta is the netted pair's signed value
+    snk[p] = static_cast<Cap>(torchcut::net_sink(delta[p]));
   }
 }
 
@@ -103,8 +105,8 @@ void build(const int64_t* U, const int64_t* f, const int64_t* u, const int64_t* 
     caps[avu[e]] += static_cast<Cap>(back);
   }
   for (int64_t p = 0; p < N; ++p) {
-    src[p] = delta[p] > 0 ? delta[p] : 0;
-    snk[p] = static_cast<Cap>(delta[p] < 0 ? -delta[p] : 0);
+    src[p] = torchcut::net_source(delta[p]);  // delta is the netted pair's signed value
+    snk[p] = static_cast<Cap>(torchcut::net_sink(delta[p]));
   }
   *clamped = neg;
 }

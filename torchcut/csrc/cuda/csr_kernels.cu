@@ -357,11 +357,13 @@ void solve(const int* rp, const int* hd, const int* rv, long long* r, long long*
     rounds += rounds_now;
     CSR_CUDA_CHECK(cudaGetLastError());
   }
-  stats[0] = cycles;
-  stats[1] = rounds;
-  stats[2] = levels_total;
-  stats[3] = last_levels;
-  stats[4] = status;
+  torchcut::CsrCudaStats out;
+  out.cycles = cycles;
+  out.rounds = rounds;
+  out.bfs_levels = levels_total;
+  out.last_bfs_depth = last_levels;
+  out.status = status;
+  out.write(stats);
 }
 
 }  // namespace torchcut_csr

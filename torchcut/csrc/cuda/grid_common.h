@@ -62,14 +62,10 @@ struct Options {
   }
 };
 
-// Counters returned by the op, in the order of layouts.h (kSt + the name in CamelCase is not generated:
-// the enum below follows TORCHCUT_GRID_CUDA_STATS entry for entry; a static_assert checks the count).
-enum Stat {
-  kStRelabels = 0, kStBfsLaunches, kStPushLaunches, kStHostSyncs, kStRounds, kStTileX, kStTileY, kStTileZ,
-  kStBfsTileX, kStBfsTileY, kStBfsTileZ, kStBfsUs, kStPushUs, kStBfsVisits, kStBfsDepth, kStPushVisits,
-  kStPushVisitUs, kStPushRounds, kStBfsPopUs, kStBfsRelaxUs, kStBfsPasses, kStRepairs, kStChained, kStStatus, kNumStats
-};
-static_assert(kNumStats == torchcut::kGridCudaStats, "Stat must follow TORCHCUT_GRID_CUDA_STATS in layouts.h");
+// Counters returned by the op: a field per name of TORCHCUT_GRID_CUDA_STATS (layouts.h), written out in
+// that list's order.
+using Stats = torchcut::GridCudaStats;
+constexpr int kNumStats = Stats::kCount;
 
 struct Geom {
   int X, Y, Z;     // grid extent, x fastest
@@ -220,7 +216,7 @@ void launch_slab_dist(cudaStream_t st, int* height, int* flags, const Geom& GB, 
 
 // Push-relabel phase one in place on caps [B, D, N], excess [B, N] (int64), sink [B, N]; writes the
 // source-side mask (out [B * N]) and the counters (stats[kNumStats]). caps_bytes: 4 (int32) or 8.
-// Throws std::runtime_error on a CUDA error or bad options; a limit hit is a status (stats[kStStatus]).
+// Throws std::runtime_error on a CUDA error or bad options; a limit hit is a status (Stats::status).
 void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
            const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
            int64_t* stats);

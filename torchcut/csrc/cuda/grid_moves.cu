@@ -13,6 +13,7 @@
 
 #include "cuda_check.h"
 #include "grid_moves.h"
+#include "../terminals.h"
 
 #define TC_MOVES_CHECK(expr) TORCHCUT_CUDA_CHECK("torchcut_grid", expr)
 
@@ -95,9 +96,9 @@ __global__ void move_build_kernel(MoveTerms T, const long long* __restrict__ f, 
     }
     R[(i * 2 * K + K + k) * N + n] = (CapT)rev;
   }
-  const long long low = min(src, snk);
-  src -= low;
-  snk -= low;
+  const long long t = torchcut::net_terminal(src, snk);
+  src = torchcut::net_source(t);
+  snk = torchcut::net_sink(t);
   const long long j = i * N + n;
   if (!warm) {
     O.e[j] = src;

@@ -1,10 +1,9 @@
-// CUDA implementations of torch.ops.torchcut.grid_solve_ / grid_solve (argument checks, buffers
-// from torch's caching allocators, the current stream; the solver itself is in grid_solve.cpp), and the
+// CUDA implementations of torch.ops.torchcut.grid_solve_ (in place; argument checks, buffers from torch's
+// caching allocators, the current stream; the solver itself is in grid_solve.cpp), and the
 // expansion-move ops move_build / move_apply (kernels in grid_moves.cu).
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -80,23 +79,6 @@ std::tuple<at::Tensor, at::Tensor> solve_op(at::Tensor caps, at::Tensor excess, 
     TORCH_CHECK(false, e.what());
   }
   return {out.view({B, n}), stats};
-}
-
-// The functional form: terminals netted into new tensors (excess = max(source - sink, 0), sink residual =
-// max(sink - source, 0)) and the residuals cloned, then the in-place solve on them.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve_functional_op(
-    at::Tensor caps, at::Tensor source, at::Tensor sink, c10::IntArrayRef shape, c10::IntArrayRef offsets,
-    c10::IntArrayRef opts) {
-  TORCH_CHECK(source.scalar_type() == at::kLong, "torchcut.grid_solve: source: expected int64, got ",
-              source.scalar_type());
-  c10::cuda::CUDAGuard guard(caps.device());
-  const int64_t B = caps.size(0);
-  at::Tensor diff = at::sub(source, sink.to(at::kLong)).reshape({B, -1});
-  at::Tensor sink_res = diff.clamp_max(0).neg_().to(sink.scalar_type());
-  diff.clamp_min_(0);
-  at::Tensor res = caps.clone(at::MemoryFormat::Contiguous);
-  auto [mask, stats] = solve_op(res, diff, sink_res, shape, offsets, opts);
-  return {mask.view({B, -1}), stats, res, diff, sink_res};
 }
 
 long long* ll(const at::Tensor& t) { return reinterpret_cast<long long*>(t.data_ptr<int64_t>()); }
@@ -221,7 +203,6 @@ std::tuple<at::Tensor, at::Tensor> move_apply_op(at::Tensor U, at::Tensor f, at:
 
 TORCH_LIBRARY_IMPL(torchcut, CUDA, m) {
   m.impl("grid_solve_", &torchcut_grid::solve_op);
-  m.impl("grid_solve", &torchcut_grid::solve_functional_op);
   m.impl("move_build", &torchcut_grid::move_build_op);
   m.impl("move_apply", &torchcut_grid::move_apply_op);
 }

@@ -395,31 +395,32 @@ void solve_typed(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, co
   }
   launch_mask(st, flat_blocks, hp, out, total);
   TC_CUDA_CHECK(cudaGetLastError());
-  int64_t* s = stats;
-  s[kStRelabels] = cycles + 1;
-  s[kStBfsLaunches] = cycles + 1;  // one worklist launch per global relabel
-  s[kStPushLaunches] = push_launches;
-  s[kStHostSyncs] = syncs;
-  s[kStRounds] = rounds;
-  s[kStTileX] = G.TX;
-  s[kStTileY] = G.TY;
-  s[kStTileZ] = G.TZ;
-  s[kStBfsTileX] = GB.TX;
-  s[kStBfsTileY] = GB.TY;
-  s[kStBfsTileZ] = GB.TZ;
-  s[kStBfsUs] = (int64_t)(bfs_ms * 1000);
-  s[kStPushUs] = (int64_t)(push_ms * 1000);
-  s[kStBfsVisits] = hostp[kVisits];
-  s[kStBfsDepth] = bfs_depth;
-  s[kStPushVisits] = hostp[kProf];
-  s[kStPushVisitUs] = (int64_t)(hostp[kProf + 1] / khz * 1000);
-  s[kStPushRounds] = hostp[kProf + 2];
-  s[kStBfsPopUs] = (int64_t)(hostp[kProf + 3] / khz * 1000);
-  s[kStBfsRelaxUs] = (int64_t)(hostp[kProf + 4] / khz * 1000);
-  s[kStBfsPasses] = hostp[kProf + 5];
-  s[kStRepairs] = repairs;
-  s[kStChained] = chained;
-  s[kStStatus] = status;
+  Stats s;
+  s.global_relabels = cycles + 1;
+  s.bfs_launches = cycles + 1;  // one worklist launch per global relabel
+  s.push_launches = push_launches;
+  s.host_syncs = syncs;
+  s.rounds_per_launch = rounds;
+  s.tile_x = G.TX;
+  s.tile_y = G.TY;
+  s.tile_z = G.TZ;
+  s.bfs_tile_x = GB.TX;
+  s.bfs_tile_y = GB.TY;
+  s.bfs_tile_z = GB.TZ;
+  s.bfs_us = (int64_t)(bfs_ms * 1000);
+  s.push_us = (int64_t)(push_ms * 1000);
+  s.bfs_visits = hostp[kVisits];
+  s.bfs_depth = bfs_depth;
+  s.push_visits = hostp[kProf];
+  s.push_visit_us = (int64_t)(hostp[kProf + 1] / khz * 1000);
+  s.push_rounds = hostp[kProf + 2];
+  s.bfs_pop_us = (int64_t)(hostp[kProf + 3] / khz * 1000);
+  s.bfs_relax_us = (int64_t)(hostp[kProf + 4] / khz * 1000);
+  s.bfs_passes = hostp[kProf + 5];
+  s.repairs = repairs;
+  s.chained_launches = chained;
+  s.status = status;
+  s.write(stats);
 }
 
 }  // namespace

@@ -1,0 +1,308 @@
+// The CPU implementation of torch.ops.torchcut.grid_solve (schema in torchcut.cpp): Boykov-Kolmogorov
+// (cpu_bk.h), optionally after Hochbaum's pseudoflow (cpu_hpf.h), on the layout of torchcut/grid.py
+// ([B, 2K, *shape] residuals, direction d < K along offsets[d], d >= K along -offsets[d - K]).
+//
+// Each item is copied into a padded, node-major buffer (grid_layout.h): the 2K residuals of a node side
+// by side (one cache line for 4/8-connected int32 grids), and a border of empty nodes as wide as the
+// largest offset, so a neighbour is `v + delta[d]` with no bounds test and no adjacency list (as in
+// GridCut: Jamriska, Sykora and Hornung 2012). Tree and parent direction share one byte per node. Items
+// of a batch are solved in parallel threads (parallel.h); a single grid may be cut into ranges of rows
+// solved in parallel (grid_ranges.h).
+//
+// grid_solve leaves its inputs alone and returns new tensors: the final residuals, the excess
+// (unsaturated source residual, as a preflow), the residual sink capacities, the source side of the
+// canonical minimum cut (nodes that cannot reach the sink) and counters per item (kStats).
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "cpu_bk.h"
+#include "cpu_hpf.h"
+#include "grid_layout.h"
+#include "grid_ranges.h"
+#include "huge_alloc.h"
+#include "parallel.h"
+#include "../layouts.h"
+#include "../terminals.h"
+
+namespace torchcut_cpu {
+namespace {
+
+// One row of counters per item, named and ordered by TORCHCUT_CPU_STATS (layouts.h).
+constexpr int kStats = torchcut::CpuStats::kCount;
+// Grid algorithms: 0 Boykov-Kolmogorov; 1 pseudoflow (then Boykov-Kolmogorov only if a path is still open); 2
+// (auto) pseudoflow where the n-link capacities exceed hpf_ratio(ndim, D) times the netted terminal
+// capacities, else Boykov-Kolmogorov. A pair counts twice its smaller arc (a one-way pair, as in the
+// expansion moves of stereo, counts nothing: Boykov-Kolmogorov is 1.4-1.9x faster on those moves); a
+// node's terminal capacity counts only up to its own n-link capacity (the rest, as on seeds, fixes its side
+// whatever the n-links, so it measured the seeds' area rather than the smoothness). The thresholds per
+// dimension and connectivity were measured on segmentation energies (photographs 0.25-4 MP, lam 1-100;
+// blob volumes), the hard energies and the standard ones (docs/performance.md, "The choice of algorithm"):
+// the more neighbours a node has, the earlier Boykov-Kolmogorov's trees get bushy and its adoptions costly.
+// A single grid cut over several threads runs either algorithm one range per thread (split_bk, split_hpf):
+// on two cores Boykov-Kolmogorov 1.2-2x and pseudoflow 0.9-2.2x (median 1.46x) faster. Measured with two
+// threads the same way, 2D 4-connected grids keep their threshold, while 18/26-connected volumes, where
+// cut Boykov-Kolmogorov gains more, take pseudoflow only above 4 (`cut`). On a cut 2D grid below
+// handover_ratio, auto's pseudoflow hands ranges that run long to Boykov-Kolmogorov (split_hpf), which
+// makes it the faster from 2.7 on cut 8-connected grids.
+double hpf_ratio(size_t ndim, int D, bool cut) {
+  if (ndim == 2) return D <= 4 ? 3.5 : (cut ? 2.7 : 3.85);
+  if (ndim == 3) return D <= 6 ? 5.0 : (cut ? 4.0 : 2.0);
+  return 8.0;
+}
+
+// Below this ratio (2D cut grids, auto), split_hpf hands the ranges that run long to Boykov-Kolmogorov;
+// above it pseudoflow costs far less per unit of work than Boykov-Kolmogorov (hard energies, strong
+// smoothness: 1.09-1.42x slower with the handover) and runs to the end. docs/performance.md, "Balancing
+// the ranges of a cut grid".
+double handover_ratio(size_t ndim, int D) { return ndim == 2 ? (D <= 4 ? 4.6 : 4.1) : 0.0; }
+
+template <class Cap>
+void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
+                     Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
+                     const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm,
+                     int64_t parts) {
+  const int D = static_cast<int>(delta.size());
+  const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
+  const auto Ts = std::chrono::steady_clock::now();
+  w.resize(lay.n_pad, D);
+  Cap* rc = w.rc.get();
+  int64_t* tr = w.tr.get();
+  // algorithm 2: both arcs of every pair and the terminal capacities (each up to the node's n-links), summed
+  // per row (int32 arcs: per node in 64-bit integers; int64 arcs in double), in double across rows
+  const bool count = algorithm == 2;
+  // Rows are loaded and stored by `parts` threads (the ranges split_bk solves), sums per part
+  auto rows = [&](auto f) {
+    if (parts <= 1) return lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, 0); });
+    parallel_items(parts, parts, [&](int64_t p, int64_t) {
+      lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, p); }, lay.part_row(p, parts),
+                       lay.part_row(p + 1, parts));
+    });
+  };
+  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
+  // load: the netted terminals as one signed value (terminals.h), residuals node-major
+  rows([&](int64_t v0, int64_t q0, int64_t part) {
+    if (q0 < 0) {
+      std::fill(rc + v0 * D, rc + (v0 + L) * D, Cap(0));
+      std::fill(tr + v0, tr + v0 + L, int64_t(0));
+      return;
+    }
+    std::fill(rc + v0 * D, rc + (v0 + px) * D, Cap(0));
+    std::fill(rc + (v0 + px + W) * D, rc + (v0 + L) * D, Cap(0));
+    std::fill(tr + v0, tr + v0 + px, int64_t(0));
+    std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t q = q0 + x, v = v0 + px + x;
+      tr[v] = torchcut::net_terminal(source[q], static_cast<int64_t>(sink[q]));
+      Cap* r = rc + v * D;
+      for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
+    }
+    if (!count) return;
+    // the terminal capacity of a node counts only up to its n-link capacity: beyond it, it fixes the node's
+    // side and leaves straight through its terminal arcs, whatever the solver (seed constraints)
+    double row_t = 0, row_n = 0;
+    int64_t row_t32 = 0, row_n32 = 0;
+    for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+      const int64_t t = tr[v] < 0 ? -tr[v] : tr[v];
+      const Cap* r = rc + v * D;
+      if constexpr (sizeof(Cap) == 4) {
+        int64_t s = 0;
+        for (int d = 0; d < D; ++d) s += r[d];
+        row_n32 += s;
+        row_t32 += t < s ? t : s;
+      } else {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += static_cast<double>(r[d]);
+        row_n += s;
+        row_t += std::min(static_cast<double>(t), s);
+      }
+    }
+    tsums[part] += row_t + static_cast<double>(row_t32);
+    nsums[part] += row_n + static_cast<double>(row_n32);
+  });
+  double nsum = 0, tsum = 0;
+  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p];
+  // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
+  // onto a border node, whose own neighbours may lie outside the padded array.
+  auto close_into = [&](int64_t v) {
+    for (int d = 0; d < D; ++d) {
+      const int64_t j = v + delta[d];
+      if (j >= 0 && j < lay.n_pad) rc[j * D + sis[d]] = Cap(0);
+    }
+  };
+  lay.for_each_row([&](int64_t v0, int64_t q0) {
+    if (q0 < 0) {
+      for (int64_t v = v0; v < v0 + L; ++v) close_into(v);
+      return;
+    }
+    for (int64_t v = v0; v < v0 + px; ++v) close_into(v);
+    for (int64_t v = v0 + px + W; v < v0 + L; ++v) close_into(v);
+  });
+  const auto Th = std::chrono::steady_clock::now();
+  HPFStats hs;
+  std::vector<int64_t> handover;  // split_hpf stopped ranges: split_bk's rows (else empty)
+  // auto: the sum over both arcs above counts a one-way pair (an arc whose reverse is 0, as in the
+  // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
+  // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
+  // one passes the threshold.
+  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * tsum;
+  bool hpf = algorithm == 1 || (count && nsum > thr);
+  bool hand = false;  // auto, 2D, below handover_ratio: split_hpf may hand ranges over
+  if (hpf && count) {
+    double both = 0;
+    lay.for_each_row([&](int64_t v0, int64_t q0) {
+      if (q0 < 0) return;
+      for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+        const Cap* r = rc + v * D;
+        double s = 0;
+        for (int d = 0; d < D; ++d)  // each pair once, from the node it leaves in a direction d < sis[d]
+          if (d < sis[d]) s += 2.0 * static_cast<double>(std::min(r[d], rc[(v + delta[d]) * D + sis[d]]));
+        both += s;
+      }
+    });
+    hpf = both > thr;
+    hand = both < 2.0 * handover_ratio(lay.shape.size(), D) * tsum;
+  }
+  if (hpf) {  // pseudoflow first (cpu_hpf.h)
+    if (parts > 1) {
+      hs = split_hpf<Cap>(rc, tr, lay, delta, sis, parts, hand, handover);
+    } else {
+      HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
+      hs = pf.run();
+    }
+  }
+  const auto T0 = std::chrono::steady_clock::now();
+  uint8_t* reach = w.reach.get();
+  BKStats s;
+  auto T1 = T0;
+  // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
+  // usual case) and is then the canonical sink side; otherwise Boykov-Kolmogorov finishes (at once
+  // where split_hpf handed ranges over, on the rows it chose).
+  if (!hpf || !handover.empty() ||
+      !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
+    GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
+    BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
+    if (parts > 1) s = split_bk<Cap>(g, bk, lay, tr, w, delta, handover.empty() ? even_rows(lay, parts) : handover);
+    else s = bk.run();
+    T1 = std::chrono::steady_clock::now();
+    bk.sink_side(reach);
+  }
+  const auto T2 = std::chrono::steady_clock::now();
+
+  rows([&](int64_t v0, int64_t q0, int64_t) {
+    if (q0 < 0) return;
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t q = q0 + x, v = v0 + px + x;
+      const int64_t t = tr[v];
+      excess[q] = torchcut::net_source(t);
+      sink_out[q] = static_cast<Cap>(torchcut::net_sink(t));
+      mask[q] = !reach[v];
+      const Cap* r = rc + v * D;
+      for (int d = 0; d < D; ++d) res[d * n + q] = r[d];
+    }
+  });
+  const auto T3 = std::chrono::steady_clock::now();
+  auto us = [](auto a, auto b) { return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count(); };
+  torchcut::CpuStats out;
+  out.flow = s.flow, out.augmentations = s.augmentations, out.orphans = s.orphans, out.growths = s.growths;
+  out.load_us = us(Ts, Th), out.solve_us = us(T0, T1), out.cut_us = us(T1, T2), out.store_us = us(T2, T3);
+  out.mergers = hs.mergers, out.hpf_relabels = hs.relabels, out.hpf_us = hpf ? us(Th, T0) : 0;
+  out.pseudoflow_items = hpf, out.handovers = hs.handovers;
+  out.write(stats);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
+    const at::Tensor& caps_, const at::Tensor& source_, const at::Tensor& sink_, at::IntArrayRef shape_,
+    at::IntArrayRef offsets, int64_t threads, int64_t algorithm) {
+  TORCH_CHECK(algorithm >= 0 && algorithm <= 2, "torchcut_cpu.grid_solve: algorithm: expected 0 (Boykov-Kolmogorov), "
+              "1 (pseudoflow, then Boykov-Kolmogorov) or 2 (auto), got ", algorithm);
+  const int64_t nd = static_cast<int64_t>(shape_.size());
+  TORCH_CHECK(nd >= 1 && nd <= 3, "torchcut_cpu.grid_solve: shape: expected 1 to 3 dims, got ", nd);
+  TORCH_CHECK(offsets.size() % nd == 0 && !offsets.empty(), "torchcut_cpu.grid_solve: offsets: expected K * ", nd,
+              " values, got ", offsets.size());
+  const int64_t K = static_cast<int64_t>(offsets.size()) / nd, D = 2 * K;
+  TORCH_CHECK(D <= 124, "torchcut_cpu.grid_solve: offsets: expected at most 62, got ", K);
+  TORCH_CHECK(caps_.device().is_cpu() && source_.device().is_cpu() && sink_.device().is_cpu(),
+              "torchcut_cpu.grid_solve: expected CPU tensors");
+  TORCH_CHECK(caps_.scalar_type() == at::kInt || caps_.scalar_type() == at::kLong,
+              "torchcut_cpu.grid_solve: caps: expected int32 or int64, got ", caps_.scalar_type());
+  TORCH_CHECK(sink_.scalar_type() == caps_.scalar_type(), "torchcut_cpu.grid_solve: sink: expected the dtype of caps");
+  TORCH_CHECK(source_.scalar_type() == at::kLong, "torchcut_cpu.grid_solve: source: expected int64");
+  std::vector<int64_t> shape(shape_.begin(), shape_.end());
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  TORCH_CHECK(caps_.dim() == nd + 2 && caps_.size(1) == D, "torchcut_cpu.grid_solve: caps: expected [B, ", D,
+              ", *shape], got ", caps_.sizes());
+  const int64_t B = caps_.size(0);
+  TORCH_CHECK(source_.numel() == B * n && sink_.numel() == B * n && caps_.numel() == B * D * n,
+              "torchcut_cpu.grid_solve: source/sink: expected ", B * n, " entries");
+  const at::Tensor caps = caps_.contiguous(), source = source_.contiguous(), sink = sink_.contiguous();
+  std::vector<int64_t> pad(nd, 0), pstride(nd);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t a = 0; a < nd; ++a) pad[a] = std::max<int64_t>(pad[a], std::abs(offsets[k * nd + a]));
+  const Layout lay(shape, pad);
+  TORCH_CHECK(lay.n_pad < std::numeric_limits<int32_t>::max(), "torchcut_cpu.grid_solve: an item of ", lay.n_pad,
+              " nodes (with its border) is too large for the CPU solver; expected fewer than 2**31 - 1");
+  int64_t stride = 1;
+  for (int64_t a = nd - 1; a >= 0; --a) pstride[a] = stride, stride *= lay.pshape[a];
+  std::vector<int64_t> delta(D);
+  std::vector<uint8_t> sis(D);
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t dl = 0;
+    for (int64_t a = 0; a < nd; ++a) dl += offsets[k * nd + a] * pstride[a];
+    delta[k] = dl, delta[k + K] = -dl;
+    sis[k] = static_cast<uint8_t>(k + K), sis[k + K] = static_cast<uint8_t>(k);
+  }
+  auto mask = at::empty({B, n}, caps.options().dtype(at::kBool));
+  auto stats = at::zeros({B, kStats}, caps.options().dtype(at::kLong));
+  auto res = huge_tensor(caps.sizes(), caps.scalar_type());
+  auto excess = at::empty({B, n}, source.options());
+  auto sink_out = at::empty({B, n}, sink.options());
+  if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
+    using Cap = index_t;
+    std::vector<GridWork<Cap>> work(std::max<int64_t>(1, std::min(threads, B)));
+    const Cap* c = caps.data_ptr<Cap>();
+    const Cap* s = sink.data_ptr<Cap>();
+    const int64_t* src = source.data_ptr<int64_t>();
+    Cap* r = res.data_ptr<Cap>();
+    Cap* so = sink_out.data_ptr<Cap>();
+    int64_t* e = excess.data_ptr<int64_t>();
+    bool* m = mask.data_ptr<bool>();
+    int64_t* st = stats.data_ptr<int64_t>();
+    // one item: its rows split over the threads (split_parts)
+    const int64_t parts = B == 1 ? split_parts(lay, delta, threads) : 1;
+    parallel_items(B, threads, [&](int64_t b, int64_t t) {
+      solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, r + b * D * n, e + b * n,
+                           so + b * n, m + b * n, st + b * kStats, delta, sis, algorithm, parts);
+    });
+  });
+  return {mask, stats, res, excess, sink_out};
+}
+
+// The registered signatures: options [threads, algorithm] (layouts.h, TORCHCUT_GRID_CPU_OPTIONS).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve_op(
+    at::Tensor caps, at::Tensor source, at::Tensor sink, at::IntArrayRef shape, at::IntArrayRef offsets,
+    at::IntArrayRef options) {
+  TORCH_CHECK(options.size() <= 2, "torchcut.grid_solve (CPU): options: expected [threads, algorithm], got ",
+              options.size(), " values");
+  const int64_t threads = options.size() > 0 ? options[0] : 0;
+  const int64_t algorithm = options.size() > 1 ? options[1] : 2;
+  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm);
+}
+
+}  // namespace
+}  // namespace torchcut_cpu
+
+TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
+  m.impl("grid_solve", &torchcut_cpu::grid_solve_op);
+}
