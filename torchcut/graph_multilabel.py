@@ -199,7 +199,7 @@ def check_edge_tables(pairwise, *, metric: bool = True) -> None:
 
 
 def _check_table(V: torch.Tensor, metric: bool) -> None:
-    from .multilabel import check_metric
+    from ._metric import check_metric
 
     L = V.shape[0]
     if L <= 64:  # one vectorised test first (L^3 values); the messages come from the full checks
