@@ -341,7 +341,7 @@ def _solve_labels(scores, weights, V, connectivity, backend, init, max_cycles):
         if init is None and U.shape[1] == 2:
             # from all-zero labels, the move to label 1 reaches every labelling: exact in one cut
             init = torch.zeros((U.shape[0],) + tuple(U.shape[2:]), dtype=torch.int64, device=U.device)
-        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_cycles=max_cycles,
+        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_iter=max_cycles,
                          backend=backend)
 
 
