@@ -192,3 +192,33 @@ def test_graph_never_shares_the_callers_tensors(dtype):
     assert torch.equal(consume_mask(g, backend="reference"), expected)
     assert all(torch.equal(a, b) for a, b in zip(kept, (src, snk, edges)))
     assert g.sink.dtype == torch.int32  # small capacities: int32 whatever the input dtype
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 21])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_in_place_netting_in_chunks_equals_the_netting_into_new_tensors(chunk, contiguous):
+    from torchcut.solvers._terminals import net_terminals, net_terminals_
+
+    g = torch.Generator().manual_seed(3)
+    source = torch.randint(0, 9, (3, 7, 11), generator=g)
+    sink = torch.randint(0, 9, (3, 7, 11), generator=g).to(torch.int32)
+    if not contiguous:  # every other column of wider tensors
+        source = torch.randint(0, 9, (3, 7, 22), generator=g)[..., ::2]
+        sink = torch.randint(0, 9, (3, 7, 22), generator=g).to(torch.int32)[..., ::2]
+    want_excess, want_sink = net_terminals(source, sink)
+    low = torch.minimum(source, sink.to(torch.int64))
+    assert torch.equal(want_excess, source - low) and torch.equal(want_sink, (sink - low).to(torch.int32))
+    net_terminals_(source, sink, chunk=chunk)
+    assert torch.equal(source, want_excess) and torch.equal(sink, want_sink) and sink.dtype == torch.int32
+
+
+def test_consume_mask_nets_a_batch_in_place_and_agrees_with_maxflow():
+    g = torch.Generator().manual_seed(4)
+    shape = (3, 9, 10)
+    args = (torch.randint(0, 20, shape, generator=g), torch.randint(0, 20, shape, generator=g),
+            torch.randint(0, 10, (2,) + shape, generator=g))
+    want = torchcut.maxflow(GridGraph(*args, grid_offsets(2, 4)), backend="reference")
+    graph = GridGraph(*args, grid_offsets(2, 4))
+    mask = torchcut.solvers.consume_mask(graph, backend="reference")
+    assert torch.equal(mask, want.mask)
+    assert bool((torch.minimum(graph.source, graph.sink.to(torch.int64)) == 0).all())  # netted in place
