@@ -51,7 +51,6 @@ import math
 import torch
 
 from .._validate import describe
-from ..solvers._terminals import net_terminals
 
 __all__ = ["maxflow", "maxflow_interactive"]
 
@@ -294,5 +293,5 @@ def potts_graph_reference(x, P, denom, mult, offsets, floor, seeds=None, probs="
     src, snk = Uq[:, 1] + Wq.sum(1, dtype=torch.int32), Uq[:, 0].clone()
     for k, o in enumerate(offsets):
         snk += shift(Wq[:, k], tuple(-v for v in o), 0)
-    excess, sink = net_terminals(src, snk)
-    return caps, excess, sink
+    low = torch.minimum(src, snk)
+    return caps, (src - low).to(torch.int64), snk - low

@@ -39,8 +39,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "../terminals.h"
-
 namespace torchcut_cpu {
 namespace {
 
@@ -413,9 +411,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
         int64_t* sor = so + b * n + row;
         int32_t* sir = si + b * n + row;
         for (int64_t w = 0; w < W; ++w) {
-          const int64_t t = torchcut::net_terminal(src[w], snk[w]);
-          sor[w] = torchcut::net_source(t);
-          sir[w] = static_cast<int32_t>(torchcut::net_sink(t));
+          const int32_t low = src[w] < snk[w] ? src[w] : snk[w];
+          sor[w] = src[w] - low;
+          sir[w] = snk[w] - low;
         }
       }
     });

@@ -18,7 +18,6 @@
 #include <optional>
 #include <vector>
 
-#include "../terminals.h"
 #include "cuda_check.h"
 
 namespace torchcut_potts_cuda {
@@ -201,9 +200,9 @@ __global__ void pass_c(Geo g, const int64_t* __restrict__ S, const double* __res
         snk += wq(g, E, k, b, back, scale);
       }
     }
-    const int64_t t = torchcut::net_terminal(src, snk);
-    out_source[b * g.n + pix] = torchcut::net_source(t);
-    out_c[b * g.n + pix] = static_cast<int32_t>(torchcut::net_sink(t));
+    const int32_t low = min(src, snk);
+    out_source[b * g.n + pix] = src - low;
+    out_c[b * g.n + pix] = snk - low;
     return;
   }
   const bool fixed = S != nullptr && S[b * g.n + pix] >= 0;
