@@ -801,7 +801,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         a, b, c, checks = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o],
                                                          PROB_FLOOR, S, C == 2)
         _potts_checks(checks, C)
-        if C == 2:  # the move from all-zero labels to label 1 reaches every labelling: one exact cut
+        if C == 2:  # one exact cut of the energy's symmetric graph (energy_potts.cpp)
             return _solve_binary(a, b, c, offsets, backend).view(label_shape)
         E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
     else:
@@ -857,7 +857,9 @@ def _solve_binary(caps, source, sink, offsets, backend) -> torch.Tensor:
     if caps.device.type == "cpu" and backend in ("auto", "cpu"):
         from .solvers import cpu
 
-        mask = cpu._grid_op(caps, source, sink, offsets, None)[0]
+        # Boykov-Kolmogorov, as "auto" picks it for _Energy.move_graph's one-way arcs (on this symmetric
+        # form it would take pseudoflow, slower here: docs/performance.md)
+        mask = cpu._grid_op(caps, source, sink, offsets, None, "boykov-kolmogorov")[0]
     else:
         from .energy import _grid_graph
         from .solvers import maxflow

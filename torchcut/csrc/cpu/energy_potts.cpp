@@ -7,10 +7,12 @@
 // Potts energy: the unary shifted per pixel to a minimum of 0, scale = 2**30 / (max U + 4 K max w)
 // (w over the edges inside the grid), U and w rounded half to even.
 //
-// graph = true (two classes): the binary grid graph of the move from all-zero labels to label 1, the
-// Kolmogorov-Zabih construction of _Energy.move_graph: arc p -> p + o_k of capacity 2 w_k[p] (reverse
-// arcs 0), source = U1[p] + sum_k w_k[p], sink = U0[p] + sum_k w_k[p - o_k], both netted. Outputs caps
-// int32 [B, 2K, *S], source int64 [B, *S], sink int32 [B, *S].
+// graph = true (two classes): a binary grid graph of the energy, sink side = class 1: both arcs of the
+// pair (p, p + o_k) of capacity w_k[p], source = U1[p], sink = U0[p], netted. The same quantised energy
+// as _Energy.move_graph's move from all-zero labels to label 1 (Kolmogorov-Zabih: arc 2 w one way, w on
+// the terminals), so the same canonical minimum cut, and the flow less by the sum of the pair costs;
+// Boykov-Kolmogorov solves this symmetric form faster on refine's energies (docs/performance.md).
+// Outputs caps int32 [B, 2K, *S], source int64 [B, *S], sink int32 [B, *S].
 // graph = false: the quantised unary int32 [B, C, *S], the pair costs int32 [B, K, *S] and the offsets of
 // the shifts (the sum over pixels of each item's minimum unary, float64 [B]).
 //
@@ -387,7 +389,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
         for (int64_t k = 0; k < K; ++k) {
           const float mk = M[k];
           int32_t* fwd = cpb + k * n;
-          std::fill(cpb + (K + k) * n, cpb + (K + k) * n + W, 0);
+          int32_t* rev = cpb + (K + k) * n;
           // p -> p + o_k inside for w in [lo, hi) when the row of p + o_k is
           const int64_t dq = d + g.od[k], hq = h + g.oh[k], ow = g.ow[k];
           const bool row_in = dq >= 0 && dq < g.D && hq >= 0 && hq < g.H;
@@ -395,17 +397,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
           const float* Ek = E + (k * B + b) * n + row;
           for (int64_t w = 0; w < lo; ++w) fwd[w] = 0;
           for (int64_t w = std::max(hi, lo); w < W; ++w) fwd[w] = 0;
-          for (int64_t w = lo; w < hi; ++w) {
-            const int32_t wk = quant(static_cast<double>(Ek[w] * mk), scale);
-            fwd[w] = 2 * wk;
-            src[w] += wk;
-          }
-          // the arc into p from p - o_k: its E10 term lives on p's sink arc
+          for (int64_t w = lo; w < hi; ++w) fwd[w] = quant(static_cast<double>(Ek[w] * mk), scale);
+          // the arc p -> p - o_k (the pair's reverse arc, stored at p): the pair cost of edge (p - o_k, p)
           const int64_t dp = d - g.od[k], hp = h - g.oh[k];
-          if (dp >= 0 && dp < g.D && hp >= 0 && hp < g.H) {
+          const bool back_in = dp >= 0 && dp < g.D && hp >= 0 && hp < g.H;
+          const int64_t blo = back_in ? std::max<int64_t>(0, ow) : 0;
+          const int64_t bhi = back_in ? std::max(blo, std::min<int64_t>(W, W + ow)) : 0;
+          for (int64_t w = 0; w < blo; ++w) rev[w] = 0;
+          for (int64_t w = bhi; w < W; ++w) rev[w] = 0;
+          if (back_in) {
             const float* Eb = E + (k * B + b) * n + (dp * g.H + hp) * W;  // Eb[w - ow] = E_k[p - o_k]
-            const int64_t blo = std::max<int64_t>(0, ow), bhi = std::min<int64_t>(W, W + ow);
-            for (int64_t w = blo; w < bhi; ++w) snk[w] += quant(static_cast<double>(Eb[w - ow] * mk), scale);
+            for (int64_t w = blo; w < bhi; ++w) rev[w] = quant(static_cast<double>(Eb[w - ow] * mk), scale);
           }
         }
         int64_t* sor = so + b * n + row;
