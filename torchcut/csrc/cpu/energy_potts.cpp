@@ -32,6 +32,10 @@
 // the scale, and a flag set when a check failed (the other outputs are then empty); Python raises.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+// no fused multiply-adds: torch rounds the square and the sum separately (a build with -march=native
+// would otherwise contract d2 + t * t)
+#pragma GCC optimize("fp-contract=off")
 #include <torch/library.h>
 
 #include <algorithm>
@@ -96,13 +100,16 @@ struct PassA {
 };
 
 // Pass A: checks, the clamped probabilities (lbuf [B, C, *S]) and the exponents -d2 / denom (ebuf [K, B, *S]).
-template <class TI, class TP>
+// Unit: image and probabilities with unit stride along W (known at compile time, so the loops vectorise).
+template <class TI, class TP, bool Unit>
 void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs, const float* denom,
             const int64_t* seeds, double floor, double* lbuf, float* ebuf, std::vector<PassA>& parts) {
   const TI* X = image.data_ptr<TI>();
   const TP* P = probs.data_ptr<TP>();
-  const Strides sx = strides_of(image), sp = strides_of(probs);
+  Strides sx = strides_of(image), sp = strides_of(probs);
+  if constexpr (Unit) sx.w = 1, sp.w = 1;
   const int64_t n = g.n, Ch = g.Ch, C = g.C, K = g.K, B = g.B;
+  const int64_t xw = Unit ? 1 : sx.w, pw = Unit ? 1 : sp.w;
   at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
     PassA acc;
     const int64_t W = g.W;
@@ -116,7 +123,7 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
         const TP* pr = P + b * sp.b + c * sp.x + d * sp.d + h * sp.h;
         double* lr = lbuf + (b * C + c) * n + row;
         for (int64_t w = 0; w < W; ++w) {
-          const TP v = pr[w * sp.w];
+          const TP v = pr[w * pw];
           if (!is_finite(v)) ++acc.bad_probs;
           const double dv = static_cast<double>(v);
           acc.prob_min = dv < acc.prob_min ? dv : acc.prob_min;
@@ -133,7 +140,7 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
       const TI* xrow = X + b * sx.b + d * sx.d + h * sx.h;
       if constexpr (std::is_floating_point_v<TI>) {
         for (int64_t c = 0; c < Ch; ++c)
-          for (int64_t w = 0; w < W; ++w) acc.bad_image += !is_finite(xrow[c * sx.x + w * sx.w]);
+          for (int64_t w = 0; w < W; ++w) acc.bad_image += !is_finite(xrow[c * sx.x + w * xw]);
       }
       for (int64_t k = 0; k < K; ++k) {
         // the neighbour p + o_k is inside for w in [lo, hi) when its row is; outside it reads 0
@@ -143,12 +150,22 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
         const int64_t hi = row_in ? std::max(lo, std::min<int64_t>(W, W - ow)) : 0;
         for (int64_t c = 0; c < Ch; ++c) {  // channel by channel, as torch sums them
           const TI* xr = xrow + c * sx.x;
-          const TI* qr = xr + g.od[k] * sx.d + g.oh[k] * sx.h + ow * sx.w;  // read only for w in [lo, hi)
-          auto add = [&](int64_t w, float t) { d2[w] = c == 0 ? t * t : d2[w] + t * t; };
-          for (int64_t w = 0; w < lo; ++w) add(w, static_cast<float>(xr[w * sx.w]));
-          for (int64_t w = lo; w < hi; ++w)
-            add(w, static_cast<float>(xr[w * sx.w]) - static_cast<float>(qr[w * sx.w]));
-          for (int64_t w = hi; w < W; ++w) add(w, static_cast<float>(xr[w * sx.w]));
+          const TI* qr = xr + g.od[k] * sx.d + g.oh[k] * sx.h + ow * xw;  // read only for w in [lo, hi)
+          if (c == 0) {
+            for (int64_t w = 0; w < lo; ++w) d2[w] = static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+            for (int64_t w = lo; w < hi; ++w) {
+              const float t = static_cast<float>(xr[w * xw]) - static_cast<float>(qr[w * xw]);
+              d2[w] = t * t;
+            }
+            for (int64_t w = hi; w < W; ++w) d2[w] = static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+          } else {
+            for (int64_t w = 0; w < lo; ++w) d2[w] = d2[w] + static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+            for (int64_t w = lo; w < hi; ++w) {
+              const float t = static_cast<float>(xr[w * xw]) - static_cast<float>(qr[w * xw]);
+              d2[w] = d2[w] + t * t;
+            }
+            for (int64_t w = hi; w < W; ++w) d2[w] = d2[w] + static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+          }
         }
         float* er = ebuf + (k * B + b) * n + row;
         const float den = denom[b * K + k];
@@ -274,8 +291,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
   auto run_a = [&](auto ti, auto tp) {
     using TI = decltype(ti);
     using TP = decltype(tp);
-    pass_a<TI, TP>(g, image, probs, denom.data_ptr<float>(), S, floor, lbuf.data_ptr<double>(),
-                   ebuf.data_ptr<float>(), pa);
+    const bool unit = strides_of(image).w == 1 && strides_of(probs).w == 1;
+    (unit ? pass_a<TI, TP, true> : pass_a<TI, TP, false>)(g, image, probs, denom.data_ptr<float>(), S, floor,
+                                                           lbuf.data_ptr<double>(), ebuf.data_ptr<float>(), pa);
   };
   auto with_probs = [&](auto ti) {
     switch (probs.scalar_type()) {
