@@ -713,6 +713,9 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     ``w_pq = exp(-||I_p - I_q||^2 / (2 sigma^2)) / dist(p, q)`` (``sigma`` defaults to the root mean
     square colour difference of axis-aligned neighbours, per image). Two classes are one exact cut;
     more go through :func:`expansion`. Float energies are quantised (see :mod:`torchcut.multilabel`).
+    The unaries, weights and (two classes) the graph are built by one native op per device
+    (``torch.ops.torchcut.potts_energy``, which also checks the values), the same integers as the
+    tensor version it replaces.
 
     Parameters
     ----------
@@ -782,7 +785,8 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         S = S.to(torch.int64).reshape(B, H, W)
     P = P.contiguous()  # both paths take exp and log over the same layout (energy_potts.cpp)
     offsets = grid_offsets(2, connectivity)
-    native = _NATIVE_POTTS and x.shape[1] <= 4 and _native_potts(P.device)
+    # the op sums the channels in order, as torch's sum does over at most 4 channels on the CPU (3 on CUDA)
+    native = _NATIVE_POTTS and x.shape[1] <= (4 if P.device.type == "cpu" else 3) and _native_potts(P.device)
     if sigma is None or not native:
         if x.is_floating_point() and not bool(torch.isfinite(x).all()):
             raise ValueError("image: expected finite pixel values, got NaN or infinite value(s)")
