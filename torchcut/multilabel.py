@@ -858,17 +858,16 @@ def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str
 
 def _solve_binary(caps, source, sink, offsets, backend) -> torch.Tensor:
     """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph."""
-    if caps.device.type == "cpu" and backend in ("auto", "cpu"):
-        from .solvers import cpu
+    from .energy import _grid_graph
+    from .solvers import maxflow
 
+    graph = _grid_graph(caps, source, sink, offsets, True)
+    if caps.device.type == "cpu" and backend in ("auto", "cpu"):
         # Boykov-Kolmogorov, as "auto" picks it for _Energy.move_graph's one-way arcs (on this symmetric
         # form it would take pseudoflow, slower here: docs/performance.md)
-        mask = cpu._grid_op(caps, source, sink, offsets, None, "boykov-kolmogorov")[0]
+        mask = maxflow(graph, backend=backend, algorithm="boykov-kolmogorov").node_mask
     else:
-        from .energy import _grid_graph
-        from .solvers import maxflow
-
-        mask = maxflow(_grid_graph(caps, source, sink, offsets, True), backend=backend).node_mask
+        mask = maxflow(graph, backend=backend).node_mask
     return (~mask).to(torch.int64)
 
 
