@@ -193,6 +193,8 @@ def test_native_errors_are_the_tensor_versions():
                 ML._NATIVE_POTTS = True
     with pytest.raises(ValueError, match="schedule: expected"):
         torchcut.refine(torch.zeros(4, 5), P[:2], schedule="fast")
+    with pytest.raises(ValueError, match=r"probs: expected a non-empty grid, got shape \(2, 0, 5\)"):
+        torchcut.refine(torch.zeros(0, 5), torch.full((2, 0, 5), 0.5))
 
 
 def test_op_checks_its_arguments():

@@ -758,6 +758,8 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     B, C, H, W = P.shape
     if C < 2:
         raise ValueError(f"probs: expected at least 2 classes, got shape {tuple(probs.shape)}")
+    if B == 0 or H == 0 or W == 0:
+        raise ValueError(f"probs: expected a non-empty grid, got shape {tuple(P_shape)}")
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
     if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
