@@ -91,7 +91,10 @@ inline void row_coords(const Geometry& g, int64_t r, int64_t& b, int64_t& d, int
   h = dh - d * g.H;
 }
 
-int64_t row_grain(const Geometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.W, 1)); }
+// Rows per task: about 2**16 pixels, so that images below ~2**17 pixels stay on the calling thread (a
+// parallel region costs more than it saves there, and far more on a loaded machine, where the team
+// waits for a descheduled thread).
+int64_t row_grain(const Geometry& g) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(g.W, 1)); }
 
 struct PassA {
   int64_t bad_probs = 0, bad_image = 0, seed_lo = std::numeric_limits<int64_t>::max(),
