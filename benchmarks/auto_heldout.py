@@ -26,12 +26,16 @@ to 72^3); ``lam`` log-uniform in 1-100; seed coverage log-uniform in 1-30%.
 
 Timing: per energy, ``torchcut.maxflow(graph, backend="cpu", algorithm=...)`` on a built graph (the solve
 alone, torch's threads), auto and both forced algorithms interleaved in one process, ``--repeat`` rounds
-(the round order rotates), the median kept; flows asserted equal across the three. The ratio auto / faster
-is what the choice is judged by; ``pick / faster`` (the forced time of auto's pick) is free of the spread
-between two timings of one solve.
+(the round order rotates), the median kept, of wall time and of the process's CPU time (``*_cpu``: on a
+busy machine less disturbed, but on a grid cut over two threads it sums them and leaves out waiting);
+flows asserted equal across the three. The ratio auto / faster is what the choice is judged by;
+``pick / faster`` (the forced time of auto's pick) is free of the spread between two timings of one
+solve. ``--report`` summarises a saved run, and with ``--features`` also the picks of each threshold
+table of ``RULES`` (the same forced times, so a rule is judged without solving again).
 
     python benchmarks/auto_heldout.py --split heldout --out benchmarks/results/auto-heldout.json
         [--repeat 5] [--only TEXT] [--list] [--features]
+    python benchmarks/auto_heldout.py --report benchmarks/results/auto-heldout.json
 
 ``--list`` prints the energies without solving; ``--features`` adds the energy's capacity statistics
 (``features``) to the JSON.
@@ -326,27 +330,35 @@ def measure(graph, repeat: int) -> dict:
     import torchcut
 
     def once(alg):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = torchcut.maxflow(graph, backend="cpu", algorithm=alg)
         _ = r.mask
-        return time.perf_counter() - t0, r
+        return time.perf_counter() - t0, time.process_time() - c0, r
 
     runs = {a: [] for a in ALGORITHMS}
+    cpu = {a: [] for a in ALGORITHMS}
     flows, stats = {}, {}
     for a in ALGORITHMS:  # warm-up and flows
-        _, r = once(a)
+        _, _, r = once(a)
         flows[a] = int(r.flow_value)
         stats[a] = {k: v for k, v in r.stats.items() if isinstance(v, (int, float, str))}
     for i in range(repeat):
         k = i % len(ALGORITHMS)
         for a in ALGORITHMS[k:] + ALGORITHMS[:k]:
-            runs[a].append(once(a)[0])
+            wall, cpu_s, _ = once(a)
+            runs[a].append(wall)
+            cpu[a].append(cpu_s)
     assert len(set(flows.values())) == 1, flows
     med = {a: statistics.median(v) for a, v in runs.items()}
+    med_cpu = {a: statistics.median(v) for a, v in cpu.items()}
     faster = min(med["boykov-kolmogorov"], med["pseudoflow"])
     pick = stats["auto"]["algorithm"]
     forced = {"boykov-kolmogorov": med["boykov-kolmogorov"], "pseudoflow": med["pseudoflow"]}
-    return dict(flow=flows["auto"], runs=runs, median=med, pick=pick, handovers=stats["auto"].get("handovers", 0),
+    return dict(flow=flows["auto"], runs=runs, median=med, cpu_runs=cpu, median_cpu=med_cpu,
+                auto_over_faster_cpu=med_cpu["auto"] / min(med_cpu["boykov-kolmogorov"], med_cpu["pseudoflow"]),
+                pick_over_faster_cpu=med_cpu.get(pick, med_cpu["auto"]) / min(med_cpu["boykov-kolmogorov"],
+                                                                              med_cpu["pseudoflow"]),
+                pick=pick, handovers=stats["auto"].get("handovers", 0),
                 auto_over_faster=med["auto"] / faster, pick_over_faster=forced.get(pick, med["auto"]) / faster,
                 faster="boykov-kolmogorov" if forced["boykov-kolmogorov"] <= forced["pseudoflow"] else "pseudoflow",
                 stats=stats["auto"])
@@ -360,6 +372,50 @@ def summary(rows, key="auto_over_faster") -> dict:
                 within_1_10=float((v <= 1.10).mean()), within_1_25=float((v <= 1.25).mean()))
 
 
+# The thresholds of auto's ratio (torchcut/csrc/cpu/cpu_ops.cpp, hpf_ratio) by (ndim, connectivity, cut over
+# two threads): the volumes' thresholds before the tuning part was fitted, and after.
+RULES = {
+    "volumes 5 / 2": {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7, (3, 6): 5.0, (3, 26): 2.0, (3, 26, "cut"): 4.0},
+    "volumes 3.2 / 1.55": {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7, (3, 6): 3.2, (3, 26): 1.55,
+                           (3, 26, "cut"): 4.0},
+}
+
+
+def is_cut(spec, threads: int = 2) -> bool:
+    """Whether the solver cuts this single grid into ranges over ``threads`` threads (at least 2**17 nodes
+    per range, 2**20 in 6-connected volumes, counting the border of one node)."""
+    n_pad = int(np.prod([k + 2 for k in spec["shape"]]))
+    least = 2 ** 20 if spec["ndim"] == 3 and spec["conn"] == 6 else 2 ** 17
+    return threads > 1 and n_pad // least >= 2
+
+
+def rule_pick(row, table) -> str:
+    """The algorithm a threshold table picks for a measured row (its ``features["ratio"]``)."""
+    key = (row["ndim"], row["conn"])
+    thr = table.get(key + ("cut",), table[key]) if is_cut(row) else table[key]
+    return "pseudoflow" if row["features"]["ratio"] > thr else "boykov-kolmogorov"
+
+
+def report(path) -> dict:
+    """Summaries of a saved run: auto / faster, pick / faster, and pick / faster under each of ``RULES``."""
+    rows = json.loads(Path(path).read_text())["rows"]
+    out = {"auto_over_faster": summary(rows), "pick_over_faster": summary(rows, "pick_over_faster")}
+    clocks = ("median", "median_cpu") if all("median_cpu" in r for r in rows) else ("median",)
+    if "median_cpu" in clocks:
+        out["auto_over_faster_cpu"] = summary(rows, "auto_over_faster_cpu")
+        out["pick_over_faster_cpu"] = summary(rows, "pick_over_faster_cpu")
+    if all("features" in r for r in rows):
+        for name, table in RULES.items():
+            for clock in clocks:
+                costs = []
+                for r in rows:
+                    m = r[clock]
+                    costs.append({"rule": m[rule_pick(r, table)] / min(m["boykov-kolmogorov"], m["pseudoflow"])})
+                suffix = "_cpu" if clock == "median_cpu" else ""
+                out[f"rule {name}: pick_over_faster{suffix}"] = summary(costs, "rule")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=("tuning", "heldout"), default="heldout")
@@ -368,7 +424,11 @@ def main(argv=None):
     ap.add_argument("--only", default=None, help="only the energies whose name contains this text")
     ap.add_argument("--list", action="store_true", help="print the energies, solve nothing")
     ap.add_argument("--features", action="store_true", help="add capacity statistics to each row")
+    ap.add_argument("--report", metavar="JSON", help="summarise a saved run (with --features: under each rule)")
     args = ap.parse_args(argv)
+    if args.report:
+        print(json.dumps(report(args.report), indent=1))
+        return 0
     todo = [s for s in specs(args.split) if args.only is None or args.only in s["name"]]
     if args.list:
         for s in todo:
