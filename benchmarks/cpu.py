@@ -27,7 +27,8 @@ pseudoflow is the fastest CPU peer; written as OUT/cpu-hard.*.
 
 With ``--family segment``: ``torchcut.segmentation_graph`` energies (what ``torchcut.segment`` solves) on
 photographs of 0.24-4 MP (scikit-image pictures and, when the test data is present, GrabCut images),
-lam 1-100, 4- and 8-connected, and on blob volumes (64^3 and 96^3, 6- and 26-connected, lam 1-100);
+lam 1-100, 4- and 8-connected, on blob volumes (64^3 and 96^3, 6- and 26-connected, lam 1-100) and on a
+smoothed-noise volume seeded on its brightest and darkest voxels (64^3, 6-connected, strong smoothness);
 the pictures and volumes differ from those the choice of algorithm was tuned on
 (``docs/performance.md``), so the table checks that choice; written as OUT/cpu-segment.*.
 
@@ -226,6 +227,9 @@ def cases(quick, family="standard"):
                 for lam in SEG_LAMS if n == 64 else (10,):
                     c.append(dict(name=f"blobs {n}^3 {conn}-conn lam {lam}", kind="seg", n=n, seed=3, conn=conn,
                                   lam=lam, ndim=3))
+        # smoothed noise seeded on its brightest 3% and darkest 10% (benchmarks/auto_heldout.py)
+        c.append(dict(name="noise 64^3 6-conn lam 50, bright/dark seeds", kind="seg", volume="bright-dark", n=64,
+                      conn=6, lam=50, ndim=3))
         return c
     c = [
         dict(name="2D 512^2 4-conn", kind="2d", n=512, conn=4, batch=1, pic=0),
@@ -284,10 +288,18 @@ def photo(name, mp):
 
 
 def segment_case(spec):
-    """The integer arrays of ``torchcut.segmentation_graph`` (seeds: a ball in the middle, the border)."""
+    """The integer arrays of ``torchcut.segmentation_graph`` (seeds: a ball in the middle, the border; or
+    the bright/dark noise volume of ``auto_heldout.py``)."""
     import torch
     import torchcut
 
+    if spec.get("volume") == "bright-dark":
+        import auto_heldout
+
+        g = auto_heldout.build(auto_heldout.bright_dark_volume(spec["n"], spec["lam"]))
+        K = len(g.offsets)
+        return g.offsets, [(g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
+                            g.caps[0, :K].to(torch.int32).numpy().copy())]
     nd = spec["ndim"]
     img = photo(spec["pic"], spec["mp"]) if nd == 2 else G.volume(spec["n"], spec["seed"]).astype(np.float32)
     seeds = G.seeds_for(img.shape[:nd])

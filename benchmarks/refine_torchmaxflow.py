@@ -10,11 +10,13 @@ a probability map ``sigmoid`` of the brightness plus smoothed noise (a network's
 Per case: torchmaxflow 0.0.7 (``torchmaxflow.maxflow``), ``torchcut.compat.torchmaxflow.maxflow`` (the
 drop-in: same arguments, same energy) and, on 2D 4-connected cases (where its energy is
 torchmaxflow's but for the probability floor), ``torchcut.refine``. Times are medians of ``--repeat``
-runs after one warm-up, the calls interleaved in each round, with torch's thread count (``--threads``).
+runs after one warm-up, the calls interleaved in each round, with torch's thread count (``--threads``),
+elapsed (``--clock wall``) or the process's CPU time (``--clock cpu``, with one thread).
 Masks are compared with torchmaxflow's (pixels that differ). The solve alone (``grid_solve`` on the
-built graph) is timed beside the calls.
+built graph, Boykov-Kolmogorov as in the calls) is timed beside them.
 
-    python benchmarks/refine_torchmaxflow.py [--repeat 7] [--threads 2] [--cases 2d,3d] [--out FILE.md]
+    python benchmarks/refine_torchmaxflow.py [--repeat 7] [--threads 2] [--clock wall|cpu] [--cases 2d,3d]
+                                             [--out FILE.md]
 
 torchmaxflow is optional: without it the torchcut columns alone are printed. It installs with
 ``pip install 'setuptools<70'`` then ``pip install --no-build-isolation torchmaxflow==0.0.7``.
@@ -116,7 +118,7 @@ def cases(which):
 def solve_only(image, prob, conn):
     """The grid solve of compat's graph alone (built once, outside the clock)."""
     graph = tcf._graph(image, prob, LAMDA, SIGMA, conn)
-    return lambda: torchcut.maxflow(graph).mask
+    return lambda: torchcut.maxflow(graph, algorithm="boykov-kolmogorov").mask  # what the calls run
 
 
 def main(argv=None):
@@ -125,13 +127,18 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--cases", default="2d,3d")
     ap.add_argument("--out", default=None, help="also write the table to this Markdown file")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: elapsed time; cpu: the process's CPU time (with --threads 1, the least "
+                         "disturbed measure on a loaded machine)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = ["| case | torchmaxflow | compat | refine | solve alone | compat speed-up | refine speed-up | "
             "pixels differing (compat / refine) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, torchmaxflow "
-          f"{'0.0.7' if torchmaxflow else 'not installed'}", flush=True)
+    head = (f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, medians of "
+            f"{args.repeat}, torchmaxflow {'0.0.7' if torchmaxflow else 'not installed'}")
+    print(head, flush=True)
+    rows.insert(0, head + "\n")
     for name, make, conn in cases(args.cases.split(",")):
         image, prob = make()
         calls = {"compat": lambda: tcf.maxflow(image, prob, LAMDA, SIGMA, conn)}
@@ -142,11 +149,12 @@ def main(argv=None):
         calls["solve"] = solve_only(image, prob, conn)
         out = {k: f() for k, f in calls.items()}  # warm-up
         times = {k: [] for k in calls}
+        clock = time.perf_counter if args.clock == "wall" else time.process_time
         for _ in range(args.repeat):
             for k, f in calls.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 f()
-                times[k].append(time.perf_counter() - t0)
+                times[k].append(clock() - t0)
         ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
         ref = out.get("torchmaxflow")
         diff = "-"

@@ -145,7 +145,7 @@ def one_rank_nccl(outbox):
         image[6:18, 5:15, 4:14] += 100
         seeds = torch.zeros(24, 20, 18, dtype=torch.int64, device="cuda")
         seeds[12, 10, 9], seeds[0] = 1, 2
-        want = torchcut.segment(image, seeds)
+        want = torchcut.segment(image, seeds, ndim=3)
         tcd = torchcut.distributed
         for kw, kernels in ((dict(backend="cuda", rounds=8, repair=1, max_iter=5000), True),
                             (dict(backend="reference"), False), (dict(ndim=3), True)):

@@ -397,3 +397,31 @@ def test_e2e_suite_smallest_size(tmp_path):
                 assert r["torchmaxflow"]["iou"] == 1.0, r["spec"]["id"]  # a drop-in: torchmaxflow's masks
     md = (tmp_path / "e2e-cpu.md").read_text()
     assert "## `refine`" in md and "| astronaut rgb | 64x64 | 8 | 4,096 |" in md
+
+
+def test_auto_heldout_parts_are_disjoint_and_its_rule_table_matches_the_solver():
+    """benchmarks/auto_heldout.py: the tuning and held-out parts share no (family, generator seed), the
+    held-out part has at least 60 energies in 2D and 3D and every connectivity, energies are deterministic,
+    and the current threshold table of its report picks what the solver's auto picks (small energies of
+    every family, shrunk)."""
+    import torch
+
+    import torchcut
+    from benchmarks import auto_heldout as A
+
+    tuning, held = A.specs("tuning"), A.specs("heldout")
+    assert not {(s["family"], s["seed"]) for s in tuning} & {(s["family"], s["seed"]) for s in held}
+    assert len(held) >= 60 and {s["conn"] for s in held} == {4, 8, 6, 26}
+    assert set(A.TUNING) < set(A.HELDOUT)
+    table = A.RULES["volumes 3.2 / 1.55"]
+    seen = set()
+    for spec in held:
+        if spec["family"] in seen:
+            continue
+        seen.add(spec["family"])
+        small = dict(spec, shape=(40, 44) if spec["ndim"] == 2 else (12, 12, 12))
+        g, again = A.build(small), A.build(small)
+        assert torch.equal(g.caps, again.caps) and torch.equal(g.source, again.source)
+        row = dict(small, features=A.features(g))
+        assert torchcut.maxflow(g, backend="cpu").stats["algorithm"] == A.rule_pick(row, table)
+    assert seen == set(A.HELDOUT)

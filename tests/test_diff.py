@@ -597,10 +597,11 @@ def test_cut_mask_and_labels_cuda_match_cpu():
     g = torch.randn(3, 16, 16, generator=gen, dtype=torch.float64)
     res = []
     for dev in ("cpu", "cuda"):
-        x = s.to(dev).requires_grad_()
-        ww = w.to(dev).requires_grad_()
+        x = s.to(dev, copy=True).requires_grad_()  # a leaf of its own on each device
+        ww = w.to(dev, copy=True).requires_grad_()
         y = cut_mask(x, ww, lambda_=2.0)
         (y * g.to(dev)).sum().backward()
+        assert x.grad is not None and ww.grad is not None, (dev, y.requires_grad, y.grad_fn, x.is_leaf, ww.grad is None)
         res.append((y.cpu(), x.grad.cpu(), ww.grad.cpu()))
         yp = cut_mask(x.detach().requires_grad_(), ww, estimator="perturbed", samples=8)
         assert yp.device.type == dev and ((yp >= 0) & (yp <= 1)).all()

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import torchcut
 from torchcut import multilabel as ML
 from torchcut.energy import estimate_sigma
-from torchcut.grid import grid_offsets
+from torchcut.energy import _grid_graph
+from torchcut.grid import grid_offsets, shift
 
 
 def _both(x, P, S, lam, sigma, conn):
@@ -31,9 +32,27 @@ def _assert_same(out, E):
     assert checks[6] == 0
     assert float(checks[5]) == E.scale
     if E.L == 2:
+        # the op's graph: the quantised energy's terms on both arcs of each pair and on the terminals
+        U, W = E.U.to(torch.int64), E.W
+        caps = torch.cat([W, torch.stack([shift(W[:, k], tuple(-v for v in o), 0)
+                                          for k, o in enumerate(E.offsets)], 1)], 1)
+        low = torch.minimum(U[:, 0], U[:, 1])
+        assert torch.equal(a, caps) and torch.equal(b, U[:, 1] - low) and torch.equal(c, (U[:, 0] - low).int())
+        # the same canonical cut as the move graph (Kolmogorov-Zabih) of the tensor version
         f = torch.zeros((E.B,) + E.shape, dtype=torch.int64, device=E.device)
         g = E.move_graph(f, [1])
-        assert torch.equal(a, g.caps) and torch.equal(b, g.source) and torch.equal(c, g.sink)
+        ours = torchcut.maxflow(_grid_graph(a, b, c, E.offsets, True))
+        theirs = torchcut.maxflow(g)
+        assert torch.equal(ours.mask, theirs.mask)
+        # both flows are the minimum energy less what each graph netted away (and the move graph's
+        # construction adds each pair cost once): E_min = ours + sum(low) = theirs + sum(low') - sum(W)
+        src = U[:, 1] + W.to(torch.int64).sum(1)
+        snk = U[:, 0] + caps[:, E.K:].to(torch.int64).sum(1)
+        low_kz = torch.minimum(src, snk)
+        per_item = lambda t: t.reshape(E.B, -1).sum(1).cpu()  # noqa: E731
+        e_ours = ours.flow_values.cpu() + per_item(low)
+        e_theirs = theirs.flow_values.cpu() + per_item(low_kz) - per_item(W.to(torch.int64))
+        assert e_ours.tolist() == e_theirs.tolist()
     else:
         assert torch.equal(a, E.U) and torch.equal(b, E.W)
         assert torch.allclose(c, E.offset, rtol=1e-12)
@@ -174,6 +193,8 @@ def test_native_errors_are_the_tensor_versions():
                 ML._NATIVE_POTTS = True
     with pytest.raises(ValueError, match="schedule: expected"):
         torchcut.refine(torch.zeros(4, 5), P[:2], schedule="fast")
+    with pytest.raises(ValueError, match=r"probs: expected a non-empty grid, got shape \(2, 0, 5\)"):
+        torchcut.refine(torch.zeros(0, 5), torch.full((2, 0, 5), 0.5))
 
 
 def test_op_checks_its_arguments():

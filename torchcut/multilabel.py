@@ -729,6 +729,9 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     ``w_pq = exp(-||I_p - I_q||^2 / (2 sigma^2)) / dist(p, q)`` (``sigma`` defaults to the root mean
     square colour difference of axis-aligned neighbours, per image). Two classes are one exact cut;
     more go through :func:`expansion`. Float energies are quantised (see :mod:`torchcut.multilabel`).
+    The unaries, weights and (two classes) the graph are built by one native op per device
+    (``torch.ops.torchcut.potts_energy``, which also checks the values), the same integers as the
+    tensor version it replaces.
 
     Parameters
     ----------
@@ -781,6 +784,8 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     B, C, H, W = P.shape
     if C < 2:
         raise ValueError(f"probs: expected at least 2 classes, got shape {tuple(probs.shape)}")
+    if B == 0 or H == 0 or W == 0:
+        raise ValueError(f"probs: expected a non-empty grid, got shape {tuple(P_shape)}")
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
     if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
@@ -808,7 +813,8 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         S = S.to(torch.int64).reshape(B, H, W)
     P = P.contiguous()  # both paths take exp and log over the same layout (energy_potts.cpp)
     offsets = grid_offsets(2, connectivity)
-    native = _NATIVE_POTTS and x.shape[1] <= 4 and _native_potts(P.device)
+    # the op sums the channels in order, as torch's sum does over at most 4 channels on the CPU (3 on CUDA)
+    native = _NATIVE_POTTS and x.shape[1] <= (4 if P.device.type == "cpu" else 3) and _native_potts(P.device)
     if sigma is None or not native:
         if x.is_floating_point() and not bool(torch.isfinite(x).all()):
             raise ValueError("image: expected finite pixel values, got NaN or infinite value(s)")
@@ -827,7 +833,7 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         a, b, c, checks = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o],
                                                          PROB_FLOOR, S, C == 2)
         _potts_checks(checks, C)
-        if C == 2:  # the move from all-zero labels to label 1 reaches every labelling: one exact cut
+        if C == 2:  # one exact cut of the energy's symmetric graph (energy_potts.cpp)
             return _solve_binary(a, b, c, offsets, backend).view(label_shape)
         E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
     else:
@@ -880,15 +886,16 @@ def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str
 
 def _solve_binary(caps, source, sink, offsets, backend) -> torch.Tensor:
     """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph."""
+    from .energy import _grid_graph
+    from .solvers import maxflow
+
+    graph = _grid_graph(caps, source, sink, offsets, True)
     if caps.device.type == "cpu" and backend in ("auto", "cpu"):
-        from .solvers import cpu
-
-        mask = cpu._grid_op(caps, source, sink, offsets, None)[0]
+        # Boykov-Kolmogorov, as "auto" picks it for _Energy.move_graph's one-way arcs (on this symmetric
+        # form it would take pseudoflow, slower here: docs/performance.md)
+        mask = maxflow(graph, backend=backend, algorithm="boykov-kolmogorov").node_mask
     else:
-        from .energy import _grid_graph
-        from .solvers import maxflow
-
-        mask = maxflow(_grid_graph(caps, source, sink, offsets, True), backend=backend).node_mask
+        mask = maxflow(graph, backend=backend).node_mask
     return (~mask).to(torch.int64)
 
 

@@ -289,9 +289,9 @@ def potts_graph_reference(x, P, denom, mult, offsets, floor, seeds=None, probs="
     Uq = torch.round(U * scale).to(torch.int32)
     Wq = torch.round(Wd * scale).to(torch.int32)
     caps = torch.zeros((B, 2 * K) + tuple(P.shape[2:]), dtype=torch.int32, device=P.device)
-    caps[:, :K] = 2 * Wq
-    src, snk = Uq[:, 1] + Wq.sum(1, dtype=torch.int32), Uq[:, 0].clone()
-    for k, o in enumerate(offsets):
-        snk += shift(Wq[:, k], tuple(-v for v in o), 0)
+    caps[:, :K] = Wq
+    for k, o in enumerate(offsets):  # the reverse arc p + o -> p, stored at p + o
+        caps[:, K + k] = shift(Wq[:, k], tuple(-v for v in o), 0)
+    src, snk = Uq[:, 1], Uq[:, 0]
     low = torch.minimum(src, snk)
     return caps, (src - low).to(torch.int64), snk - low

@@ -147,7 +147,7 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         maximum (Boykov-Kolmogorov runs from it only if an augmenting path is left). "auto" (default)
         picks pseudoflow for an item whose n-link capacities (twice the smaller arc of each pair) sum to
         more than a threshold times its netted terminal capacities (each node's up to its own n-links):
-        3.5 on 2D 4-connected grids, 3.85 on 8-connected ones, 5 on 3D 6-connected and 2 on
+        3.5 on 2D 4-connected grids, 3.85 on 8-connected ones, 3.2 on 3D 6-connected and 1.55 on
         18/26-connected volumes (strong smoothness, long augmenting paths, bushy search trees);
         Boykov-Kolmogorov otherwise (``docs/performance.md``, "The choice of algorithm"). A single
         grid cut over several threads takes 2.7 on 8-connected grids and 4 on 18/26-connected volumes;

@@ -7,10 +7,12 @@
 // Potts energy: the unary shifted per pixel to a minimum of 0, scale = 2**30 / (max U + 4 K max w)
 // (w over the edges inside the grid), U and w rounded half to even.
 //
-// graph = true (two classes): the binary grid graph of the move from all-zero labels to label 1, the
-// Kolmogorov-Zabih construction of _Energy.move_graph: arc p -> p + o_k of capacity 2 w_k[p] (reverse
-// arcs 0), source = U1[p] + sum_k w_k[p], sink = U0[p] + sum_k w_k[p - o_k], both netted. Outputs caps
-// int32 [B, 2K, *S], source int64 [B, *S], sink int32 [B, *S].
+// graph = true (two classes): a binary grid graph of the energy, sink side = class 1: both arcs of the
+// pair (p, p + o_k) of capacity w_k[p], source = U1[p], sink = U0[p], netted. The same quantised energy
+// as _Energy.move_graph's move from all-zero labels to label 1 (Kolmogorov-Zabih: arc 2 w one way, w on
+// the terminals), so the same canonical minimum cut, and the flow less by the sum of the pair costs;
+// Boykov-Kolmogorov solves this symmetric form faster on refine's energies (docs/performance.md).
+// Outputs caps int32 [B, 2K, *S], source int64 [B, *S], sink int32 [B, *S].
 // graph = false: the quantised unary int32 [B, C, *S], the pair costs int32 [B, K, *S] and the offsets of
 // the shifts (the sum over pixels of each item's minimum unary, float64 [B]).
 //
@@ -30,6 +32,10 @@
 // the scale, and a flag set when a check failed (the other outputs are then empty); Python raises.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+// no fused multiply-adds: torch rounds the square and the sum separately (a build with -march=native
+// would otherwise contract d2 + t * t)
+#pragma GCC optimize("fp-contract=off")
 #include <torch/library.h>
 
 #include <algorithm>
@@ -85,7 +91,10 @@ inline void row_coords(const Geometry& g, int64_t r, int64_t& b, int64_t& d, int
   h = dh - d * g.H;
 }
 
-int64_t row_grain(const Geometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.W, 1)); }
+// Rows per task: about 2**16 pixels, so that images below ~2**17 pixels stay on the calling thread (a
+// parallel region costs more than it saves there, and far more on a loaded machine, where the team
+// waits for a descheduled thread).
+int64_t row_grain(const Geometry& g) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(g.W, 1)); }
 
 struct PassA {
   int64_t bad_probs = 0, bad_image = 0, seed_lo = std::numeric_limits<int64_t>::max(),
@@ -94,13 +103,16 @@ struct PassA {
 };
 
 // Pass A: checks, the clamped probabilities (lbuf [B, C, *S]) and the exponents -d2 / denom (ebuf [K, B, *S]).
-template <class TI, class TP>
+// Unit: image and probabilities with unit stride along W (known at compile time, so the loops vectorise).
+template <class TI, class TP, bool Unit>
 void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs, const float* denom,
             const int64_t* seeds, double floor, double* lbuf, float* ebuf, std::vector<PassA>& parts) {
   const TI* X = image.data_ptr<TI>();
   const TP* P = probs.data_ptr<TP>();
-  const Strides sx = strides_of(image), sp = strides_of(probs);
+  Strides sx = strides_of(image), sp = strides_of(probs);
+  if constexpr (Unit) sx.w = 1, sp.w = 1;
   const int64_t n = g.n, Ch = g.Ch, C = g.C, K = g.K, B = g.B;
+  const int64_t xw = Unit ? 1 : sx.w, pw = Unit ? 1 : sp.w;
   at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
     PassA acc;
     const int64_t W = g.W;
@@ -114,7 +126,7 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
         const TP* pr = P + b * sp.b + c * sp.x + d * sp.d + h * sp.h;
         double* lr = lbuf + (b * C + c) * n + row;
         for (int64_t w = 0; w < W; ++w) {
-          const TP v = pr[w * sp.w];
+          const TP v = pr[w * pw];
           if (!is_finite(v)) ++acc.bad_probs;
           const double dv = static_cast<double>(v);
           acc.prob_min = dv < acc.prob_min ? dv : acc.prob_min;
@@ -131,7 +143,7 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
       const TI* xrow = X + b * sx.b + d * sx.d + h * sx.h;
       if constexpr (std::is_floating_point_v<TI>) {
         for (int64_t c = 0; c < Ch; ++c)
-          for (int64_t w = 0; w < W; ++w) acc.bad_image += !is_finite(xrow[c * sx.x + w * sx.w]);
+          for (int64_t w = 0; w < W; ++w) acc.bad_image += !is_finite(xrow[c * sx.x + w * xw]);
       }
       for (int64_t k = 0; k < K; ++k) {
         // the neighbour p + o_k is inside for w in [lo, hi) when its row is; outside it reads 0
@@ -141,12 +153,22 @@ void pass_a(const Geometry& g, const at::Tensor& image, const at::Tensor& probs,
         const int64_t hi = row_in ? std::max(lo, std::min<int64_t>(W, W - ow)) : 0;
         for (int64_t c = 0; c < Ch; ++c) {  // channel by channel, as torch sums them
           const TI* xr = xrow + c * sx.x;
-          const TI* qr = xr + g.od[k] * sx.d + g.oh[k] * sx.h + ow * sx.w;  // read only for w in [lo, hi)
-          auto add = [&](int64_t w, float t) { d2[w] = c == 0 ? t * t : d2[w] + t * t; };
-          for (int64_t w = 0; w < lo; ++w) add(w, static_cast<float>(xr[w * sx.w]));
-          for (int64_t w = lo; w < hi; ++w)
-            add(w, static_cast<float>(xr[w * sx.w]) - static_cast<float>(qr[w * sx.w]));
-          for (int64_t w = hi; w < W; ++w) add(w, static_cast<float>(xr[w * sx.w]));
+          const TI* qr = xr + g.od[k] * sx.d + g.oh[k] * sx.h + ow * xw;  // read only for w in [lo, hi)
+          if (c == 0) {
+            for (int64_t w = 0; w < lo; ++w) d2[w] = static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+            for (int64_t w = lo; w < hi; ++w) {
+              const float t = static_cast<float>(xr[w * xw]) - static_cast<float>(qr[w * xw]);
+              d2[w] = t * t;
+            }
+            for (int64_t w = hi; w < W; ++w) d2[w] = static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+          } else {
+            for (int64_t w = 0; w < lo; ++w) d2[w] = d2[w] + static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+            for (int64_t w = lo; w < hi; ++w) {
+              const float t = static_cast<float>(xr[w * xw]) - static_cast<float>(qr[w * xw]);
+              d2[w] = d2[w] + t * t;
+            }
+            for (int64_t w = hi; w < W; ++w) d2[w] = d2[w] + static_cast<float>(xr[w * xw]) * static_cast<float>(xr[w * xw]);
+          }
         }
         float* er = ebuf + (k * B + b) * n + row;
         const float den = denom[b * K + k];
@@ -272,8 +294,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
   auto run_a = [&](auto ti, auto tp) {
     using TI = decltype(ti);
     using TP = decltype(tp);
-    pass_a<TI, TP>(g, image, probs, denom.data_ptr<float>(), S, floor, lbuf.data_ptr<double>(),
-                   ebuf.data_ptr<float>(), pa);
+    const bool unit = strides_of(image).w == 1 && strides_of(probs).w == 1;
+    (unit ? pass_a<TI, TP, true> : pass_a<TI, TP, false>)(g, image, probs, denom.data_ptr<float>(), S, floor,
+                                                           lbuf.data_ptr<double>(), ebuf.data_ptr<float>(), pa);
   };
   auto with_probs = [&](auto ti) {
     switch (probs.scalar_type()) {
@@ -387,7 +410,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
         for (int64_t k = 0; k < K; ++k) {
           const float mk = M[k];
           int32_t* fwd = cpb + k * n;
-          std::fill(cpb + (K + k) * n, cpb + (K + k) * n + W, 0);
+          int32_t* rev = cpb + (K + k) * n;
           // p -> p + o_k inside for w in [lo, hi) when the row of p + o_k is
           const int64_t dq = d + g.od[k], hq = h + g.oh[k], ow = g.ow[k];
           const bool row_in = dq >= 0 && dq < g.D && hq >= 0 && hq < g.H;
@@ -395,17 +418,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
           const float* Ek = E + (k * B + b) * n + row;
           for (int64_t w = 0; w < lo; ++w) fwd[w] = 0;
           for (int64_t w = std::max(hi, lo); w < W; ++w) fwd[w] = 0;
-          for (int64_t w = lo; w < hi; ++w) {
-            const int32_t wk = quant(static_cast<double>(Ek[w] * mk), scale);
-            fwd[w] = 2 * wk;
-            src[w] += wk;
-          }
-          // the arc into p from p - o_k: its E10 term lives on p's sink arc
+          for (int64_t w = lo; w < hi; ++w) fwd[w] = quant(static_cast<double>(Ek[w] * mk), scale);
+          // the arc p -> p - o_k (the pair's reverse arc, stored at p): the pair cost of edge (p - o_k, p)
           const int64_t dp = d - g.od[k], hp = h - g.oh[k];
-          if (dp >= 0 && dp < g.D && hp >= 0 && hp < g.H) {
+          const bool back_in = dp >= 0 && dp < g.D && hp >= 0 && hp < g.H;
+          const int64_t blo = back_in ? std::max<int64_t>(0, ow) : 0;
+          const int64_t bhi = back_in ? std::max(blo, std::min<int64_t>(W, W + ow)) : 0;
+          for (int64_t w = 0; w < blo; ++w) rev[w] = 0;
+          for (int64_t w = bhi; w < W; ++w) rev[w] = 0;
+          if (back_in) {
             const float* Eb = E + (k * B + b) * n + (dp * g.H + hp) * W;  // Eb[w - ow] = E_k[p - o_k]
-            const int64_t blo = std::max<int64_t>(0, ow), bhi = std::min<int64_t>(W, W + ow);
-            for (int64_t w = blo; w < bhi; ++w) snk[w] += quant(static_cast<double>(Eb[w - ow] * mk), scale);
+            for (int64_t w = blo; w < bhi; ++w) rev[w] = quant(static_cast<double>(Eb[w - ow] * mk), scale);
           }
         }
         int64_t* sor = so + b * n + row;

@@ -190,15 +190,12 @@ __global__ void pass_c(Geo g, const int64_t* __restrict__ S, const double* __res
     int32_t src = quant(shifted(g, L, S, b, pix, 1, mn, hard), scale);
     int32_t snk = quant(shifted(g, L, S, b, pix, 0, mn, hard), scale);
     int32_t* cp = out_a + b * 2 * g.K * g.n + pix;
-    for (int k = 0; k < g.K; ++k) {
-      const int32_t wk = inside(g, k, d, h, w, 1) ? wq(g, E, k, b, pix, scale) : 0;
-      src += wk;
-      cp[k * g.n] = 2 * wk;
-      cp[(g.K + k) * g.n] = 0;
-      if (inside(g, k, d, h, w, -1)) {
-        const int64_t back = pix - (static_cast<int64_t>(g.od[k]) * g.H + g.oh[k]) * g.W - g.ow[k];
-        snk += wq(g, E, k, b, back, scale);
-      }
+    for (int k = 0; k < g.K; ++k) {  // both arcs of each pair carry its cost (energy_potts.cpp)
+      cp[k * g.n] = inside(g, k, d, h, w, 1) ? wq(g, E, k, b, pix, scale) : 0;
+      int32_t back = 0;
+      if (inside(g, k, d, h, w, -1))
+        back = wq(g, E, k, b, pix - (static_cast<int64_t>(g.od[k]) * g.H + g.oh[k]) * g.W - g.ow[k], scale);
+      cp[(g.K + k) * g.n] = back;
     }
     const int32_t low = min(src, snk);
     out_source[b * g.n + pix] = src - low;
