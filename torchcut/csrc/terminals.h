@@ -26,4 +26,13 @@ TORCHCUT_HOST_DEVICE inline int64_t net_source(int64_t t) { return t > 0 ? t : 0
 // max(-t, 0): the netted sink capacity.
 TORCHCUT_HOST_DEVICE inline int64_t net_sink(int64_t t) { return t < 0 ? -t : 0; }
 
+// Both netted capacities at once in the operands' own type T, for loops over one narrow type that the
+// compiler vectorises (int32 stays int32: s, k >= 0, so s - k cannot overflow).
+template <class T>
+TORCHCUT_HOST_DEVICE inline void net_pair(T source, T sink, T* net_src, T* net_snk) {
+  const T t = source - sink;
+  *net_src = t > 0 ? t : T(0);
+  *net_snk = t < 0 ? T(-t) : T(0);
+}
+
 }  // namespace torchcut

@@ -45,6 +45,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../terminals.h"
+
 namespace torchcut_cpu {
 namespace {
 
@@ -434,9 +436,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
         int64_t* sor = so + b * n + row;
         int32_t* sir = si + b * n + row;
         for (int64_t w = 0; w < W; ++w) {
-          const int32_t low = src[w] < snk[w] ? src[w] : snk[w];
-          sor[w] = src[w] - low;
-          sir[w] = snk[w] - low;
+          int32_t s, k;
+          torchcut::net_pair(src[w], snk[w], &s, &k);
+          sor[w] = s;
+          sir[w] = k;
         }
       }
     });

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "../terminals.h"
 #include "cuda_check.h"
 
 namespace torchcut_potts_cuda {
@@ -197,9 +198,10 @@ __global__ void pass_c(Geo g, const int64_t* __restrict__ S, const double* __res
         back = wq(g, E, k, b, pix - (static_cast<int64_t>(g.od[k]) * g.H + g.oh[k]) * g.W - g.ow[k], scale);
       cp[(g.K + k) * g.n] = back;
     }
-    const int32_t low = min(src, snk);
-    out_source[b * g.n + pix] = src - low;
-    out_c[b * g.n + pix] = snk - low;
+    int32_t s, k;
+    torchcut::net_pair(src, snk, &s, &k);
+    out_source[b * g.n + pix] = s;
+    out_c[b * g.n + pix] = k;
     return;
   }
   const bool fixed = S != nullptr && S[b * g.n + pix] >= 0;
