@@ -51,6 +51,7 @@ import math
 import torch
 
 from .._validate import describe
+from ..solvers._terminals import net_terminals
 
 __all__ = ["maxflow", "maxflow_interactive"]
 
@@ -293,5 +294,5 @@ def potts_graph_reference(x, P, denom, mult, offsets, floor, seeds=None, probs="
     for k, o in enumerate(offsets):  # the reverse arc p + o -> p, stored at p + o
         caps[:, K + k] = shift(Wq[:, k], tuple(-v for v in o), 0)
     src, snk = Uq[:, 1], Uq[:, 0]
-    low = torch.minimum(src, snk)
-    return caps, (src - low).to(torch.int64), snk - low
+    excess, sink = net_terminals(src, snk)
+    return caps, excess, sink
