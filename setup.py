@@ -55,17 +55,24 @@ def _extensions():
     from torch.utils import cpp_extension
 
     sources = lambda names: [str(CSRC / n) for n in names]  # noqa: E731
-    exts = [cpp_extension.CppExtension("torchcut._C", sources(CONFIG["CPU_SOURCES"]),
-                                       extra_compile_args={"cxx": CONFIG["CXX_FLAGS"]})]
+    exts = [
+        cpp_extension.CppExtension(
+            "torchcut._C", sources(CONFIG["CPU_SOURCES"]), extra_compile_args={"cxx": CONFIG["CXX_FLAGS"]}
+        )
+    ]
     cuda, why = _cuda_wanted(torch, cpp_extension)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda if cuda else None, "cuda_archs": None}
     if cuda:
         archs = _arch_list(torch)
         os.environ["TORCH_CUDA_ARCH_LIST"] = archs
         info["cuda_archs"] = archs
-        exts.append(cpp_extension.CUDAExtension(
-            "torchcut._C_cuda", sources(CONFIG["CUDA_SOURCES"]),
-            extra_compile_args={"cxx": CONFIG["CXX_FLAGS"], "nvcc": CONFIG["NVCC_FLAGS"]}))
+        exts.append(
+            cpp_extension.CUDAExtension(
+                "torchcut._C_cuda",
+                sources(CONFIG["CUDA_SOURCES"]),
+                extra_compile_args={"cxx": CONFIG["CXX_FLAGS"], "nvcc": CONFIG["NVCC_FLAGS"]},
+            )
+        )
         print(f"torchcut: building the CPU and CUDA libraries ({why}; architectures {archs})")
     else:
         print(f"torchcut: building the CPU library; CUDA library skipped ({why})")
@@ -91,7 +98,9 @@ def _cmdclass(build_extension, info):
 try:
     _exts, _info, _build_extension = _extensions()
 except ImportError as exc:  # torch missing: say how to build
-    raise SystemExit(f"torchcut: building needs torch in the build environment ({exc}); install torch first, "
-                     "then `pip install --no-build-isolation .`") from None
+    raise SystemExit(
+        f"torchcut: building needs torch in the build environment ({exc}); install torch first, "
+        "then `pip install --no-build-isolation .`"
+    ) from None
 
 setup(ext_modules=_exts, cmdclass=_cmdclass(_build_extension, _info))

@@ -61,8 +61,27 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TUNING = ("hist-threshold", "prob-noise")
 HELDOUT = ("hist-threshold", "prob-noise", "hist-photo-discs", "hist-noise-scribbles", "prob-photo", "prob-blobs")
-PHOTOS = ("astronaut", "camera", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field", "moon",
-          "coins", "horse", "retina", "brick", "grass", "gravel", "cat", "cell", "clock", "page", "text")
+PHOTOS = (
+    "astronaut",
+    "camera",
+    "coffee",
+    "chelsea",
+    "rocket",
+    "immunohistochemistry",
+    "hubble_deep_field",
+    "moon",
+    "coins",
+    "horse",
+    "retina",
+    "brick",
+    "grass",
+    "gravel",
+    "cat",
+    "cell",
+    "clock",
+    "page",
+    "text",
+)
 ALGORITHMS = ("auto", "boykov-kolmogorov", "pseudoflow")
 SEED_BASE = {"tuning": 1000, "heldout": 0}
 PER_FAMILY = {"tuning": 24, "heldout": 10}  # 48 tuning energies (and one fixed volume), 60 held-out ones
@@ -84,13 +103,25 @@ def draw(family: str, seed: int) -> dict:
         shape = (int(round(math.exp(rng.uniform(math.log(32), math.log(top))))),) * 3
     lam = float(math.exp(rng.uniform(0, math.log(100))))
     cover = float(math.exp(rng.uniform(math.log(0.01), math.log(0.30))))
-    spec = dict(family=family, seed=seed, ndim=ndim, conn=conn, shape=shape, lam=round(lam, 2), cover=round(cover, 4),
-                smooth=round(float(rng.uniform(1.0, 6.0)), 2), noise=round(float(rng.uniform(0.0, 0.3)), 3),
-                bins=int(rng.choice([8, 16, 32, 64])), photo=str(rng.choice(PHOTOS)),
-                obj_share=round(float(rng.uniform(0.15, 0.6)), 3), temp=round(float(rng.uniform(0.03, 0.3)), 3))
+    spec = dict(
+        family=family,
+        seed=seed,
+        ndim=ndim,
+        conn=conn,
+        shape=shape,
+        lam=round(lam, 2),
+        cover=round(cover, 4),
+        smooth=round(float(rng.uniform(1.0, 6.0)), 2),
+        noise=round(float(rng.uniform(0.0, 0.3)), 3),
+        bins=int(rng.choice([8, 16, 32, 64])),
+        photo=str(rng.choice(PHOTOS)),
+        obj_share=round(float(rng.uniform(0.15, 0.6)), 3),
+        temp=round(float(rng.uniform(0.03, 0.3)), 3),
+    )
     n = int(np.prod(shape))
-    spec["name"] = (f"{family} s{seed} {'x'.join(map(str, shape))} {conn}-conn lam {spec['lam']:g} "
-                    f"seeds {100 * cover:.1f}%")
+    spec["name"] = (
+        f"{family} s{seed} {'x'.join(map(str, shape))} {conn}-conn lam {spec['lam']:g} seeds {100 * cover:.1f}%"
+    )
     spec["nodes"] = n
     return spec
 
@@ -99,8 +130,19 @@ def bright_dark_volume(n: int = 64, lam: float = 50.0) -> dict:
     """The volume auto once sent to Boykov-Kolmogorov 3.7x too slow: smoothed noise, 6-connected, object
     seeds on the brightest 3% and background seeds on the darkest 10% of voxels, a 16-bin histogram."""
     spec = draw("hist-threshold", 999)
-    spec.update(ndim=3, conn=6, shape=(n, n, n), lam=lam, cover=0.13, obj_share=round(3 / 13, 4), bins=16, smooth=2.0,
-                noise=0.0, nodes=n ** 3, name=f"hist-threshold bright/dark {n}^3 6-conn lam {lam:g} seeds 13%")
+    spec.update(
+        ndim=3,
+        conn=6,
+        shape=(n, n, n),
+        lam=lam,
+        cover=0.13,
+        obj_share=round(3 / 13, 4),
+        bins=16,
+        smooth=2.0,
+        noise=0.0,
+        nodes=n**3,
+        name=f"hist-threshold bright/dark {n}^3 6-conn lam {lam:g} seeds 13%",
+    )
     return spec
 
 
@@ -232,19 +274,26 @@ def _both_labels(s, g):
 # ---------------------------------------------------------------------------------------- energies
 def histogram_graph(spec, img, seeds):
     import torch
+
     import torchcut
 
     nd = spec["ndim"]
-    return torchcut.segmentation_graph(torch.from_numpy(np.ascontiguousarray(img)),
-                                       torch.from_numpy(seeds.astype(np.int64)), lam=spec["lam"],
-                                       connectivity=spec["conn"], ndim=nd, bins=spec["bins"],
-                                       channel_axis=-1 if img.ndim > nd else None)
+    return torchcut.segmentation_graph(
+        torch.from_numpy(np.ascontiguousarray(img)),
+        torch.from_numpy(seeds.astype(np.int64)),
+        lam=spec["lam"],
+        connectivity=spec["conn"],
+        ndim=nd,
+        bins=spec["bins"],
+        channel_axis=-1 if img.ndim > nd else None,
+    )
 
 
 def probability_graph(spec, img, prob, seeds):
     """Unaries ``-log p`` and ``-log(1 - p)`` (100 units a nat), contrast n-links ``lam`` x 100 x
     ``exp(-d^2 / (2 sigma^2)) / dist``, seeds fixed with a capacity above any cut."""
     import torch
+
     import torchcut
     from torchcut.grid import shift
 
@@ -257,13 +306,18 @@ def probability_graph(spec, img, prob, seeds):
     x = torch.from_numpy(np.ascontiguousarray(img if img.ndim > nd else img[..., None])).movedim(-1, 0)
     diffs = [((x - shift(x, o, 0)) ** 2).sum(0) for o in offs]
     sigma2 = float(torch.stack([d.mean() for d in diffs]).mean()) + 1e-12
-    edges = torch.stack([torch.round(unit * spec["lam"] * torch.exp(-d / sigma2) / math.sqrt(sum(v * v for v in o)))
-                         for d, o in zip(diffs, offs)]).to(torch.int32)
+    edges = torch.stack(
+        [
+            torch.round(unit * spec["lam"] * torch.exp(-d / sigma2) / math.sqrt(sum(v * v for v in o)))
+            for d, o in zip(diffs, offs)
+        ]
+    ).to(torch.int32)
     hard = int(edges.sum(0).max()) * 2 * len(offs) + 1
     source[seeds == 1], sink[seeds == 1] = hard, 0
     source[seeds == 2], sink[seeds == 2] = 0, hard
-    return torchcut.GridGraph(torch.from_numpy(source.astype(np.int32)), torch.from_numpy(sink.astype(np.int32)),
-                              edges, offs)
+    return torchcut.GridGraph(
+        torch.from_numpy(source.astype(np.int32)), torch.from_numpy(sink.astype(np.int32)), edges, offs
+    )
 
 
 def confident_seeds(prob, cover, rng) -> np.ndarray:
@@ -316,12 +370,17 @@ def features(graph) -> dict:
     free = ~fixed
     clipped = torch.minimum(t, s)
     D = caps.shape[0]
-    out = dict(D=D, ndim=caps.dim() - 1, nodes=int(t.numel()),
-               ratio=float(s.sum()) / max(1.0, 2.0 * float(clipped.sum())),
-               fixed=float(fixed.double().mean()),
-               zero_t=float((t == 0).double().mean()),
-               ratio_free=float(s[free].sum()) / max(1.0, 2.0 * float(t[free].sum())),
-               nlink_mean=float(s.double().mean()) / D, t_free_mean=float(t[free].double().mean()) if free.any() else 0.0)
+    out = dict(
+        D=D,
+        ndim=caps.dim() - 1,
+        nodes=int(t.numel()),
+        ratio=float(s.sum()) / max(1.0, 2.0 * float(clipped.sum())),
+        fixed=float(fixed.double().mean()),
+        zero_t=float((t == 0).double().mean()),
+        ratio_free=float(s[free].sum()) / max(1.0, 2.0 * float(t[free].sum())),
+        nlink_mean=float(s.double().mean()) / D,
+        t_free_mean=float(t[free].double().mean()) if free.any() else 0.0,
+    )
     return out
 
 
@@ -354,30 +413,50 @@ def measure(graph, repeat: int) -> dict:
     faster = min(med["boykov-kolmogorov"], med["pseudoflow"])
     pick = stats["auto"]["algorithm"]
     forced = {"boykov-kolmogorov": med["boykov-kolmogorov"], "pseudoflow": med["pseudoflow"]}
-    return dict(flow=flows["auto"], runs=runs, median=med, cpu_runs=cpu, median_cpu=med_cpu,
-                auto_over_faster_cpu=med_cpu["auto"] / min(med_cpu["boykov-kolmogorov"], med_cpu["pseudoflow"]),
-                pick_over_faster_cpu=med_cpu.get(pick, med_cpu["auto"]) / min(med_cpu["boykov-kolmogorov"],
-                                                                              med_cpu["pseudoflow"]),
-                pick=pick, handovers=stats["auto"].get("handovers", 0),
-                auto_over_faster=med["auto"] / faster, pick_over_faster=forced.get(pick, med["auto"]) / faster,
-                faster="boykov-kolmogorov" if forced["boykov-kolmogorov"] <= forced["pseudoflow"] else "pseudoflow",
-                stats=stats["auto"])
+    return dict(
+        flow=flows["auto"],
+        runs=runs,
+        median=med,
+        cpu_runs=cpu,
+        median_cpu=med_cpu,
+        auto_over_faster_cpu=med_cpu["auto"] / min(med_cpu["boykov-kolmogorov"], med_cpu["pseudoflow"]),
+        pick_over_faster_cpu=med_cpu.get(pick, med_cpu["auto"])
+        / min(med_cpu["boykov-kolmogorov"], med_cpu["pseudoflow"]),
+        pick=pick,
+        handovers=stats["auto"].get("handovers", 0),
+        auto_over_faster=med["auto"] / faster,
+        pick_over_faster=forced.get(pick, med["auto"]) / faster,
+        faster="boykov-kolmogorov" if forced["boykov-kolmogorov"] <= forced["pseudoflow"] else "pseudoflow",
+        stats=stats["auto"],
+    )
 
 
 def summary(rows, key="auto_over_faster") -> dict:
     v = np.array([r[key] for r in rows])
     if v.size == 0:
         return {}
-    return dict(count=int(v.size), median=float(np.median(v)), p95=float(np.quantile(v, 0.95)), max=float(v.max()),
-                within_1_10=float((v <= 1.10).mean()), within_1_25=float((v <= 1.25).mean()))
+    return dict(
+        count=int(v.size),
+        median=float(np.median(v)),
+        p95=float(np.quantile(v, 0.95)),
+        max=float(v.max()),
+        within_1_10=float((v <= 1.10).mean()),
+        within_1_25=float((v <= 1.25).mean()),
+    )
 
 
 # The thresholds of auto's ratio (torchcut/csrc/cpu/grid_solve.cpp, hpf_ratio) by (ndim, connectivity, cut over
 # two threads): the volumes' thresholds before the tuning part was fitted, and after.
 RULES = {
     "volumes 5 / 2": {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7, (3, 6): 5.0, (3, 26): 2.0, (3, 26, "cut"): 4.0},
-    "volumes 3.2 / 1.55": {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7, (3, 6): 3.2, (3, 26): 1.55,
-                           (3, 26, "cut"): 4.0},
+    "volumes 3.2 / 1.55": {
+        (2, 4): 3.5,
+        (2, 8): 3.85,
+        (2, 8, "cut"): 2.7,
+        (3, 6): 3.2,
+        (3, 26): 1.55,
+        (3, 26, "cut"): 4.0,
+    },
 }
 
 
@@ -385,7 +464,7 @@ def is_cut(spec, threads: int = 2) -> bool:
     """Whether the solver cuts this single grid into ranges over ``threads`` threads (at least 2**17 nodes
     per range, 2**20 in 6-connected volumes, counting the border of one node)."""
     n_pad = int(np.prod([k + 2 for k in spec["shape"]]))
-    least = 2 ** 20 if spec["ndim"] == 3 and spec["conn"] == 6 else 2 ** 17
+    least = 2**20 if spec["ndim"] == 3 and spec["conn"] == 6 else 2**17
     return threads > 1 and n_pad // least >= 2
 
 
@@ -436,9 +515,16 @@ def main(argv=None):
         return 0
     import torch
 
-    meta = dict(split=args.split, repeat=args.repeat, threads=torch.get_num_threads(), torch=torch.__version__,
-                machine=platform.processor() or platform.machine(), cores=os.cpu_count(),
-                load_before=os.getloadavg(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    meta = dict(
+        split=args.split,
+        repeat=args.repeat,
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        machine=platform.processor() or platform.machine(),
+        cores=os.cpu_count(),
+        load_before=os.getloadavg(),
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
     print(f"# {meta}", flush=True)
     rows = []
     for spec in todo:
@@ -449,14 +535,22 @@ def main(argv=None):
         row.update(measure(g, args.repeat))
         rows.append(row)
         m = row["median"]
-        print(f"{spec['name']:64s} auto {m['auto'] * 1e3:8.1f} [{row['pick'][:2]}{'+' if row['handovers'] else ''}] "
-              f"bk {m['boykov-kolmogorov'] * 1e3:8.1f} pf {m['pseudoflow'] * 1e3:8.1f} ms | auto/faster "
-              f"{row['auto_over_faster']:.2f} pick/faster {row['pick_over_faster']:.2f}", flush=True)
+        print(
+            f"{spec['name']:64s} auto {m['auto'] * 1e3:8.1f} [{row['pick'][:2]}{'+' if row['handovers'] else ''}] "
+            f"bk {m['boykov-kolmogorov'] * 1e3:8.1f} pf {m['pseudoflow'] * 1e3:8.1f} ms | auto/faster "
+            f"{row['auto_over_faster']:.2f} pick/faster {row['pick_over_faster']:.2f}",
+            flush=True,
+        )
         if args.out:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     meta["load_after"] = os.getloadavg()
-    out = {"meta": meta, "rows": rows, "auto_over_faster": summary(rows), "pick_over_faster": summary(rows, "pick_over_faster")}
+    out = {
+        "meta": meta,
+        "rows": rows,
+        "auto_over_faster": summary(rows),
+        "pick_over_faster": summary(rows, "pick_over_faster"),
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("auto_over_faster", "pick_over_faster")}, indent=1))

@@ -73,8 +73,14 @@ def vessel_tree(n: int, seed: int = 0):
         for frac in sorted(rng.uniform(0.3, 0.9, 2)):
             k = int(frac * (steps - 1))
             side = rng.choice([-1.0, 1.0])
-            grow(path[k], angs[k] + side * rng.uniform(0.4, 0.9), width * rng.uniform(0.6, 0.75),
-                 length * rng.uniform(0.45, 0.65), depth - 1, False)
+            grow(
+                path[k],
+                angs[k] + side * rng.uniform(0.4, 0.9),
+                width * rng.uniform(0.6, 0.75),
+                length * rng.uniform(0.45, 0.65),
+                depth - 1,
+                False,
+            )
         grow(path[-1], angs[-1] + rng.normal(0, 0.2), width * 0.8, length * 0.6, depth - 1, False)
 
     for k, base in enumerate((0.35, 2.79, 3.49, 5.93)):  # up/left/down/right-ish trunks
@@ -106,7 +112,7 @@ def vessel_tree(n: int, seed: int = 0):
     seeds[near_trunk & (dist == 0)] = 1
     bg = np.zeros((n, n), bool)
     g = max(4, n // 32)
-    bg[g // 2::g, g // 2::g] = True
+    bg[g // 2 :: g, g // 2 :: g] = True
     bg = ndimage.binary_dilation(bg, iterations=max(1, n // 512))
     seeds[(bg & (dist > 6 + 3 * r)) | ~fov] = 2
     return img, seeds
@@ -140,10 +146,20 @@ def blobs(n: int, seed: int = 0) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- specs
 def _grid(family, label, n, conn, *, batch=1, ndim=2, exact=True, **params):
-    nodes = n ** ndim * batch
+    nodes = n**ndim * batch
     cid = f"{family}/{label.replace('^2', '').replace('^3', '-cube').replace(' ', '-')}-{conn}c"
-    return dict(id=cid, family=family, kind="grid", label=label, conn=conn, nodes=nodes, batch=batch,
-                exact=exact, peers=["pymaxflow", "thinhpf"], params=dict(n=n, ndim=ndim, **params))
+    return dict(
+        id=cid,
+        family=family,
+        kind="grid",
+        label=label,
+        conn=conn,
+        nodes=nodes,
+        batch=batch,
+        exact=exact,
+        peers=["pymaxflow", "thinhpf"],
+        params=dict(n=n, ndim=ndim, **params),
+    )
 
 
 def suite_cases(suite: str, quick: bool = False):
@@ -181,8 +197,11 @@ def suite_cases(suite: str, quick: bool = False):
     if quick:
         c.append(_grid("batch", "batch 2x64", 64, 4, batch=2, source="photo", pic=0))
     else:
-        c.append(_grid("batch", "batch 32x512" if gpu else "batch 8x512", 512, 4, batch=32 if gpu else 8,
-                       source="photo", pic=0))
+        c.append(
+            _grid(
+                "batch", "batch 32x512" if gpu else "batch 8x512", 512, 4, batch=32 if gpu else 8, source="photo", pic=0
+            )
+        )
         if gpu:
             c.append(_grid("batch", "batch 8x1024", 1024, 8, batch=8, source="photo", pic=1))
     # 3D blobs
@@ -201,8 +220,18 @@ def suite_cases(suite: str, quick: bool = False):
         ndim = 2 if h["kind"] == "2d" else 3
         extra = {k: h[k] for k in ("family", "lam_x", "pic", "seed") if k in h}
         hard_fam = extra.pop("family")
-        c.append(_grid("hard", h["name"].replace("hard ", ""), h["n"], h["conn"], ndim=ndim, source="hard",
-                       hard=hard_fam, **extra))
+        c.append(
+            _grid(
+                "hard",
+                h["name"].replace("hard ", ""),
+                h["n"],
+                h["conn"],
+                ndim=ndim,
+                source="hard",
+                hard=hard_fam,
+                **extra,
+            )
+        )
     if quick:
         c.append(_grid("hard", "thin x10 96", 96, 8, source="hard", hard="thin", lam_x=10.0, seed=1))
     # stereo: BVZ expansion moves (exact flows), and whole expansions (energies)
@@ -211,40 +240,102 @@ def suite_cases(suite: str, quick: bool = False):
         ups = [1] if not gpu or quick else [1, 4]
         for k in ups:
             lab = "tsukuba" + (f" x{k}" if k > 1 else "")
-            c.append(dict(id=f"stereo/bvz-moves-{lab.replace(' ', '')}", family="stereo", kind="moves",
-                          label=f"BVZ moves {lab}", nodes=384 * 288 * k * k, exact=True,
-                          peers=["pymaxflow", "thinhpf"], params=dict(upsample=k, moves=4 if quick else 16)))
+            c.append(
+                dict(
+                    id=f"stereo/bvz-moves-{lab.replace(' ', '')}",
+                    family="stereo",
+                    kind="moves",
+                    label=f"BVZ moves {lab}",
+                    nodes=384 * 288 * k * k,
+                    exact=True,
+                    peers=["pymaxflow", "thinhpf"],
+                    params=dict(upsample=k, moves=4 if quick else 16),
+                )
+            )
         crop = (96, 128) if quick else None
-        c.append(dict(id="stereo/expansion-tsukuba-plain", family="stereo", kind="expansion",
-                      label="expansion tsukuba, plain Potts" + (" (crop)" if quick else ""),
-                      nodes=(crop[0] * crop[1]) if crop else 384 * 288, exact=False, peers=["aexpansion"],
-                      params=dict(plain=True, crop=crop)))
-        c.append(dict(id="stereo/expansion-tsukuba", family="stereo", kind="expansion",
-                      label="expansion tsukuba, contrast Potts" + (" (crop)" if quick else ""),
-                      nodes=(crop[0] * crop[1]) if crop else 384 * 288, exact=False, peers=["gco"],
-                      params=dict(plain=False, crop=crop)))
+        c.append(
+            dict(
+                id="stereo/expansion-tsukuba-plain",
+                family="stereo",
+                kind="expansion",
+                label="expansion tsukuba, plain Potts" + (" (crop)" if quick else ""),
+                nodes=(crop[0] * crop[1]) if crop else 384 * 288,
+                exact=False,
+                peers=["aexpansion"],
+                params=dict(plain=True, crop=crop),
+            )
+        )
+        c.append(
+            dict(
+                id="stereo/expansion-tsukuba",
+                family="stereo",
+                kind="expansion",
+                label="expansion tsukuba, contrast Potts" + (" (crop)" if quick else ""),
+                nodes=(crop[0] * crop[1]) if crop else 384 * 288,
+                exact=False,
+                peers=["gco"],
+                params=dict(plain=False, crop=crop),
+            )
+        )
     # pipelines: refine, GrabCut, segment
     rb, rs = (1, 64) if quick else ((4, 1024) if gpu else (1, 512))
-    c.append(dict(id=f"pipeline/refine-{rb}x{rs}", family="pipeline", kind="refine", label=f"refine {rb}x{rs}^2 C=8",
-                  nodes=rb * rs * rs, exact=False, peers=["gco"], params=dict(batch=rb, size=rs, classes=8)))
+    c.append(
+        dict(
+            id=f"pipeline/refine-{rb}x{rs}",
+            family="pipeline",
+            kind="refine",
+            label=f"refine {rb}x{rs}^2 C=8",
+            nodes=rb * rs * rs,
+            exact=False,
+            peers=["gco"],
+            params=dict(batch=rb, size=rs, classes=8),
+        )
+    )
     gc_dir = data_dir() / "grabcut" / "data_GT"
     if gc_dir.is_dir():
         count = 1 if quick else 4
-        for proto in (("trimap-10",) if quick else ("trimap-10", "box")):
-            c.append(dict(id=f"pipeline/grabcut-{proto}", family="pipeline", kind="grabcut",
-                          label=f"GrabCut {proto}, {count} image(s)" + (" 1/4 size" if quick else ""),
-                          nodes=None, exact=False, peers=["cv2"],
-                          params=dict(protocol=proto, images=count, iterations=2 if quick else 5,
-                                      shrink=4 if quick else 1)))
+        for proto in ("trimap-10",) if quick else ("trimap-10", "box"):
+            c.append(
+                dict(
+                    id=f"pipeline/grabcut-{proto}",
+                    family="pipeline",
+                    kind="grabcut",
+                    label=f"GrabCut {proto}, {count} image(s)" + (" 1/4 size" if quick else ""),
+                    nodes=None,
+                    exact=False,
+                    peers=["cv2"],
+                    params=dict(protocol=proto, images=count, iterations=2 if quick else 5, shrink=4 if quick else 1),
+                )
+            )
     sn = 128 if quick else 1024
-    c.append(dict(id=f"pipeline/segment-{sn}", family="pipeline", kind="segment", label=f"segment() astronaut {sn}^2",
-                  nodes=sn * sn, exact=False, peers=[], params=dict(n=sn, connectivity=8)))
+    c.append(
+        dict(
+            id=f"pipeline/segment-{sn}",
+            family="pipeline",
+            kind="segment",
+            label=f"segment() astronaut {sn}^2",
+            nodes=sn * sn,
+            exact=False,
+            peers=[],
+            params=dict(n=sn, connectivity=8),
+        )
+    )
     # DIMACS instances
     mf = data_dir() / "maxflow"
     if mf.is_dir():
         for p in sorted(x for x in mf.rglob("*") if x.name.endswith((".max", ".max.gz", ".max.bz2"))):
-            c.append(dict(id=f"dimacs/{p.name}", family="dimacs", kind="dimacs", label=p.name, nodes=None,
-                          exact=True, peers=["pymaxflow"], params=dict(path=str(p.relative_to(mf)))))
+            c.append(
+                dict(
+                    id=f"dimacs/{p.name}",
+                    family="dimacs",
+                    kind="dimacs",
+                    label=p.name,
+                    nodes=None,
+                    exact=True,
+                    peers=["pymaxflow"],
+                    params=dict(path=str(p.relative_to(mf))),
+                )
+            )
     return c
 
 
@@ -296,7 +387,9 @@ def _grid_inputs(spec):
         vol = blobs(n, p["seed"])
         items.append(G.energy(vol, G.seeds_for(vol.shape), offs, 3))
     elif p["source"] == "hard":
-        h = dict(kind="2d" if ndim == 2 else "3d", n=n, family=p["hard"], **{k: p[k] for k in ("pic", "seed") if k in p})
+        h = dict(
+            kind="2d" if ndim == 2 else "3d", n=n, family=p["hard"], **{k: p[k] for k in ("pic", "seed") if k in p}
+        )
         img, seeds = G.hard_image(h)
         items.append(G.energy(img, seeds, offs, ndim, lam=G.LAM * p.get("lam_x", 1.0)))
     else:
@@ -339,9 +432,12 @@ def moves_of(x):
     from types import SimpleNamespace
 
     count = sum(1 for k in x if k.endswith("_n"))
-    return [SimpleNamespace(num_nodes=int(x[f"m{i}_n"]), **{k: x[f"m{i}_{k}"] for k in
-                                                           ("u", "v", "cap", "rev_cap", "source", "sink")})
-            for i in range(count)]
+    return [
+        SimpleNamespace(
+            num_nodes=int(x[f"m{i}_n"]), **{k: x[f"m{i}_{k}"] for k in ("u", "v", "cap", "rev_cap", "source", "sink")}
+        )
+        for i in range(count)
+    ]
 
 
 def _expansion_inputs(p):
@@ -362,8 +458,8 @@ def _expansion_inputs(p):
     if p.get("crop"):
         h, w = p["crop"]
         y0, x0 = (U.shape[1] - h) // 2, (U.shape[2] - w) // 2
-        U = U[:, y0:y0 + h, x0:x0 + w].contiguous()
-        W = W[:, y0:y0 + h, x0:x0 + w].clone()
+        U = U[:, y0 : y0 + h, x0 : x0 + w].contiguous()
+        W = W[:, y0 : y0 + h, x0 : x0 + w].clone()
         W[0, :, -1] = 0  # arcs that leave the crop carry nothing
         W[1, -1, :] = 0
     return {"unary": U.numpy(), "pairwise": V.numpy(), "weights": W.numpy()}
@@ -373,8 +469,13 @@ def _refine_inputs(p):
     from . import multilabel as ML
 
     truth, image, probs = ML.refine_energy(p["batch"], p["size"], p["classes"])
-    return {"image": image.numpy().astype(np.float32), "probs": probs.numpy().astype(np.float32),
-            "truth": truth.numpy(), "lam": np.array(2.0), "sigma": np.array(20.0)}
+    return {
+        "image": image.numpy().astype(np.float32),
+        "probs": probs.numpy().astype(np.float32),
+        "truth": truth.numpy(),
+        "lam": np.array(2.0),
+        "sigma": np.array(20.0),
+    }
 
 
 def _grabcut_inputs(p):
@@ -397,7 +498,7 @@ def _grabcut_inputs(p):
             out[f"i{i}_box"] = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
         else:
             r = max(1, int(p["protocol"].split("-")[1]) // k)
-            yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+            yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
             disc = yy * yy + xx * xx <= r * r
             seeds = np.zeros(gt.shape, np.uint8)
             seeds[ndimage.binary_erosion(fg, disc)] = 1
@@ -409,8 +510,15 @@ def _grabcut_inputs(p):
 def grabcut_items(x):
     """``[(image [H, W, 3] uint8, seeds or None, box or None, truth), ...]`` of grabcut inputs."""
     count = sum(1 for k in x if k.endswith("_image"))
-    return [(x[f"i{i}_image"], x.get(f"i{i}_seeds"), None if f"i{i}_box" not in x else
-             tuple(int(v) for v in x[f"i{i}_box"]), x[f"i{i}_truth"]) for i in range(count)]
+    return [
+        (
+            x[f"i{i}_image"],
+            x.get(f"i{i}_seeds"),
+            None if f"i{i}_box" not in x else tuple(int(v) for v in x[f"i{i}_box"]),
+            x[f"i{i}_truth"],
+        )
+        for i in range(count)
+    ]
 
 
 def iou(mask, truth) -> float:

@@ -143,12 +143,17 @@ def run(label, img, integer, moore, devices, repeat):
     caps = [np.abs(src - snk).max()] + [2 * w.max() for w in weights]
     arcs = img.size * (1 + img.ndim * (2 if moore else 1))
     tol = 0 if integer else arcs * 0.5 * float(max(caps)) / 2**30
-    row = {"case": label, "nodes": int(img.size), "integer": integer, "tolerance": tol,
-           "flows": {k: float(v[0]) for k, v in results.items()},
-           "seg_differs": {k: int((v[1] != ref_seg).sum()) for k, v in results.items()},
-           "median_s": {k: statistics.median(v) for k, v in times.items()},
-           "maxflow_s": {k: statistics.median(v) for k, v in solve_times.items()},
-           "runs": repeat}
+    row = {
+        "case": label,
+        "nodes": int(img.size),
+        "integer": integer,
+        "tolerance": tol,
+        "flows": {k: float(v[0]) for k, v in results.items()},
+        "seg_differs": {k: int((v[1] != ref_seg).sum()) for k, v in results.items()},
+        "median_s": {k: statistics.median(v) for k, v in times.items()},
+        "maxflow_s": {k: statistics.median(v) for k, v in solve_times.items()},
+        "runs": repeat,
+    }
     for k, (flow, _) in results.items():
         if abs(flow - ref_flow) > tol:
             raise AssertionError(f"{label}: {k} flow {flow!r} differs from PyMaxflow's {ref_flow!r} by more than {tol}")
@@ -156,12 +161,22 @@ def run(label, img, integer, moore, devices, repeat):
 
 
 def render(meta, rows, names):
-    lines = [f"# `torchcut.compat.pymaxflow` against PyMaxflow: one script, two modules", "",
-             meta, "",
-             "| case | nodes | flow (" + ", ".join(names) + ") | " + " | ".join(names)
-             + " | " + " | ".join(f"speed-up {n}" for n in names if n != "pymaxflow")
-             + " | maxflow() alone (" + ", ".join(names) + ") | segments differing |",
-             "|---|---:|---|" + "---:|" * len(names) + "---:|" * (len(names) - 1) + "---|---|"]
+    lines = [
+        "# `torchcut.compat.pymaxflow` against PyMaxflow: one script, two modules",
+        "",
+        meta,
+        "",
+        "| case | nodes | flow ("
+        + ", ".join(names)
+        + ") | "
+        + " | ".join(names)
+        + " | "
+        + " | ".join(f"speed-up {n}" for n in names if n != "pymaxflow")
+        + " | maxflow() alone ("
+        + ", ".join(names)
+        + ") | segments differing |",
+        "|---|---:|---|" + "---:|" * len(names) + "---:|" * (len(names) - 1) + "---|---|",
+    ]
     for r in rows:
         flows = ", ".join(f"{r['flows'][n]:.6g}" if not r["integer"] else str(int(r["flows"][n])) for n in names)
         ts = " | ".join(_t(r["median_s"][n]) for n in names)
@@ -169,7 +184,9 @@ def render(meta, rows, names):
         seg = ", ".join(str(r["seg_differs"][n]) for n in names if n != "pymaxflow")
         alone = ", ".join(_t(r["maxflow_s"][n]) for n in names)
         lines.append(f"| {r['case']} | {r['nodes']:,} | {flows} | {ts} | {sp} | {alone} | {seg} |")
-    slow = min(rows, key=lambda r: min(r["median_s"]["pymaxflow"] / r["median_s"][n] for n in names if n != "pymaxflow"))
+    slow = min(
+        rows, key=lambda r: min(r["median_s"]["pymaxflow"] / r["median_s"][n] for n in names if n != "pymaxflow")
+    )
     lines += ["", f"Slowest case for torchcut (smallest speed-up): {slow['case']}."]
     return "\n".join(lines) + "\n"
 
@@ -220,16 +237,19 @@ def main(argv=None):
         row = run(label, img, integer, moore, devices, args.repeat)
         print(json.dumps(row), flush=True)
         rows.append(row)
-        meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({platform.machine()}){gpu}, "
-                f"torch {torch.__version__}, PyMaxflow {maxflow.__version__}; load average before/after "
-                f"{load0:.2f}/{os.getloadavg()[0]:.2f}. Time to the segments (build + maxflow + get_grid_segments), "
-                f"median of {args.repeat} runs after a warm-up, solvers interleaved; int flows asserted equal, float "
-                "flows within the quantization bound.")
+        meta = (
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores ({platform.machine()}){gpu}, "
+            f"torch {torch.__version__}, PyMaxflow {maxflow.__version__}; load average before/after "
+            f"{load0:.2f}/{os.getloadavg()[0]:.2f}. Time to the segments (build + maxflow + get_grid_segments), "
+            f"median of {args.repeat} runs after a warm-up, solvers interleaved; int flows asserted equal, float "
+            "flows within the quantization bound."
+        )
         # written after every case, so that a run cut short still leaves its table
         (out / f"{stem}.md").write_text(render(meta, rows, names))
         (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     plot(rows, names, out / f"{stem}.png")
     print(render(meta, rows, names))
+
 
 if __name__ == "__main__":
     main()

@@ -197,8 +197,15 @@ def bvz_thinhpf(moves):
 
 def available(name):
     try:
-        __import__({"torchcut": "torchcut", "torchcut-bk": "torchcut", "torchcut-pseudoflow": "torchcut",
-                    "pymaxflow": "maxflow", "thinhpf": "thinhpf"}[name])
+        __import__(
+            {
+                "torchcut": "torchcut",
+                "torchcut-bk": "torchcut",
+                "torchcut-pseudoflow": "torchcut",
+                "pymaxflow": "maxflow",
+                "thinhpf": "thinhpf",
+            }[name]
+        )
         return True
     except ImportError:
         return False
@@ -206,30 +213,63 @@ def available(name):
 
 # -------------------------------------------------------------------------------------------- cases
 # --family segment: pictures (scikit-image name or GrabCut file, megapixels) and the smoothness weights.
-SEG_PHOTOS = [("chelsea", 0.25), ("gc:153077.jpg", 0.5), ("hubble_deep_field", 1.0), ("immunohistochemistry", 2.0),
-              ("coffee", 4.0)]
+SEG_PHOTOS = [
+    ("chelsea", 0.25),
+    ("gc:153077.jpg", 0.5),
+    ("hubble_deep_field", 1.0),
+    ("immunohistochemistry", 2.0),
+    ("coffee", 4.0),
+]
 SEG_LAMS = (1, 10, 100)
 
 
 def cases(quick, family="standard"):
     if family == "hard":  # 1024^2 left out: PyMaxflow takes up to ~20 s per solve there
-        return [dict(h, name=f"{h['name']} {h['conn']}-conn") for h in G.hard_cases()
-                if h["kind"] == "3d" or h["n"] <= 512]
+        return [
+            dict(h, name=f"{h['name']} {h['conn']}-conn") for h in G.hard_cases() if h["kind"] == "3d" or h["n"] <= 512
+        ]
     if family == "segment":
         c = []
         for pic, mp in SEG_PHOTOS[:3] if quick else SEG_PHOTOS:
             for conn in (4, 8):
                 for lam in SEG_LAMS:
-                    c.append(dict(name=f"photo {pic.removeprefix('gc:')} {mp:g} MP {conn}-conn lam {lam}", kind="seg",
-                                  pic=pic, mp=mp, conn=conn, lam=lam, ndim=2))
+                    c.append(
+                        dict(
+                            name=f"photo {pic.removeprefix('gc:')} {mp:g} MP {conn}-conn lam {lam}",
+                            kind="seg",
+                            pic=pic,
+                            mp=mp,
+                            conn=conn,
+                            lam=lam,
+                            ndim=2,
+                        )
+                    )
         for n in (64,) if quick else (64, 96):
             for conn in (6, 26):
                 for lam in SEG_LAMS if n == 64 else (10,):
-                    c.append(dict(name=f"blobs {n}^3 {conn}-conn lam {lam}", kind="seg", n=n, seed=3, conn=conn,
-                                  lam=lam, ndim=3))
+                    c.append(
+                        dict(
+                            name=f"blobs {n}^3 {conn}-conn lam {lam}",
+                            kind="seg",
+                            n=n,
+                            seed=3,
+                            conn=conn,
+                            lam=lam,
+                            ndim=3,
+                        )
+                    )
         # smoothed noise seeded on its brightest 3% and darkest 10% (benchmarks/auto_heldout.py)
-        c.append(dict(name="noise 64^3 6-conn lam 50, bright/dark seeds", kind="seg", volume="bright-dark", n=64,
-                      conn=6, lam=50, ndim=3))
+        c.append(
+            dict(
+                name="noise 64^3 6-conn lam 50, bright/dark seeds",
+                kind="seg",
+                volume="bright-dark",
+                n=64,
+                conn=6,
+                lam=50,
+                ndim=3,
+            )
+        )
         return c
     c = [
         dict(name="2D 512^2 4-conn", kind="2d", n=512, conn=4, batch=1, pic=0),
@@ -291,6 +331,7 @@ def segment_case(spec):
     """The integer arrays of ``torchcut.segmentation_graph`` (seeds: a ball in the middle, the border; or
     the bright/dark noise volume of ``auto_heldout.py``)."""
     import torch
+
     import torchcut
 
     if spec.get("volume") == "bright-dark":
@@ -298,16 +339,28 @@ def segment_case(spec):
 
         g = auto_heldout.build(auto_heldout.bright_dark_volume(spec["n"], spec["lam"]))
         K = len(g.offsets)
-        return g.offsets, [(g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
-                            g.caps[0, :K].to(torch.int32).numpy().copy())]
+        return g.offsets, [
+            (
+                g.source[0].to(torch.int32).numpy(),
+                g.sink[0].to(torch.int32).numpy(),
+                g.caps[0, :K].to(torch.int32).numpy().copy(),
+            )
+        ]
     nd = spec["ndim"]
     img = photo(spec["pic"], spec["mp"]) if nd == 2 else G.volume(spec["n"], spec["seed"]).astype(np.float32)
     seeds = G.seeds_for(img.shape[:nd])
-    g = torchcut.segmentation_graph(torch.from_numpy(img), torch.from_numpy(seeds.astype(np.int64)), lam=spec["lam"],
-                                    connectivity=spec["conn"], ndim=nd, channel_axis=-1 if img.ndim > nd else None)
+    g = torchcut.segmentation_graph(
+        torch.from_numpy(img),
+        torch.from_numpy(seeds.astype(np.int64)),
+        lam=spec["lam"],
+        connectivity=spec["conn"],
+        ndim=nd,
+        channel_axis=-1 if img.ndim > nd else None,
+    )
     K = len(g.offsets)
-    return g.offsets, [(g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
-                        g.caps[0, :K].numpy().copy())]
+    return g.offsets, [
+        (g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(), g.caps[0, :K].numpy().copy())
+    ]
 
 
 def strip_case(spec):
@@ -393,8 +446,9 @@ def peak_memory(spec, solver, case):
     with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
         pickle.dump(case, f)
         f.flush()
-        out = subprocess.run([sys.executable, __file__, "--mem-child", json.dumps(spec), solver, f.name],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--mem-child", json.dumps(spec), solver, f.name], capture_output=True, text=True
+        )
     if out.returncode != 0:
         return None
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -413,12 +467,19 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="512^2 and BVZ only")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--family", choices=("standard", "hard", "segment"), default="standard")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="cpu: CPU seconds of the process instead of wall time (less disturbed on a busy machine; "
-                         "the solvers' solves are single-threaded)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: CPU seconds of the process instead of wall time (less disturbed on a busy machine; "
+        "the solvers' solves are single-threaded)",
+    )
     ap.add_argument("--only", default=None, help="run only the cases whose name contains this text")
-    ap.add_argument("--no-peers", action="store_true",
-                    help="time torchcut's three ways only (checks auto's choice; flows not compared with a peer)")
+    ap.add_argument(
+        "--no-peers",
+        action="store_true",
+        help="time torchcut's three ways only (checks auto's choice; flows not compared with a peer)",
+    )
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -426,17 +487,24 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import torch
-    import torchcut
 
+    import torchcut
     from torchcut.solvers import cpu
 
     err = cpu.load_error()
     if err is not None:
         raise SystemExit(f"the compiled CPU solver is unavailable: {err}")
     solvers = [s for s in SOLVERS if available(s) and not (args.no_peers and not s.startswith("torchcut"))]
-    meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "solvers": solvers, "clock": args.clock,
-            "load_before": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "solvers": solvers,
+        "clock": args.clock,
+        "load_before": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     try:
         import maxflow
 
@@ -449,8 +517,14 @@ def main(argv=None):
         offs, items, nodes = load_case(spec)
         big = nodes > 2_000_000
         repeat = max(1, args.repeat - 2) if big else args.repeat
-        row = {"case": spec["name"], "kind": spec["kind"], "nodes": nodes, "conn": spec.get("conn"),
-               "batch": spec.get("batch", 1), "repeat": repeat}
+        row = {
+            "case": spec["name"],
+            "kind": spec["kind"],
+            "nodes": nodes,
+            "conn": spec.get("conn"),
+            "batch": spec.get("batch", 1),
+            "repeat": repeat,
+        }
         here = [s for s in solvers if runner(spec, s, offs, items)[0] is not None]
         flows = {}
         runs = {s: [] for s in here}
@@ -492,11 +566,15 @@ def main(argv=None):
                 row[s + "_bytes_per_node"] = peak_memory(spec, s, (offs, items, nodes))
         rows.append(row)
         peers = [s for s in here if not s.startswith("torchcut")]
-        print(f"{spec['name']:34s} flow {row['flow']:12d} | " + " | ".join(
-            f"{s} {row[s] * 1e3:8.1f} ms" for s in here) + " | " + " ".join(
-            f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers) + (
-            f" | auto/best {_auto_best(row):.2f}" if _auto_best(row) else "") + (
-            f" pick/best {_pick_best(row):.2f}" if _pick_best(row) else ""), flush=True)
+        print(
+            f"{spec['name']:34s} flow {row['flow']:12d} | "
+            + " | ".join(f"{s} {row[s] * 1e3:8.1f} ms" for s in here)
+            + " | "
+            + " ".join(f"x{row[p] / row['torchcut']:.2f} vs {p}" for p in peers)
+            + (f" | auto/best {_auto_best(row):.2f}" if _auto_best(row) else "")
+            + (f" pick/best {_pick_best(row):.2f}" if _pick_best(row) else ""),
+            flush=True,
+        )
     meta["load_after"] = os.getloadavg()
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (out / f"{stem}.md").write_text(render(meta, rows, solvers))
@@ -523,42 +601,74 @@ def _pick_best(r):
 def render(meta, rows, solvers):
     peers = [s for s in solvers if not s.startswith("torchcut")]
     mine = [s for s in solvers if s.startswith("torchcut")]  # auto, then the forced algorithms
-    lines = [f"# CPU max-flow: torchcut (compiled: Boykov-Kolmogorov, pseudoflow) vs {', '.join(peers)}", "",
-             f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), torch {meta['torch']}, PyMaxflow "
-             f"{meta.get('pymaxflow', '-')}; load average before/after "
-             f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}; clock: {meta.get('clock', 'wall')}. Time to the "
-             "mask (build + solve + mask), "
-             "best of the runs after a warm-up, the solvers interleaved; flows asserted equal across solvers (the "
-             "flows columns); solve = the solve alone (torchcut on a built graph, PyMaxflow's maxflow()); peak "
-             "memory = growth of the resident set during one solve in a fresh process, per node (thinhpf's time "
-             "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
-             "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); "
-             "torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
-             "over the faster forced one; pick / best = the forced time of auto's pick over the faster forced one "
-             "(1.00: the right choice; auto / best also holds the spread between two timings of one solve, and "
-             "auto's pseudoflow on a cut 2D grid, unlike the forced one, may hand ranges over to "
-             "Boykov-Kolmogorov: [pf+bk]).", "",
-             "| " + " | ".join(["case", "nodes", *mine, "auto / best", "pick / best", *peers,
-                                 *(f"{p} / auto" for p in peers), "solve: auto, pymaxflow",
-                                 "flows (" + ", ".join(solvers) + ")",
-                                 "bytes/node (" + ", ".join(["torchcut", *peers]) + ")"]) + " |",
-             "|---|---:|" + "---:|" * (len(mine) + 2 + 2 * len(peers) + 1) + "---|---|"]
+    lines = [
+        f"# CPU max-flow: torchcut (compiled: Boykov-Kolmogorov, pseudoflow) vs {', '.join(peers)}",
+        "",
+        f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), torch {meta['torch']}, PyMaxflow "
+        f"{meta.get('pymaxflow', '-')}; load average before/after "
+        f"{meta['load_before'][0]:.2f}/{meta['load_after'][0]:.2f}; clock: {meta.get('clock', 'wall')}. Time to the "
+        "mask (build + solve + mask), "
+        "best of the runs after a warm-up, the solvers interleaved; flows asserted equal across solvers (the "
+        "flows columns); solve = the solve alone (torchcut on a built graph, PyMaxflow's maxflow()); peak "
+        "memory = growth of the resident set during one solve in a fresh process, per node (thinhpf's time "
+        "leaves out reading its labels, see the script). torchcut = the default algorithm (\"auto\"; its pick "
+        "in brackets: bk or pf; on all of torch's threads, in parentheses on fewer); "
+        "torchcut-bk / torchcut-pseudoflow = the algorithm forced; auto / best = auto "
+        "over the faster forced one; pick / best = the forced time of auto's pick over the faster forced one "
+        "(1.00: the right choice; auto / best also holds the spread between two timings of one solve, and "
+        "auto's pseudoflow on a cut 2D grid, unlike the forced one, may hand ranges over to "
+        "Boykov-Kolmogorov: [pf+bk]).",
+        "",
+        "| "
+        + " | ".join(
+            [
+                "case",
+                "nodes",
+                *mine,
+                "auto / best",
+                "pick / best",
+                *peers,
+                *(f"{p} / auto" for p in peers),
+                "solve: auto, pymaxflow",
+                "flows (" + ", ".join(solvers) + ")",
+                "bytes/node (" + ", ".join(["torchcut", *peers]) + ")",
+            ]
+        )
+        + " |",
+        "|---|---:|" + "---:|" * (len(mine) + 2 + 2 * len(peers) + 1) + "---|---|",
+    ]
     for r in rows:
-        mem = ", ".join(f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
-                        for s in ["torchcut"] + peers)
+        mem = ", ".join(
+            f"{r[s + '_bytes_per_node']:.0f}" if r.get(s + "_bytes_per_node") is not None else "-"
+            for s in ["torchcut"] + peers
+        )
         pick = r.get("torchcut_stats", {}).get("algorithm")
         fewer = r.get("torchcut_threads", {})
-        tc = _t(r["torchcut"]) + (" (" + ", ".join(f"{_t(v)} on {k} thread{'' if k == '1' else 's'}"
-                                                   for k, v in fewer.items()) + ")" if fewer else "")
+        tc = _t(r["torchcut"]) + (
+            " (" + ", ".join(f"{_t(v)} on {k} thread{'' if k == '1' else 's'}" for k, v in fewer.items()) + ")"
+            if fewer
+            else ""
+        )
         handed = r.get("torchcut_stats", {}).get("handovers")
-        tc += {"pseudoflow": " [pf+bk]" if handed else " [pf]", "boykov-kolmogorov": " [bk]",
-               "mixed": " [mixed]"}.get(pick, "")
+        tc += {"pseudoflow": " [pf+bk]" if handed else " [pf]", "boykov-kolmogorov": " [bk]", "mixed": " [mixed]"}.get(
+            pick, ""
+        )
         ab, pb = _auto_best(r), _pick_best(r)
         solve = ", ".join(_t(r[s + "_solve"]) if s + "_solve" in r else "-" for s in ("torchcut", "pymaxflow"))
         fl = ", ".join(str(r["flows"][s]) if s in r.get("flows", {}) else "-" for s in solvers)
-        cells = [r["case"], f"{r['nodes']:,}", tc, *(_t(r[m]) if m in r else "-" for m in mine[1:]),
-                 f"{ab:.2f}" if ab else "-", f"{pb:.2f}" if pb else "-", *(_t(r[p]) if p in r else "-" for p in peers),
-                 *(f"{r[p] / r['torchcut']:.2f}x" if p in r else "-" for p in peers), solve, fl, mem]
+        cells = [
+            r["case"],
+            f"{r['nodes']:,}",
+            tc,
+            *(_t(r[m]) if m in r else "-" for m in mine[1:]),
+            f"{ab:.2f}" if ab else "-",
+            f"{pb:.2f}" if pb else "-",
+            *(_t(r[p]) if p in r else "-" for p in peers),
+            *(f"{r[p] / r['torchcut']:.2f}x" if p in r else "-" for p in peers),
+            solve,
+            fl,
+            mem,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -576,9 +686,11 @@ def plot(rows, solvers, png):
     except ImportError:
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    groups = {"2D 4-conn": lambda r: r["kind"] == "2d" and r["conn"] == 4 and r["batch"] == 1,
-              "2D 8-conn": lambda r: r["kind"] == "2d" and r["conn"] == 8,
-              "3D 6-conn": lambda r: r["kind"] == "3d"}
+    groups = {
+        "2D 4-conn": lambda r: r["kind"] == "2d" and r["conn"] == 4 and r["batch"] == 1,
+        "2D 8-conn": lambda r: r["kind"] == "2d" and r["conn"] == 8,
+        "3D 6-conn": lambda r: r["kind"] == "3d",
+    }
     styles = {"torchcut": "-o", "pymaxflow": "--s", "thinhpf": ":^"}
     colors = {"2D 4-conn": "C0", "2D 8-conn": "C1", "3D 6-conn": "C2"}
     for g, pick in groups.items():

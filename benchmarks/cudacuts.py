@@ -138,8 +138,18 @@ TX, TY = 32, 8  # thread block tile
 FAR = (2**31 - 1) // 4  # INT_MAX / 4 in the kernels: halo outside the grid
 INT32_MAX = 2**31 - 1
 PUSH_ORDER = ((0, -1), (-1, 0), (0, 1), (1, 0), (-1, -1), (-1, 1), (1, 1), (1, -1))
-STAT_KEYS = ("iterations", "global_relabels", "gr_levels", "label_levels", "exact", "host_syncs", "stop",
-             "loop_us", "label_us", "live_tiles")
+STAT_KEYS = (
+    "iterations",
+    "global_relabels",
+    "gr_levels",
+    "label_levels",
+    "exact",
+    "host_syncs",
+    "stop",
+    "loop_us",
+    "label_us",
+    "live_tiles",
+)
 
 
 # ------------------------------------------------------------------------------------------ network
@@ -189,7 +199,9 @@ def network(graph) -> Network:
     if graph.ndim != 2 or graph.batch_size != 1:
         raise ValueError(f"graph: expected one 2D grid, got shape {graph.shape} with {graph.batch_size} item(s)")
     if graph.is_float or graph.caps.dtype != torch.int32:
-        raise ValueError(f"graph: expected int32 capacities, got {graph.caps.dtype}{' (float input)' if graph.is_float else ''}")
+        raise ValueError(
+            f"graph: expected int32 capacities, got {graph.caps.dtype}{' (float input)' if graph.is_float else ''}"
+        )
     src64 = graph.source[0]
     snk = graph.sink[0].to(torch.int32)
     if int(src64.max()) > INT32_MAX:
@@ -197,12 +209,16 @@ def network(graph) -> Network:
     total = int((src64 - snk.to(torch.int64)).clamp(min=0).sum())
     if total > INT32_MAX:
         raise ValueError(f"graph: total initial excess {total} exceeds int32 (CUDA Cuts keeps excess in int32)")
-    return Network(caps=graph.caps[0].contiguous(), source=src64.to(torch.int32).contiguous(),
-                   sink=snk.contiguous(), dirs=tuple(tuple(int(v) for v in d) for d in graph.directions))
+    return Network(
+        caps=graph.caps[0].contiguous(),
+        source=src64.to(torch.int32).contiguous(),
+        sink=snk.contiguous(),
+        dirs=tuple(tuple(int(v) for v in d) for d in graph.directions),
+    )
 
 
 # ------------------------------------------------------------------------------------------- solver
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_extension(verbose: bool = False):
     """Build (once, cached) and load the CUDA Cuts kernels; return ``torch.ops.torchcut_cudacuts``.
 
@@ -229,10 +245,15 @@ def load_extension(verbose: bool = False):
     _ext._ninja_on_path()
     build = _ext.cache_dir("torchcut_cudacuts")
     build.mkdir(parents=True, exist_ok=True)
-    cpp_extension.load(name="torchcut_cudacuts", sources=[str(HERE / "cudacuts_kernels.cu")],
-                       build_directory=str(build), extra_cflags=["-O3"],
-                       extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-lineinfo"],
-                       is_python_module=False, verbose=verbose)
+    cpp_extension.load(
+        name="torchcut_cudacuts",
+        sources=[str(HERE / "cudacuts_kernels.cu")],
+        build_directory=str(build),
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-lineinfo"],
+        is_python_module=False,
+        verbose=verbose,
+    )
     return torch.ops.torchcut_cudacuts
 
 
@@ -279,8 +300,17 @@ def _max_iters(variant: str, max_iters):
     return CONVERGE_MAX_ITERS if variant == "converge" else PUBLIC_MAX_ITERS
 
 
-def solve(net: Network, variant: str = "stochastic", *, max_iters: int | None = None, gr_every: int = 0,
-          time_limit: float = 0.0, bfs_chunk: int = 16, label: str = "excess", with_flow: bool = True) -> Solution:
+def solve(
+    net: Network,
+    variant: str = "stochastic",
+    *,
+    max_iters: int | None = None,
+    gr_every: int = 0,
+    time_limit: float = 0.0,
+    bfs_chunk: int = 16,
+    label: str = "excess",
+    with_flow: bool = True,
+) -> Solution:
     """Run CUDA Cuts on the GPU.
 
     Parameters
@@ -312,9 +342,18 @@ def solve(net: Network, variant: str = "stochastic", *, max_iters: int | None = 
     Solution
     """
     ops = load_extension()
-    mask, snk, exc, st = ops.solve(net.caps, net.source, net.sink, [v for d in net.dirs for v in d],
-                                   VARIANTS[variant], _max_iters(variant, max_iters), int(gr_every),
-                                   float(time_limit), int(bfs_chunk), LABELS[label])
+    mask, snk, exc, st = ops.solve(
+        net.caps,
+        net.source,
+        net.sink,
+        [v for d in net.dirs for v in d],
+        VARIANTS[variant],
+        _max_iters(variant, max_iters),
+        int(gr_every),
+        float(time_limit),
+        int(bfs_chunk),
+        LABELS[label],
+    )
     sol = Solution(mask=mask, sink_residual=snk, excess=exc, stats=_stats(st.tolist()))
     if with_flow:
         sol.flow = flow_of(net, sol)
@@ -399,12 +438,24 @@ def _nb(a, dy, dx, fill):
     """``out[p] = a[p + (dy, dx)]``, ``fill`` outside the grid."""
     H, W = a.shape
     out = np.full_like(a, fill)
-    out[max(0, -dy):H - max(0, dy), max(0, -dx):W - max(0, dx)] = a[max(0, dy):H + min(0, dy), max(0, dx):W + min(0, dx)]
+    out[max(0, -dy) : H - max(0, dy), max(0, -dx) : W - max(0, dx)] = a[
+        max(0, dy) : H + min(0, dy), max(0, dx) : W + min(0, dx)
+    ]
     return out
 
 
-def simulate(caps, source, sink, dirs, variant: str = "stochastic", *, max_iters: int | None = None,
-             gr_every: int = 0, bfs_chunk: int = 16, label: str = "excess") -> Solution:
+def simulate(
+    caps,
+    source,
+    sink,
+    dirs,
+    variant: str = "stochastic",
+    *,
+    max_iters: int | None = None,
+    gr_every: int = 0,
+    bfs_chunk: int = 16,
+    label: str = "excess",
+) -> Solution:
     """Numpy model of the CUDA kernels and host loop: the same arithmetic, one launch at a time.
 
     Every launch of the CUDA version is deterministic (see the module docstring), so on the same
@@ -580,6 +631,7 @@ def simulate(caps, source, sink, dirs, variant: str = "stochastic", *, max_iters
 # ------------------------------------------------------------------------------------------ selfcheck
 def _random_graph(rng, H, W, conn, device):
     import torch
+
     import torchcut
 
     offs = torchcut.grid_offsets(2, conn)
@@ -609,14 +661,19 @@ def selfcheck(seed: int = 0) -> bool:
         True when every check passed (failures are printed).
     """
     import torch
+
     import torchcut
 
     rng = np.random.default_rng(seed)
     cuda = torch.cuda.is_available()
     ok = True
-    grids = [_random_graph(rng, H, W, conn, "cpu") for H, W, conn in ((13, 70, 4), (37, 41, 8), (24, 96, 4), (9, 33, 8))]
-    for spec in (dict(kind="2d", n=48, conn=4, batch=1, family="lowcontrast", lam_x=10.0, seed=2),
-                 dict(kind="2d", n=40, conn=8, batch=1, family="smooth", lam_x=100.0, pic=0)):
+    grids = [
+        _random_graph(rng, H, W, conn, "cpu") for H, W, conn in ((13, 70, 4), (37, 41, 8), (24, 96, 4), (9, 33, 8))
+    ]
+    for spec in (
+        dict(kind="2d", n=48, conn=4, batch=1, family="lowcontrast", lam_x=10.0, seed=2),
+        dict(kind="2d", n=40, conn=8, batch=1, family="smooth", lam_x=100.0, pic=0),
+    ):
         offs, items = bench.make_case(spec)  # small hard energies: long runs, idle tiles, unreachable excess
         t = [torch.as_tensor(a) for a in items[0]]
         grids.append((torchcut.GridGraph(t[0], t[1], t[2], offs), offs, t))
@@ -625,23 +682,40 @@ def selfcheck(seed: int = 0) -> bool:
         conn = 2 * len(offs)
         flow = torchcut.maxflow(g).flow_value
         net = network(g)
-        runs = [("stochastic", "excess", 0), ("stochastic", "sink", 0), ("atomic", "excess", 0),
-                ("atomic", "excess", 7), ("converge", "excess", 0), ("converge", "excess", 5)]
+        runs = [
+            ("stochastic", "excess", 0),
+            ("stochastic", "sink", 0),
+            ("atomic", "excess", 0),
+            ("atomic", "excess", 7),
+            ("converge", "excess", 0),
+            ("converge", "excess", 5),
+        ]
         for variant, label, gr_every in runs:
             t0 = time.perf_counter()
-            sim = simulate(net.caps.numpy(), net.source.numpy(), net.sink.numpy(), net.dirs, variant, label=label,
-                           gr_every=gr_every)
+            sim = simulate(
+                net.caps.numpy(),
+                net.source.numpy(),
+                net.sink.numpy(),
+                net.dirs,
+                variant,
+                label=label,
+                gr_every=gr_every,
+            )
             e = cut_energy(src, snk, edg, offs, torch.from_numpy(sim.mask))
             good = e == flow == sim.flow if sim.stats["exact"] else e >= flow >= sim.flow
-            line = (f"{H}x{W} {conn}c {variant:<10} label {label:<6} gr_every {gr_every}: model energy {e} flow "
-                    f"{sim.flow} optimum {flow} {sim.stats} ({time.perf_counter() - t0:.1f} s)")
+            line = (
+                f"{H}x{W} {conn}c {variant:<10} label {label:<6} gr_every {gr_every}: model energy {e} flow "
+                f"{sim.flow} optimum {flow} {sim.stats} ({time.perf_counter() - t0:.1f} s)"
+            )
             if cuda:
                 gnet = Network(*(t.cuda() for t in (net.caps, net.source, net.sink)), net.dirs)
                 dev = solve(gnet, variant, label=label, gr_every=gr_every)
-                same = (np.array_equal(dev.mask.cpu().numpy(), sim.mask)
-                        and np.array_equal(dev.sink_residual.cpu().numpy(), sim.sink_residual)
-                        and np.array_equal(dev.excess.cpu().numpy(), sim.excess)
-                        and all(dev.stats[k] == sim.stats[k] for k in sim.stats))
+                same = (
+                    np.array_equal(dev.mask.cpu().numpy(), sim.mask)
+                    and np.array_equal(dev.sink_residual.cpu().numpy(), sim.sink_residual)
+                    and np.array_equal(dev.excess.cpu().numpy(), sim.excess)
+                    and all(dev.stats[k] == sim.stats[k] for k in sim.stats)
+                )
                 line += f"; CUDA {'== model' if same else f'DIFFERS {dev.stats}'}"
                 good = good and same
             ok = ok and good
@@ -703,19 +777,37 @@ def run_case(spec, args, device: str = "cuda") -> dict:
     e_tc = cut_energy(src, snk, edg, offs, res.mask)
     assert e_tc == flow, (spec["name"], e_tc, flow)
     net = network(res.graph)  # the graph torchcut just solved (grid.py built it from the same arrays)
-    row = dict(name=spec["name"], conn=spec["conn"], nodes=int(src.numel()), tc_solve=tc["solve"], tc_total=tc["total"],
-               tc_stats={k: v for k, v in tc["stats"].items() if isinstance(v, (int, float, str, bool))},
-               optimum=flow, variants={})
+    row = dict(
+        name=spec["name"],
+        conn=spec["conn"],
+        nodes=int(src.numel()),
+        tc_solve=tc["solve"],
+        tc_total=tc["total"],
+        tc_stats={k: v for k, v in tc["stats"].items() if isinstance(v, (int, float, str, bool))},
+        optimum=flow,
+        variants={},
+    )
     del tc, res
     for variant in args.variants:
         rec = {}
         for label in ("excess", "sink"):  # the public labelling, then the nodes that cannot reach the sink
-            t, sol = bench._cuda_time(lambda: solve(net, variant, gr_every=args.gr_every, bfs_chunk=args.bfs_chunk,
-                                                    label=label, with_flow=False), args.repeats)
+            t, sol = bench._cuda_time(
+                lambda: solve(
+                    net, variant, gr_every=args.gr_every, bfs_chunk=args.bfs_chunk, label=label, with_flow=False
+                ),
+                args.repeats,
+            )
             e = cut_energy(src, snk, edg, offs, sol.mask)
             key = "" if label == "excess" else "_sink"
-            rec.update({f"time{key}": t, f"energy{key}": e, f"gap{key}": _gap(e, flow), f"stats{key}": sol.stats,
-                        f"fg{key}": float(sol.mask.float().mean())})
+            rec.update(
+                {
+                    f"time{key}": t,
+                    f"energy{key}": e,
+                    f"gap{key}": _gap(e, flow),
+                    f"stats{key}": sol.stats,
+                    f"fg{key}": float(sol.mask.float().mean()),
+                }
+            )
         rec["flow"] = flow_of(net, sol)
         row["variants"][variant] = rec
     if not args.no_converge:
@@ -729,8 +821,12 @@ def run_case(spec, args, device: str = "cuda") -> dict:
             e = cut_energy(src, snk, edg, offs, sol.mask)
             assert e == flow and sol.flow == flow, (spec["name"], e, sol.flow, flow)
             runs = max(1, min(args.repeats, int(args.converge_budget // max(first, 1e-3))))
-            t, sol = bench._cuda_time(lambda: solve(net, "converge", time_limit=4 * args.converge_limit,
-                                                    bfs_chunk=args.bfs_chunk, with_flow=False), runs)
+            t, sol = bench._cuda_time(
+                lambda: solve(
+                    net, "converge", time_limit=4 * args.converge_limit, bfs_chunk=args.bfs_chunk, with_flow=False
+                ),
+                runs,
+            )
             assert sol.stats["exact"], spec["name"]
             conv.update(time=t, runs=runs, energy=e, stats=sol.stats)
         row["converge"] = conv
@@ -747,12 +843,16 @@ def _line(row) -> str:
     parts = [f"{row['name']:<28} {row['conn']}c  torchcut {_ms(row['tc_solve'])} ms  optimum {row['optimum']}"]
     for v, r in row["variants"].items():
         st = r["stats"]
-        parts.append(f"{v} {_ms(r['time'])} ms ({st['iterations']} it, {st['stop']}) gap {r['gap']:.2f}% "
-                     f"(sink labelling {r['gap_sink']:.2f}%)")
+        parts.append(
+            f"{v} {_ms(r['time'])} ms ({st['iterations']} it, {st['stop']}) gap {r['gap']:.2f}% "
+            f"(sink labelling {r['gap_sink']:.2f}%)"
+        )
     c = row.get("converge")
     if c:
         st = c["stats"]
-        parts.append(f"converge {_ms(c.get('time'))} ms ({st['iterations']} it, {st['global_relabels']} GR, {st['stop']})")
+        parts.append(
+            f"converge {_ms(c.get('time'))} ms ({st['iterations']} it, {st['global_relabels']} GR, {st['stop']})"
+        )
     return "  ".join(parts)
 
 
@@ -771,18 +871,21 @@ def write_outputs(rows, out: Path, args, echo: bool = True) -> None:
     import torch
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "CPU"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = [
         f"# torchcut against CUDA Cuts ({dev}, torch {torch.__version__}, CUDA {torch.version.cuda}, {stamp}"
-        + (f", commit {commit}" if commit else "") + ")",
+        + (f", commit {commit}" if commit else "")
+        + ")",
         "",
         f"`python benchmarks/cudacuts.py {' '.join(sys.argv[1:])}` (family {args.family}"
-        + (", quick" if args.quick else "") + f"). Same integer networks as `benchmarks/grid.py` (2D cases). "
+        + (", quick" if args.quick else "")
+        + f"). Same integer networks as `benchmarks/grid.py` (2D cases). "
         f"Times: medians of {args.repeats} runs after a warm-up, CUDA events (grid.py's `_cuda_time`). "
         "torchcut = `torchcut.maxflow` on a built graph (exact; its flow is the optimum, and the energy of its "
         "mask equals it). CUDA Cuts = this repository's re-implementation (`benchmarks/cudacuts.py`, see its "
@@ -797,46 +900,67 @@ def write_outputs(rows, out: Path, args, echo: bool = True) -> None:
     ]
     lines = list(head)
     for v in args.variants:
-        lines += [f"## CUDA Cuts, variant {v!r} (the public stopping rule)", "",
-                  "| case | conn | nodes | torchcut ms | CUDA Cuts ms (loop) | ratio | optimum | CUDA Cuts energy | gap % "
-                  "| flow reached % | iterations | stop | labelling BFS levels | sink-side labelling: ms, gap % |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## CUDA Cuts, variant {v!r} (the public stopping rule)",
+            "",
+            "| case | conn | nodes | torchcut ms | CUDA Cuts ms (loop) | ratio | optimum | CUDA Cuts energy | gap % "
+            "| flow reached % | iterations | stop | labelling BFS levels | sink-side labelling: ms, gap % |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             x = r["variants"][v]
             st = x["stats"]
             reach = 100.0 * x["flow"] / r["optimum"] if r["optimum"] else 100.0
-            lines.append(f"| {r['name']} | {r['conn']} | {r['nodes']:,} | {_ms(r['tc_solve'])} | {_ms(x['time'])} "
-                         f"({st['loop_ms']:.2f}) | {x['time'] / r['tc_solve']:.2f} | {r['optimum']} | {x['energy']} "
-                         f"| {x['gap']:.2f} | {reach:.2f} | {st['iterations']} | {st['stop']} | {st['label_levels']} "
-                         f"| {_ms(x['time_sink'])}, {x['gap_sink']:.2f} |")
+            lines.append(
+                f"| {r['name']} | {r['conn']} | {r['nodes']:,} | {_ms(r['tc_solve'])} | {_ms(x['time'])} "
+                f"({st['loop_ms']:.2f}) | {x['time'] / r['tc_solve']:.2f} | {r['optimum']} | {x['energy']} "
+                f"| {x['gap']:.2f} | {reach:.2f} | {st['iterations']} | {st['stop']} | {st['label_levels']} "
+                f"| {_ms(x['time_sink'])}, {x['gap_sink']:.2f} |"
+            )
         lines.append("")
     if not args.no_converge:
-        lines += ["## CUDA Cuts run to exact convergence (stopping heuristic disabled)", "",
-                  f"Variant 'atomic' without its stopping rule, global relabels (BFS from the sink) every max(32, last "
-                  f"BFS depth) iterations, stopped when no node with excess can reach the sink; time limit "
-                  f"{args.converge_limit:g} s per run, at most {args.converge_budget:g} s of timed runs per case. Energy and "
-                  "flow asserted equal to torchcut's.",
-                  "",
-                  "| case | conn | torchcut ms | converged CUDA Cuts ms | ratio | runs | iterations | global relabels "
-                  "| BFS levels | result |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## CUDA Cuts run to exact convergence (stopping heuristic disabled)",
+            "",
+            f"Variant 'atomic' without its stopping rule, global relabels (BFS from the sink) every max(32, last "
+            f"BFS depth) iterations, stopped when no node with excess can reach the sink; time limit "
+            f"{args.converge_limit:g} s per run, at most {args.converge_budget:g} s of timed runs per case. Energy and "
+            "flow asserted equal to torchcut's.",
+            "",
+            "| case | conn | torchcut ms | converged CUDA Cuts ms | ratio | runs | iterations | global relabels "
+            "| BFS levels | result |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             c = r.get("converge", {})
             st = c.get("stats", {})
             if "time" in c:
-                lines.append(f"| {r['name']} | {r['conn']} | {_ms(r['tc_solve'])} | {_ms(c['time'])} | "
-                             f"{c['time'] / r['tc_solve']:.1f} | {c['runs']} | {st['iterations']} | {st['global_relabels']} "
-                             f"| {st['gr_levels']} | exact (energy = optimum) |")
+                lines.append(
+                    f"| {r['name']} | {r['conn']} | {_ms(r['tc_solve'])} | {_ms(c['time'])} | "
+                    f"{c['time'] / r['tc_solve']:.1f} | {c['runs']} | {st['iterations']} | {st['global_relabels']} "
+                    f"| {st['gr_levels']} | exact (energy = optimum) |"
+                )
             else:
                 reach = 100.0 * c.get("flow", 0) / r["optimum"] if r["optimum"] else 100.0
-                lines.append(f"| {r['name']} | {r['conn']} | {_ms(r['tc_solve'])} | not converged: {st.get('stop')} after "
-                             f"{c.get('first', 0):.1f} s | - | 1 | {st.get('iterations')} | {st.get('global_relabels')} "
-                             f"| {st.get('gr_levels')} | flow reached {reach:.2f}% |")
+                lines.append(
+                    f"| {r['name']} | {r['conn']} | {_ms(r['tc_solve'])} | not converged: {st.get('stop')} after "
+                    f"{c.get('first', 0):.1f} s | - | 1 | {st.get('iterations')} | {st.get('global_relabels')} "
+                    f"| {st.get('gr_levels')} | flow reached {reach:.2f}% |"
+                )
         lines.append("")
     (out / "cudacuts.md").write_text("\n".join(lines) + "\n")
-    meta = dict(device=dev, torch=torch.__version__, cuda=torch.version.cuda, date=stamp, commit=commit,
-                argv=sys.argv[1:], repeats=args.repeats, family=args.family, quick=args.quick,
-                host=platform.node())
+    meta = dict(
+        device=dev,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        date=stamp,
+        commit=commit,
+        argv=sys.argv[1:],
+        repeats=args.repeats,
+        family=args.family,
+        quick=args.quick,
+        host=platform.node(),
+    )
     (out / "cudacuts.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1, default=str))
     if echo:
         print("\n".join(lines))
@@ -863,8 +987,12 @@ def main(argv=None):
     ap.add_argument("--variants", default="stochastic,atomic", help="heuristic variants to run")
     ap.add_argument("--no-converge", action="store_true", help="skip the run to exact convergence")
     ap.add_argument("--converge-limit", type=float, default=30.0, help="seconds: give up a converge run past this")
-    ap.add_argument("--converge-budget", type=float, default=60.0,
-                    help="seconds of timed converge runs per case (fewer than --repeats runs above it)")
+    ap.add_argument(
+        "--converge-budget",
+        type=float,
+        default=60.0,
+        help="seconds of timed converge runs per case (fewer than --repeats runs above it)",
+    )
     ap.add_argument("--gr-every", type=int, default=0, help="global relabel period in the heuristic variants (0: none)")
     ap.add_argument("--bfs-chunk", type=int, default=16)
     ap.add_argument("--selfcheck", action="store_true", help="kernels against the numpy model on small grids")

@@ -132,8 +132,7 @@ def bench(args):
         holder["v"].sum().backward()
         _sync(device)
         tb.append(time.perf_counter() - t0)
-    rows.append(("flow_value (solve with grad / without)", t_plain, statistics.median(tb), t_grad / t_plain,
-                 "~1.0"))
+    rows.append(("flow_value (solve with grad / without)", t_plain, statistics.median(tb), t_grad / t_plain, "~1.0"))
     return rows
 
 
@@ -150,8 +149,10 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = bench(args)
-    print(f"device {args.device}, batch {args.batch} x {args.size}^2, torch threads {torch.get_num_threads()}, "
-          f"median of {args.repeat}")
+    print(
+        f"device {args.device}, batch {args.batch} x {args.size}^2, torch threads {torch.get_num_threads()}, "
+        f"median of {args.repeat}"
+    )
     print("| case | forward s | backward s | ratio | target |")
     print("|---|---|---|---|---|")
     for name, f, b, r, target in rows:

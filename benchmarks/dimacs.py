@@ -41,12 +41,12 @@ def sequences(names):
         if name == "tsukuba":
             out[name] = (L, R, 1)
         elif name.startswith("tsukuba") and name.endswith("x"):
-            out[name] = (L, R, int(name[len("tsukuba"):-1]))
+            out[name] = (L, R, int(name[len("tsukuba") : -1]))
         elif name.startswith("motorcycle"):
             import skimage.data
 
             left, right, _ = skimage.data.stereo_motorcycle()
-            k = int(name[len("motorcycle"):-1]) if name.endswith("x") else 1
+            k = int(name[len("motorcycle") : -1]) if name.endswith("x") else 1
             out[name] = (left, right, k)
         else:
             raise SystemExit(f"--sequences: unknown sequence {name!r}")
@@ -108,7 +108,9 @@ def bench_general(names, repeat, dev, budget=1e9):
         if time.perf_counter() - t_start > budget:
             print(f"# budget exhausted, skipping {name}", flush=True)
             break
-        g = torchcut.FlowGraph.from_network(torch.from_numpy(tail), torch.from_numpy(head), torch.from_numpy(cap), s, t, n)
+        g = torchcut.FlowGraph.from_network(
+            torch.from_numpy(tail), torch.from_numpy(head), torch.from_numpy(cap), s, t, n
+        )
         u, v, cf, cb = (x.numpy() for x in g.edges())
         src, snk = g.source[0].numpy(), g.sink[0].numpy().astype(np.int64)
         N = g.num_nodes
@@ -127,12 +129,22 @@ def bench_general(names, repeat, dev, budget=1e9):
         t_tc, r = timed(lambda: torchcut.maxflow(gd, lattice=False), repeat)
         assert r.flow_value == flow_pm, (name, r.flow_value, flow_pm)
         assert r.verify()
-        row = {"name": name, "nodes": n, "pairs": g.num_pairs, "flow": flow_pm, "pmf_total": t_pm, "tc_solve": t_tc,
-               "backend": r.stats.get("backend"), "global_relabels": r.stats.get("global_relabels"),
-               "rounds": r.stats.get("rounds")}
-        print(f"general {name}: n={n} pairs={g.num_pairs} flow={flow_pm} pmf {t_pm * 1e3:.1f} ms | torchcut "
-              f"{r.stats.get('backend')} {t_tc * 1e3:.1f} ms ({row['global_relabels']} relabels, {row['rounds']} rounds)",
-              flush=True)
+        row = {
+            "name": name,
+            "nodes": n,
+            "pairs": g.num_pairs,
+            "flow": flow_pm,
+            "pmf_total": t_pm,
+            "tc_solve": t_tc,
+            "backend": r.stats.get("backend"),
+            "global_relabels": r.stats.get("global_relabels"),
+            "rounds": r.stats.get("rounds"),
+        }
+        print(
+            f"general {name}: n={n} pairs={g.num_pairs} flow={flow_pm} pmf {t_pm * 1e3:.1f} ms | torchcut "
+            f"{r.stats.get('backend')} {t_tc * 1e3:.1f} ms ({row['global_relabels']} relabels, {row['rounds']} rounds)",
+            flush=True,
+        )
         rows.append(row)
     return rows
 
@@ -211,8 +223,10 @@ def main(argv=None):
         H, W = left.shape
         t0 = time.perf_counter()
         moves = list(expansion_moves(left, right, args.disparities, step=k, solver="pymaxflow"))
-        print(f"# {name}: {H}x{W} = {H * W} pixels, {len(moves)} moves generated in {time.perf_counter() - t0:.1f} s",
-              flush=True)
+        print(
+            f"# {name}: {H}x{W} = {H * W} pixels, {len(moves)} moves generated in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         if args.dimacs_io and si == 0:
             with tempfile.TemporaryDirectory() as tmp:
                 t_w = t_r = 0.0
@@ -228,8 +242,18 @@ def main(argv=None):
                     t_r += c - b
                     assert torch.equal(g2.caps, g.caps) and torch.equal(g2.source, g.source)
                 print(f"# DIMACS io {name}: write {t_w:.2f} s, read {t_r:.2f} s for {len(moves)} files", flush=True)
-        seq = {"name": name, "shape": [H, W], "nodes": H * W + 2, "moves": 0, "pmf_total": 0.0, "pmf_solve": 0.0,
-               "tc_total": 0.0, "tc_solve": 0.0, "csr_solve": 0.0, "csr_moves": 0}
+        seq = {
+            "name": name,
+            "shape": [H, W],
+            "nodes": H * W + 2,
+            "moves": 0,
+            "pmf_total": 0.0,
+            "pmf_solve": 0.0,
+            "tc_total": 0.0,
+            "tc_solve": 0.0,
+            "csr_solve": 0.0,
+            "csr_moves": 0,
+        }
         csr_on = H * W <= args.csr_max_nodes
         for m in moves:
             if time.perf_counter() - t_start > args.budget:
@@ -244,18 +268,30 @@ def main(argv=None):
 
             def build():
                 t = [x.to(dev, non_blocking=False) for x in host]
-                return torchcut.FlowGraph.from_edges(t[0], t[1], t[2], t[3], source=t[4], sink=t[5], num_nodes=m.num_nodes)
+                return torchcut.FlowGraph.from_edges(
+                    t[0], t[1], t[2], t[3], source=t[4], sink=t[5], num_nodes=m.num_nodes
+                )
 
             g = build()
             t_total, r = timed(lambda: torchcut.maxflow(build(), lattice=lattice), reps)
-            t_solve, r = timed(lambda: torchcut.maxflow(g, lattice=lattice), reps)
+            t_solve, r = timed(lambda g=g: torchcut.maxflow(g, lattice=lattice), reps)
             assert r.flow_value == flow_pm, (name, m.alpha, r.flow_value, flow_pm)
             assert r.verify()
-            row = {"seq": name, "alpha": m.alpha, "nodes": m.num_nodes + 2, "pairs": g.num_pairs, "flow": flow_pm,
-                   "pmf_total": pmf_build + pmf_solve, "pmf_solve": pmf_solve, "tc_total": t_total, "tc_solve": t_solve,
-                   "route": r.stats.get("route"), "backend": r.stats.get("backend")}
+            row = {
+                "seq": name,
+                "alpha": m.alpha,
+                "nodes": m.num_nodes + 2,
+                "pairs": g.num_pairs,
+                "flow": flow_pm,
+                "pmf_total": pmf_build + pmf_solve,
+                "pmf_solve": pmf_solve,
+                "tc_total": t_total,
+                "tc_solve": t_solve,
+                "route": r.stats.get("route"),
+                "backend": r.stats.get("backend"),
+            }
             if csr_on and dev == "cuda":
-                t_csr, rc = timed(lambda: torchcut.maxflow(g, backend="cuda", lattice=False), 1)
+                t_csr, rc = timed(lambda g=g: torchcut.maxflow(g, backend="cuda", lattice=False), 1)
                 assert rc.flow_value == flow_pm, (name, m.alpha, "csr", rc.flow_value, flow_pm)
                 row["csr_solve"] = t_csr
                 row["csr_stats"] = {k2: v for k2, v in rc.stats.items() if isinstance(v, (int, float))}
@@ -266,24 +302,42 @@ def main(argv=None):
             if args.csr_sweep and dev == "cuda" and m.alpha == 1:
                 for period in (0, 4, 16, 64):
                     for iters in (1, 4, 16):
-                        ts, rs = timed(lambda: torchcut.maxflow(g, backend="cuda", lattice=False, period=period,
-                                                                iters=iters), 2)
+                        ts, rs = timed(
+                            lambda g=g, period=period, iters=iters: torchcut.maxflow(
+                                g, backend="cuda", lattice=False, period=period, iters=iters
+                            ),
+                            2,
+                        )
                         assert rs.flow_value == flow_pm
-                        print(f"# sweep {name} a=1 period={period:3d} iters={iters:2d}: {ts * 1e3:8.1f} ms "
-                              f"({rs.stats['global_relabels']} relabels, {rs.stats['rounds']} rounds)", flush=True)
+                        print(
+                            f"# sweep {name} a=1 period={period:3d} iters={iters:2d}: {ts * 1e3:8.1f} ms "
+                            f"({rs.stats['global_relabels']} relabels, {rs.stats['rounds']} rounds)",
+                            flush=True,
+                        )
             rows.append(row)
             for key in ("pmf_total", "pmf_solve", "tc_total", "tc_solve"):
                 seq[key] += row[key]
             seq["moves"] += 1
-            print(f"{name} a={m.alpha:2d} flow={flow_pm:9d} pmf {row['pmf_total'] * 1e3:8.1f} ms "
-                  f"(solve {pmf_solve * 1e3:7.1f}) | torchcut {t_total * 1e3:7.1f} ms (solve {t_solve * 1e3:7.1f}, "
-                  f"{row['route']}/{row['backend']}) | csr {row.get('csr_solve', float('nan')) * 1e3:8.1f} ms", flush=True)
+            print(
+                f"{name} a={m.alpha:2d} flow={flow_pm:9d} pmf {row['pmf_total'] * 1e3:8.1f} ms "
+                f"(solve {pmf_solve * 1e3:7.1f}) | torchcut {t_total * 1e3:7.1f} ms (solve {t_solve * 1e3:7.1f}, "
+                f"{row['route']}/{row['backend']}) | csr {row.get('csr_solve', float('nan')) * 1e3:8.1f} ms",
+                flush=True,
+            )
             del g
         seqs.append(seq)
         save(out, rows, seqs, [], dev)
 
-    general = bench_general([x for x in args.general.split(",") if x], args.repeat, dev,
-                            args.budget + 120 - (time.perf_counter() - t_start)) if args.general else []
+    general = (
+        bench_general(
+            [x for x in args.general.split(",") if x],
+            args.repeat,
+            dev,
+            args.budget + 120 - (time.perf_counter() - t_start),
+        )
+        if args.general
+        else []
+    )
     save(out, rows, seqs, general, dev)
     print(render(rows, seqs, general, dev))
     return 0
@@ -296,35 +350,53 @@ def save(out, rows, seqs, general, dev):
 
 def render(rows, seqs, general, dev):
     dev_name = (torch.cuda.get_device_name() if dev == "cuda" else "cpu") if dev in ("cuda", "cpu") else dev
-    lines = [f"# BVZ-style expansion sequences: torchcut ({dev_name}) vs PyMaxflow {_pmf_version()}", "",
-             "Per move: time to the result (graph build + solve) and solve alone, median of runs; flows equal.", "",
-             "| sequence | move | nodes | arc pairs | flow | PyMaxflow total ms | PyMaxflow solve ms | torchcut total ms | "
-             "torchcut solve ms | CSR kernels ms | speed-up (total) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# BVZ-style expansion sequences: torchcut ({dev_name}) vs PyMaxflow {_pmf_version()}",
+        "",
+        "Per move: time to the result (graph build + solve) and solve alone, median of runs; flows equal.",
+        "",
+        "| sequence | move | nodes | arc pairs | flow | PyMaxflow total ms | PyMaxflow solve ms | torchcut total ms | "
+        "torchcut solve ms | CSR kernels ms | speed-up (total) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         csr = f"{r['csr_solve'] * 1e3:.1f}" if "csr_solve" in r else "-"
-        lines.append(f"| {r['seq']} | {r['alpha']} | {r['nodes']} | {r['pairs']} | {r['flow']} | {r['pmf_total'] * 1e3:.1f} | "
-                     f"{r['pmf_solve'] * 1e3:.1f} | {r['tc_total'] * 1e3:.1f} | {r['tc_solve'] * 1e3:.1f} | {csr} | "
-                     f"{r['pmf_total'] / r['tc_total']:.2f}x |")
-    lines += ["", "## Per sequence (sum over moves)", "",
-              "| sequence | pixels | moves | PyMaxflow total s | PyMaxflow solve s | torchcut total s | torchcut solve s | "
-              "CSR kernels s (moves) | speed-up total | speed-up solve |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['seq']} | {r['alpha']} | {r['nodes']} | {r['pairs']} | {r['flow']} | {r['pmf_total'] * 1e3:.1f} | "
+            f"{r['pmf_solve'] * 1e3:.1f} | {r['tc_total'] * 1e3:.1f} | {r['tc_solve'] * 1e3:.1f} | {csr} | "
+            f"{r['pmf_total'] / r['tc_total']:.2f}x |"
+        )
+    lines += [
+        "",
+        "## Per sequence (sum over moves)",
+        "",
+        "| sequence | pixels | moves | PyMaxflow total s | PyMaxflow solve s | torchcut total s | torchcut solve s | "
+        "CSR kernels s (moves) | speed-up total | speed-up solve |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in seqs:
         if not s["moves"]:
             continue
-        lines.append(f"| {s['name']} | {s['shape'][0]}x{s['shape'][1]} | {s['moves']} | {s['pmf_total']:.3f} | "
-                     f"{s['pmf_solve']:.3f} | {s['tc_total']:.3f} | {s['tc_solve']:.3f} | "
-                     f"{s['csr_solve']:.3f} ({s['csr_moves']}) | {s['pmf_total'] / s['tc_total']:.2f}x | "
-                     f"{s['pmf_solve'] / s['tc_solve']:.2f}x |")
+        lines.append(
+            f"| {s['name']} | {s['shape'][0]}x{s['shape'][1]} | {s['moves']} | {s['pmf_total']:.3f} | "
+            f"{s['pmf_solve']:.3f} | {s['tc_total']:.3f} | {s['tc_solve']:.3f} | "
+            f"{s['csr_solve']:.3f} ({s['csr_moves']}) | {s['pmf_total'] / s['tc_total']:.2f}x | "
+            f"{s['pmf_solve'] / s['tc_solve']:.2f}x |"
+        )
     if general:
-        lines += ["", "## General (non-lattice) graphs: CSR kernels", "",
-                  "| graph | nodes | arc pairs | flow | PyMaxflow total ms | torchcut solve ms | global relabels | rounds | speed-up |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "## General (non-lattice) graphs: CSR kernels",
+            "",
+            "| graph | nodes | arc pairs | flow | PyMaxflow total ms | torchcut solve ms | global relabels | rounds | speed-up |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in general:
-            lines.append(f"| {r['name']} | {r['nodes']} | {r['pairs']} | {r['flow']} | {r['pmf_total'] * 1e3:.1f} | "
-                         f"{r['tc_solve'] * 1e3:.1f} | {r['global_relabels']} | {r['rounds']} | "
-                         f"{r['pmf_total'] / r['tc_solve']:.2f}x |")
+            lines.append(
+                f"| {r['name']} | {r['nodes']} | {r['pairs']} | {r['flow']} | {r['pmf_total'] * 1e3:.1f} | "
+                f"{r['tc_solve'] * 1e3:.1f} | {r['global_relabels']} | {r['rounds']} | "
+                f"{r['pmf_total'] / r['tc_solve']:.2f}x |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -338,7 +410,11 @@ def plot(json_paths, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = {"PyMaxflow 1.3.2 (build + solve)": [], "torchcut (build + solve, grid route)": [], "torchcut CSR kernels (solve)": []}
+    pts = {
+        "PyMaxflow 1.3.2 (build + solve)": [],
+        "torchcut (build + solve, grid route)": [],
+        "torchcut CSR kernels (solve)": [],
+    }
     names = []
     for path in json_paths:
         for sq in json.loads(Path(path).read_text())["sequences"]:

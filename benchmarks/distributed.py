@@ -71,7 +71,7 @@ def volume(n: int, device, lo: int, hi: int):
         s[:, -1] = 2
         for (cz, cy, cx), _ in balls:  # a 3 x 3 x 3 cube of object seeds at each centre
             if abs(i - cz) <= 1:
-                s[cy - 1:cy + 2, cx - 1:cx + 2] = 1
+                s[cy - 1 : cy + 2, cx - 1 : cx + 2] = 1
     return image, seeds
 
 
@@ -114,17 +114,24 @@ def _checksum(mask: torch.Tensor, start: int) -> list:
 def table(rows, device_name: str, argv) -> str:
     """The rows of one run as a markdown table with what produced them."""
     import subprocess
-    import sys
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "-"
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout.strip()
+            or "-"
+        )
     except OSError:
         commit = "-"
     r0 = rows[0]
 
     def work(st):
         return f"{st.get('global_relabels', '-')} relabels ({st.get('repairs', 0)} repaired), {st.get('rounds', '-')} push launches"
+
     mode = "with the certificate (return_result=True)" if r0.get("flow") is not None else "mask only"
     lines = [
         f"# torchcut.distributed over {r0['ranks']} ranks against one device",
@@ -136,7 +143,8 @@ def table(rows, device_name: str, argv) -> str:
         "rank 0's device, in the same run, best of the repeats. Peak bytes per voxel include the inputs. "
         "Bytes between ranks: sent by all ranks during the solve.",
         "",
-        "    " + (f"torchrun --nproc_per_node={r0['ranks']} " if r0["device"] == "cuda" else "python ")
+        "    "
+        + (f"torchrun --nproc_per_node={r0['ranks']} " if r0["device"] == "cuda" else "python ")
         + " ".join([os.path.relpath(argv[0])] + list(argv[1:])),
         "",
         f"| volume | one device | {r0['ranks']} ranks | speed-up | peak B/voxel per rank | one device B/voxel "
@@ -151,14 +159,14 @@ def table(rows, device_name: str, argv) -> str:
             f"{r['seconds'] * 1000:.0f} ms | {'%.2fx' % r['speedup'] if r.get('speedup') else '-'} | "
             f"{max(r['peak_bytes_per_voxel_per_rank']):.1f} | "
             f"{'%.1f' % r['one_device_peak_bytes_per_voxel'] if r.get('one_device_peak_bytes_per_voxel') else '-'} | "
-            f"{r['bytes_between_ranks'] / 1e6:.0f} MB | {work(st)} | {r.get('equal', '-')} |")
+            f"{r['bytes_between_ranks'] / 1e6:.0f} MB | {work(st)} | {r.get('equal', '-')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bool):
-    from torchcut import distributed as tcd
-
     import torchcut
+    from torchcut import distributed as tcd
 
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
@@ -198,10 +206,20 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
         objects = sum(g[0] for g in gathered)
         checksum = sum(g[1] for g in gathered) % (2**61 - 1)
         peaks = [g[2] / ((cuts[i + 1] - cuts[i]) * n * n) for i, g in enumerate(gathered)]
-        row = dict(n=n, connectivity=connectivity, ranks=world, device=str(device.type), seconds=min(times),
-                   all_seconds=times, flow=flow, objects=objects, peak_bytes_per_voxel_per_rank=peaks,
-                   bytes_between_ranks=sum(g[3] for g in gathered), phases=phases,
-                   stats={k: v for k, v in stats.items() if isinstance(v, (int, float, str))})
+        row = dict(
+            n=n,
+            connectivity=connectivity,
+            ranks=world,
+            device=str(device.type),
+            seconds=min(times),
+            all_seconds=times,
+            flow=flow,
+            objects=objects,
+            peak_bytes_per_voxel_per_rank=peaks,
+            bytes_between_ranks=sum(g[3] for g in gathered),
+            phases=phases,
+            stats={k: v for k, v in stats.items() if isinstance(v, (int, float, str))},
+        )
         if single and rank == 0:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -219,11 +237,15 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     one.append(time.perf_counter() - t0)
-                row.update(one_device_seconds=min(one), one_device_flow=res.flow_value if res else None,
-                           one_device_peak_bytes_per_voxel=(_peak(device) - base) / n**3,
-                           equal=(flow in (None, res.flow_value if res else None) and
-                                  _checksum(whole, 0) == [objects, checksum]),
-                           speedup=min(one) / min(times))
+                row.update(
+                    one_device_seconds=min(one),
+                    one_device_flow=res.flow_value if res else None,
+                    one_device_peak_bytes_per_voxel=(_peak(device) - base) / n**3,
+                    equal=(
+                        flow in (None, res.flow_value if res else None) and _checksum(whole, 0) == [objects, checksum]
+                    ),
+                    speedup=min(one) / min(times),
+                )
                 del whole, res
                 if device.type == "cuda":
                     torch.cuda.synchronize()
@@ -233,8 +255,11 @@ def run(sizes, connectivity: int, single: bool, repeat: int, out, result_too: bo
                     torch.cuda.synchronize()
                 row.update(one_device_build_seconds=time.perf_counter() - t0)
                 if n <= 1024:  # the solver's counters (a solve of the graph alone)
-                    row.update(one_device_stats={k: v for k, v in torchcut.maxflow(g).stats.items()
-                                                 if isinstance(v, (int, float))})
+                    row.update(
+                        one_device_stats={
+                            k: v for k, v in torchcut.maxflow(g).stats.items() if isinstance(v, (int, float))
+                        }
+                    )
                 del g
             except torch.OutOfMemoryError:
                 row.update(one_device_seconds=None, one_device="out of memory")
@@ -271,8 +296,11 @@ def main():
     p.add_argument("--single", action="store_true", help="also torchcut.segment of the whole volume on rank 0")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--cpu-ranks", type=int, default=0, help="spawn this many gloo processes (no torchrun)")
-    p.add_argument("--result", action="store_true",
-                   help="distributed.segment with return_result=True (flow values compared; keeps a copy)")
+    p.add_argument(
+        "--result",
+        action="store_true",
+        help="distributed.segment with return_result=True (flow values compared; keeps a copy)",
+    )
     p.add_argument("--out", default=None, help="append one JSON line per size")
     p.add_argument("--md", default=None, help="write the run's table (markdown) here")
     args = p.parse_args()

@@ -73,8 +73,15 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     shape, u, v, w, src, snk = problem(a.size)
     N = src.size
-    g = torchcut.FlowGraph.from_edges(torch.from_numpy(u), torch.from_numpy(v), torch.from_numpy(w), torch.from_numpy(w),
-                                      source=torch.from_numpy(src), sink=torch.from_numpy(snk), num_nodes=N)
+    g = torchcut.FlowGraph.from_edges(
+        torch.from_numpy(u),
+        torch.from_numpy(v),
+        torch.from_numpy(w),
+        torch.from_numpy(w),
+        source=torch.from_numpy(src),
+        sink=torch.from_numpy(snk),
+        num_nodes=N,
+    )
     d = DynamicFlowGraph(g, backend="cpu")
     t0 = time.perf_counter()
     d.maxflow()
@@ -92,9 +99,13 @@ def main(argv=None):
         pm_first = time.perf_counter() - t0
     except ImportError:
         pm_first = None
-    print(f"{a.size}x{a.size}: {N} nodes, {len(u)} edges; first solve {1e3 * first:.0f} ms"
-          + (f", PyMaxflow {1e3 * pm_first:.0f} ms" if pm_first else ""))
-    print(f"{'stroke':>6} {'pixels':>8} {'warm ms':>9} {'scratch ms':>11} {'warm/scratch':>13} {'pymaxflow reuse ms':>19}")
+    print(
+        f"{a.size}x{a.size}: {N} nodes, {len(u)} edges; first solve {1e3 * first:.0f} ms"
+        + (f", PyMaxflow {1e3 * pm_first:.0f} ms" if pm_first else "")
+    )
+    print(
+        f"{'stroke':>6} {'pixels':>8} {'warm ms':>9} {'scratch ms':>11} {'warm/scratch':>13} {'pymaxflow reuse ms':>19}"
+    )
     ratios = []
     S, T = src.copy(), snk.copy()
     for k, (obj, nodes) in enumerate(strokes(shape, a.strokes, a.cover)):
@@ -122,10 +133,14 @@ def main(argv=None):
             pm_t = f"{1e3 * (time.perf_counter() - t0):.1f}"
             assert flow == r.flow_value, f"PyMaxflow's flow {flow} differs from {r.flow_value}"
         ratios.append(warm / scratch)
-        print(f"{k:>6} {nodes.size:>8} {1e3 * warm:>9.1f} {1e3 * scratch:>11.1f} {warm / scratch:>13.2f} {pm_t:>19}",
-              flush=True)
-    print(f"warm / scratch: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}; repaired nodes "
-          f"{d.stats['repaired']}; flows equal to scratch (and to PyMaxflow's) on every stroke")
+        print(
+            f"{k:>6} {nodes.size:>8} {1e3 * warm:>9.1f} {1e3 * scratch:>11.1f} {warm / scratch:>13.2f} {pm_t:>19}",
+            flush=True,
+        )
+    print(
+        f"warm / scratch: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}; repaired nodes "
+        f"{d.stats['repaired']}; flows equal to scratch (and to PyMaxflow's) on every stroke"
+    )
 
 
 if __name__ == "__main__":

@@ -78,10 +78,23 @@ def cases(sizes2=SIZES_2D, sizes3=SIZES_3D, calls=CALLS, devices=("cpu",), pictu
                         for colour in colours:
                             for conn in CONNS[ndim]:
                                 shape = (n,) * ndim
-                                cid = (f"{device}/{call}/{pic}-{'rgb' if colour else 'gray'}-"
-                                       f"{'x'.join(map(str, shape))}-{conn}c")
-                                out.append(dict(id=cid, call=call, device=device, picture=pic, colour=colour,
-                                                ndim=ndim, n=n, conn=conn, nodes=n ** ndim))
+                                cid = (
+                                    f"{device}/{call}/{pic}-{'rgb' if colour else 'gray'}-"
+                                    f"{'x'.join(map(str, shape))}-{conn}c"
+                                )
+                                out.append(
+                                    dict(
+                                        id=cid,
+                                        call=call,
+                                        device=device,
+                                        picture=pic,
+                                        colour=colour,
+                                        ndim=ndim,
+                                        n=n,
+                                        conn=conn,
+                                        nodes=n**ndim,
+                                    )
+                                )
     return out
 
 
@@ -165,7 +178,7 @@ def contrast_weights(image, colour: bool, ndim: int, conn: int) -> np.ndarray:
         inside = np.zeros(x.shape[1:], bool)
         inside[dst] = True
         d2 = ((x - q) ** 2).sum(0)
-        w = LAM * np.exp(-d2 / (2 * SIGMA ** 2)) / math.sqrt(sum(v * v for v in o))
+        w = LAM * np.exp(-d2 / (2 * SIGMA**2)) / math.sqrt(sum(v * v for v in o))
         out.append(np.where(inside, w, 0.0))
     return np.stack(out).astype(np.float32)
 
@@ -257,8 +270,7 @@ def peer_inputs(x, spec):
     img = img.unsqueeze(0) if spec["colour"] else img.unsqueeze(0).unsqueeze(0)
     s = x["seeds"]
     seed = torch.as_tensor(np.stack([s == 2, s == 1])[None].astype(np.float32))
-    return (img.float().contiguous(), torch.as_tensor(x["probs"]).unsqueeze(0).float().contiguous(),
-            seed.contiguous())
+    return (img.float().contiguous(), torch.as_tensor(x["probs"]).unsqueeze(0).float().contiguous(), seed.contiguous())
 
 
 def peer_fn(spec, x):
@@ -431,38 +443,57 @@ def _ms(s) -> str:
 
 def render(meta, rows) -> str:
     """Markdown: one table per call and device."""
-    lines = [f"# torchcut end to end, {meta['device']}", "",
-             (f"{meta['date']}; {meta['device_name']}, {meta['cores']} cores, torch {meta['torch']} "
-             f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}; "
-             f"torchmaxflow {meta['torchmaxflow'] or 'not installed'}. Median of {meta['repeats']} calls after "
-             f"{meta['warmup']} warm-up(s), CUDA synchronised. *solve*: the solver ops the call ran, replayed "
-             f"alone on copies of their inputs; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
-             f"(above 1: torchcut faster); IoU of the two masks. lam {LAM:g}, sigma {SIGMA:g} (refine, compat, "
-             "torchmaxflow); segment: box and border seeds; grabcut: a box and the object seeds, at most 5 "
-             "iterations; expansion: 3 labels."),
-             ""]
+    lines = [
+        f"# torchcut end to end, {meta['device']}",
+        "",
+        (
+            f"{meta['date']}; {meta['device_name']}, {meta['cores']} cores, torch {meta['torch']} "
+            f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}; "
+            f"torchmaxflow {meta['torchmaxflow'] or 'not installed'}. Median of {meta['repeats']} calls after "
+            f"{meta['warmup']} warm-up(s), CUDA synchronised. *solve*: the solver ops the call ran, replayed "
+            f"alone on copies of their inputs; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
+            f"(above 1: torchcut faster); IoU of the two masks. lam {LAM:g}, sigma {SIGMA:g} (refine, compat, "
+            "torchmaxflow); segment: box and border seeds; grabcut: a box and the object seeds, at most 5 "
+            "iterations; expansion: 3 labels."
+        ),
+        "",
+    ]
     by = {}
     for r in rows:
         by.setdefault(r["spec"]["call"], []).append(r)
     for call, group in by.items():
         peer = any("torchmaxflow" in r for r in group)
-        lines += [f"## `{call}`", "",
-                  "| picture | size | conn | nodes | call ms | solve ms | call / solve | outside |"
-                  + (" torchmaxflow ms | speed | IoU |" if peer else "") + " check |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if peer else "") + "---|"]
+        lines += [
+            f"## `{call}`",
+            "",
+            "| picture | size | conn | nodes | call ms | solve ms | call / solve | outside |"
+            + (" torchmaxflow ms | speed | IoU |" if peer else "")
+            + " check |",
+            "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if peer else "") + "---|",
+        ]
         for r in group:
             s = r["spec"]
             c = (r.get("call") or {}).get("median")
             v = (r.get("solve") or {}).get("median")
             size = "x".join([str(s["n"])] * s["ndim"])
-            cells = [f"{s['picture']} {'rgb' if s['colour'] else 'gray'}", size, str(s["conn"]),
-                     f"{s['nodes']:,}", _ms(c), _ms(v), f"{c / v:.2f}" if c and v else "-",
-                     f"{100 * (1 - v / c):.0f}%" if c and v else "-"]
+            cells = [
+                f"{s['picture']} {'rgb' if s['colour'] else 'gray'}",
+                size,
+                str(s["conn"]),
+                f"{s['nodes']:,}",
+                _ms(c),
+                _ms(v),
+                f"{c / v:.2f}" if c and v else "-",
+                f"{100 * (1 - v / c):.0f}%" if c and v else "-",
+            ]
             if peer:
                 p = r.get("torchmaxflow") or {}
                 pm = p.get("median")
-                cells += [_ms(pm) if pm else p.get("skipped", "-"), f"{pm / c:.2f}x" if pm and c else "-",
-                          f"{p['iou']:.4f}" if "iou" in p else "-"]
+                cells += [
+                    _ms(pm) if pm else p.get("skipped", "-"),
+                    f"{pm / c:.2f}x" if pm and c else "-",
+                    f"{p['iou']:.4f}" if "iou" in p else "-",
+                ]
             cells.append(r["check"])
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -484,11 +515,20 @@ def _meta(device, args, seconds):
     except Exception:  # noqa: BLE001
         tmf = None
     name = torch.cuda.get_device_name() if device.startswith("cuda") else (platform.processor() or platform.machine())
-    return {"device": device, "device_name": name, "cores": os.cpu_count(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "repeats": args.repeats, "warmup": args.warmup,
-            "torchmaxflow": tmf, "commit": _git(["rev-parse", "--short", "HEAD"], ROOT),
-            "dirty": bool(_git(["status", "--porcelain", "--untracked-files=no"], ROOT)),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds}
+    return {
+        "device": device,
+        "device_name": name,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "torchmaxflow": tmf,
+        "commit": _git(["rev-parse", "--short", "HEAD"], ROOT),
+        "dirty": bool(_git(["status", "--porcelain", "--untracked-files=no"], ROOT)),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": seconds,
+    }
 
 
 def _ints(text: str, name: str) -> tuple:
@@ -544,10 +584,13 @@ def run_suite(args) -> int:
         c = (row.get("call") or {}).get("median")
         v = (row.get("solve") or {}).get("median")
         p = (row.get("torchmaxflow") or {}).get("median")
-        print(f"{spec['id']:50s} call {_ms(c):>8s} ms  solve {_ms(v):>8s} ms"
-              + (f"  torchmaxflow {_ms(p)} ms" if p else "")
-              + (f" IoU {row['torchmaxflow']['iou']:.4f}" if "iou" in (row.get("torchmaxflow") or {}) else "")
-              + ("" if row["check"] == "ok" else f"  {row['check']}"), flush=True)
+        print(
+            f"{spec['id']:50s} call {_ms(c):>8s} ms  solve {_ms(v):>8s} ms"
+            + (f"  torchmaxflow {_ms(p)} ms" if p else "")
+            + (f" IoU {row['torchmaxflow']['iou']:.4f}" if "iou" in (row.get("torchmaxflow") or {}) else "")
+            + ("" if row["check"] == "ok" else f"  {row['check']}"),
+            flush=True,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     for device, rows in by_device.items():
         meta = _meta(device, args, time.perf_counter() - t_start)

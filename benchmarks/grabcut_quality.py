@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 import cv2  # noqa: E402
 import torch  # noqa: E402
 
-import torchcut  # noqa: E402
 from torchcut._grabcut import DEFAULT_LAM, grabcut  # noqa: E402
 
 DATA = Path(os.environ.get("TORCHCUT_DATA", ROOT / "data")) / "grabcut"
@@ -106,8 +105,16 @@ def sync(device):
 
 
 def run_torchcut(rgb, seeds, box, args, device, warm_start=True):
-    return grabcut(rgb, seeds, box=box, iterations=args.iterations, components=args.components,
-                   lam=args.lam, connectivity=args.connectivity, warm_start=warm_start)
+    return grabcut(
+        rgb,
+        seeds,
+        box=box,
+        iterations=args.iterations,
+        components=args.components,
+        lam=args.lam,
+        connectivity=args.connectivity,
+        warm_start=warm_start,
+    )
 
 
 def main(argv=None):
@@ -121,16 +128,23 @@ def main(argv=None):
     ap.add_argument("--components", type=int, default=5)
     ap.add_argument("--lam", type=float, default=DEFAULT_LAM)
     ap.add_argument("--connectivity", type=int, default=8)
-    ap.add_argument("--cv2-unknown", choices=("fg", "bg", "both"), default="both",
-                    help="cv2 init of unknown trimap pixels (both: run both, report the better mean)")
+    ap.add_argument(
+        "--cv2-unknown",
+        choices=("fg", "bg", "both"),
+        default="both",
+        help="cv2 init of unknown trimap pixels (both: run both, report the better mean)",
+    )
     ap.add_argument("--no-cv2", action="store_true")
     ap.add_argument("--no-timing", action="store_true", help="torchcut in batches of 16 only (for tuning)")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--figure", action="store_true", help="also write the overlay figure")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (cv2.grabCut runs on one)")
-    ap.add_argument("--compare-cold", action="store_true",
-                    help="also time single calls whose cuts start from zero flow (grabcut(warm_start=False)), "
-                         "interleaved, and check that their masks are equal")
+    ap.add_argument(
+        "--compare-cold",
+        action="store_true",
+        help="also time single calls whose cuts start from zero flow (grabcut(warm_start=False)), "
+        "interleaved, and check that their masks are equal",
+    )
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
@@ -139,7 +153,7 @@ def main(argv=None):
         data = data[: args.limit]
     protocols = [f"trimap-{r}" for r in args.radii] + ([] if args.no_box else ["box"])
     rgbs = [torch.from_numpy(np.ascontiguousarray(img[:, :, ::-1])).permute(2, 0, 1).to(device) for _, img, _ in data]
-    rows, per_image, batch_rows, overlay = [], {}, [], {}
+    rows, per_image, overlay = [], {}, {}
     for proto in protocols:
         inputs = [protocol_seeds(gt, proto) for _, _, gt in data]
         tc_iou, tc_t, cv_iou, cv_t, masks_single = [], [], {"fg": [], "bg": []}, [], []
@@ -150,8 +164,15 @@ def main(argv=None):
                 part = range(i, min(i + 16, len(data)))
                 seeds = None if inputs[0][0] is None else [torch.from_numpy(inputs[j][0]).to(device) for j in part]
                 box = None if inputs[0][1] is None else [inputs[j][1] for j in part]
-                ms = grabcut([rgbs[j] for j in part], seeds, box=box, iterations=args.iterations,
-                                      components=args.components, lam=args.lam, connectivity=args.connectivity)
+                ms = grabcut(
+                    [rgbs[j] for j in part],
+                    seeds,
+                    box=box,
+                    iterations=args.iterations,
+                    components=args.components,
+                    lam=args.lam,
+                    connectivity=args.connectivity,
+                )
                 masks_single += [m.cpu().numpy() for m in ms]
             tc_iou = [iou(m, data[j][2]) for j, m in enumerate(masks_single)]
         if not args.no_cv2 or not args.no_timing:
@@ -193,31 +214,51 @@ def main(argv=None):
                         cv_iou[u].append(iou(cm, gt))
                         if j < 4 and u == unknowns[0]:
                             overlay.setdefault(proto, {})[name] = (masks_single[j], cm)
-                print(f"{proto:10s} {name:10s} torchcut {tc_iou[j]:.4f}"
-                      + "".join(f"  cv2[{u}] {cv_iou[u][j]:.4f}" for u in unknowns if cv_iou[u]), flush=True)
-        row = {"protocol": proto, "images": len(data), "torchcut_mean": statistics.mean(tc_iou),
-               "torchcut_median": statistics.median(tc_iou)}
+                print(
+                    f"{proto:10s} {name:10s} torchcut {tc_iou[j]:.4f}"
+                    + "".join(f"  cv2[{u}] {cv_iou[u][j]:.4f}" for u in unknowns if cv_iou[u]),
+                    flush=True,
+                )
+        row = {
+            "protocol": proto,
+            "images": len(data),
+            "torchcut_mean": statistics.mean(tc_iou),
+            "torchcut_median": statistics.median(tc_iou),
+        }
         if not args.no_cv2:
             best = max(unknowns, key=lambda u: statistics.mean(cv_iou[u]))
-            row.update(cv2_unknown=best, cv2_mean=statistics.mean(cv_iou[best]),
-                       cv2_median=statistics.median(cv_iou[best]),
-                       cv2_means={u: statistics.mean(cv_iou[u]) for u in unknowns},
-                       wins=sum(a > b for a, b in zip(tc_iou, cv_iou[best])),
-                       worst_vs_cv2=min(((a - b, data[j][0]) for j, (a, b) in enumerate(zip(tc_iou, cv_iou[best])))))
+            row.update(
+                cv2_unknown=best,
+                cv2_mean=statistics.mean(cv_iou[best]),
+                cv2_median=statistics.median(cv_iou[best]),
+                cv2_means={u: statistics.mean(cv_iou[u]) for u in unknowns},
+                wins=sum(a > b for a, b in zip(tc_iou, cv_iou[best])),
+                worst_vs_cv2=min(((a - b, data[j][0]) for j, (a, b) in enumerate(zip(tc_iou, cv_iou[best])))),
+            )
             if args.split == "all":  # the held-out half: images at odd positions of the sorted list
-                row.update(torchcut_mean_test=statistics.mean(tc_iou[1::2]), cv2_mean_test=statistics.mean(cv_iou[best][1::2]))
+                row.update(
+                    torchcut_mean_test=statistics.mean(tc_iou[1::2]), cv2_mean_test=statistics.mean(cv_iou[best][1::2])
+                )
             per_image[proto] = {data[j][0]: (tc_iou[j], cv_iou[best][j]) for j in range(len(data))}
         if tc_t:
             if cold_t:
                 row.update(torchcut_cold_s=statistics.median(cold_t), cold_equal_warm=cold_equal)
-            row.update(torchcut_s=statistics.median(tc_t), cv2_s=statistics.median(cv_t) if cv_t else None,
-                       torchcut_slowest=max(zip(tc_t, (d[0] for d in data))))
+            row.update(
+                torchcut_s=statistics.median(tc_t),
+                cv2_s=statistics.median(cv_t) if cv_t else None,
+                torchcut_slowest=max(zip(tc_t, (d[0] for d in data))),
+            )
             # one batched call on 16 images of different sizes
             part = list(range(min(16, len(data))))
             seeds = None if inputs[0][0] is None else [torch.from_numpy(inputs[j][0]).to(device) for j in part]
             box = None if inputs[0][1] is None else [inputs[j][1] for j in part]
-            kw = dict(box=box, iterations=args.iterations, components=args.components, lam=args.lam,
-                      connectivity=args.connectivity)
+            kw = dict(
+                box=box,
+                iterations=args.iterations,
+                components=args.components,
+                lam=args.lam,
+                connectivity=args.connectivity,
+            )
             grabcut([rgbs[j] for j in part], seeds, **kw)  # warm-up
             times = []
             for _ in range(2):
@@ -228,8 +269,12 @@ def main(argv=None):
                 times.append(time.perf_counter() - t0)
             equal = all(np.array_equal(ms[k].cpu().numpy(), masks_single[j]) for k, j in enumerate(part))
             sizes = sorted({tuple(rgbs[j].shape[1:]) for j in part})
-            row.update(batch_images=len(part), batch_s_per_image=min(times) / len(part), batch_equal_single=equal,
-                       batch_sizes=len(sizes))
+            row.update(
+                batch_images=len(part),
+                batch_s_per_image=min(times) / len(part),
+                batch_equal_single=equal,
+                batch_sizes=len(sizes),
+            )
         rows.append(row)
         print(json.dumps(row), flush=True)
         write(args, rows, per_image, {}, data, device)  # after every protocol: a timeout keeps what is done
@@ -241,39 +286,63 @@ def write(args, rows, per_image, overlay, data, device):
     out.mkdir(parents=True, exist_ok=True)
     suffix = "" if device.type == "cpu" else f"_{device.type}"
     tag = f"grabcut_quality{suffix}" + ("" if args.split == "all" else f"_{args.split}")
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared)"
-    lines = [f"# GrabCut set: torchcut.grabcut vs cv2.grabCut ({device.type})", "",
-             f"{len(data)} images (split: {args.split}), {args.iterations} iterations, {args.components} components, "
-             f"lam {args.lam:g}, {args.connectivity}-connected; device {dev_name}; torch {torch.__version__}, "
-             f"OpenCV {cv2.__version__}. IoU over pixels of known truth. Times: median per image of single-image "
-             "calls (graph build + GMM fits + cuts), interleaved with cv2 in one process; noisy on a shared machine.", "",
-             "| protocol | torchcut mean IoU | cv2 mean IoU | held-out half: torchcut / cv2 | torchcut median | cv2 median | torchcut better on | worst image vs cv2 | torchcut s/img | cv2 s/img | speed-up | batch of 16: s/img (equal to single) | slowest torchcut image |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    dev_name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared)"
+    )
+    lines = [
+        f"# GrabCut set: torchcut.grabcut vs cv2.grabCut ({device.type})",
+        "",
+        f"{len(data)} images (split: {args.split}), {args.iterations} iterations, {args.components} components, "
+        f"lam {args.lam:g}, {args.connectivity}-connected; device {dev_name}; torch {torch.__version__}, "
+        f"OpenCV {cv2.__version__}. IoU over pixels of known truth. Times: median per image of single-image "
+        "calls (graph build + GMM fits + cuts), interleaved with cv2 in one process; noisy on a shared machine.",
+        "",
+        "| protocol | torchcut mean IoU | cv2 mean IoU | held-out half: torchcut / cv2 | torchcut median | cv2 median | torchcut better on | worst image vs cv2 | torchcut s/img | cv2 s/img | speed-up | batch of 16: s/img (equal to single) | slowest torchcut image |",  # noqa: E501
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
+
         def f(k, fmt="{:.4f}"):
             return fmt.format(r[k]) if r.get(k) is not None else "-"
+
         speed = f"{r['cv2_s'] / r['torchcut_s']:.2f}x" if r.get("cv2_s") and r.get("torchcut_s") else "-"
         batch = f"{r['batch_s_per_image']:.3f} ({r['batch_equal_single']})" if "batch_s_per_image" in r else "-"
         worst = f"{r['worst_vs_cv2'][1]} ({r['worst_vs_cv2'][0]:+.3f})" if "worst_vs_cv2" in r else "-"
         slow = f"{r['torchcut_slowest'][1]} ({r['torchcut_slowest'][0]:.3f} s)" if "torchcut_slowest" in r else "-"
-        cvm = f(("cv2_mean")) + (f" (unknown={r['cv2_unknown']})" if "cv2_unknown" in r else "")
+        cvm = f("cv2_mean") + (f" (unknown={r['cv2_unknown']})" if "cv2_unknown" in r else "")
         wins = f"{r['wins']}/{r['images']}" if "wins" in r else "-"
         held = f"{r['torchcut_mean_test']:.4f} / {r['cv2_mean_test']:.4f}" if "torchcut_mean_test" in r else "-"
-        lines.append(f"| {r['protocol']} | {f('torchcut_mean')} | {cvm} | {held} | {f('torchcut_median')} | {f('cv2_median')} | "
-                     f"{wins} | {worst} | {f('torchcut_s', '{:.3f}')} | {f('cv2_s', '{:.3f}')} | {speed} | {batch} | {slow} |")
+        lines.append(
+            f"| {r['protocol']} | {f('torchcut_mean')} | {cvm} | {held} | {f('torchcut_median')} | {f('cv2_median')} | "
+            f"{wins} | {worst} | {f('torchcut_s', '{:.3f}')} | {f('cv2_s', '{:.3f}')} | {speed} | {batch} | {slow} |"
+        )
     cold = [r for r in rows if "torchcut_cold_s" in r]
     if cold:
-        lines += ["", "Cuts from zero flow (`grabcut(..., warm_start=False)`), single calls interleaved with the above:", "",
-                  "| protocol | warm-started s/img | from zero flow s/img | ratio | masks equal |", "|---|---:|---:|---:|---|"]
-        lines += [f"| {r['protocol']} | {r['torchcut_s']:.4f} | {r['torchcut_cold_s']:.4f} | "
-                  f"{r['torchcut_cold_s'] / r['torchcut_s']:.2f}x | {r['cold_equal_warm']} |" for r in cold]
+        lines += [
+            "",
+            "Cuts from zero flow (`grabcut(..., warm_start=False)`), single calls interleaved with the above:",
+            "",
+            "| protocol | warm-started s/img | from zero flow s/img | ratio | masks equal |",
+            "|---|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {r['protocol']} | {r['torchcut_s']:.4f} | {r['torchcut_cold_s']:.4f} | "
+            f"{r['torchcut_cold_s'] / r['torchcut_s']:.2f}x | {r['cold_equal_warm']} |"
+            for r in cold
+        ]
     (out / f"{tag}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "per_image": per_image, "args": vars(args)}, indent=1, default=str))
+    (out / f"{tag}.json").write_text(
+        json.dumps({"rows": rows, "per_image": per_image, "args": vars(args)}, indent=1, default=str)
+    )
     print("\n".join(lines))
     if args.figure and overlay:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         names = {n: (img, gt) for n, img, gt in data}
         proto = "trimap-20" if "trimap-20" in overlay else next(iter(overlay))
         picks = list(overlay[proto].items())[:4]
@@ -282,7 +351,11 @@ def write(args, rows, per_image, overlay, data, device):
             img, gt = names[name]
             rgb = img[:, :, ::-1] / 255.0
             for k, (title, m) in enumerate((("truth", gt == 255), ("torchcut", tm), ("cv2.grabCut", cm))):
-                ov = rgb * 0.45 + 0.55 * np.where(m[..., None], [0.1, 0.9, 0.2], [0.0, 0.0, 0.0]) * m[..., None] + rgb * 0.55 * (~m[..., None])
+                ov = (
+                    rgb * 0.45
+                    + 0.55 * np.where(m[..., None], [0.1, 0.9, 0.2], [0.0, 0.0, 0.0]) * m[..., None]
+                    + rgb * 0.55 * (~m[..., None])
+                )
                 axes[i, k].imshow(np.clip(ov, 0, 1))
                 score = "" if k == 0 else f" IoU {iou(m, gt):.3f}"
                 axes[i, k].set_title(f"{name}: {title}{score}", fontsize=8)

@@ -103,7 +103,10 @@ def rag_case(n: int, rng, k: int = 6):
     seg = slic(img, n_segments=n, compactness=10, start_label=0)
     N = int(seg.max()) + 1
     count = np.bincount(seg.ravel(), minlength=N)
-    mean = np.stack([np.bincount(seg.ravel(), img[..., c].ravel(), N) for c in range(3)], 1) / np.maximum(count, 1)[:, None]
+    mean = (
+        np.stack([np.bincount(seg.ravel(), img[..., c].ravel(), N) for c in range(3)], 1)
+        / np.maximum(count, 1)[:, None]
+    )
     a = np.concatenate([seg[:, :-1].ravel(), seg[:-1].ravel()])
     b = np.concatenate([seg[:, 1:].ravel(), seg[1:].ravel()])
     keep = a != b
@@ -148,11 +151,23 @@ def run_gco(e, w, U, V, algorithm="expansion"):
 
     integer = np.issubdtype(U.dtype, np.integer) and np.issubdtype(w.dtype, np.integer)
     if integer:
-        return np.asarray(gco.cut_general_graph(e.astype(np.int32), w.astype(np.int32), U.astype(np.int32),
-                                                V.astype(np.int32), down_weight_factor=1, algorithm=algorithm),
-                          dtype=np.int64)
-    return np.asarray(gco.cut_general_graph(e.astype(np.int32), w.astype(np.float64), U.astype(np.float64),
-                                            V.astype(np.float64), algorithm=algorithm), dtype=np.int64)
+        return np.asarray(
+            gco.cut_general_graph(
+                e.astype(np.int32),
+                w.astype(np.int32),
+                U.astype(np.int32),
+                V.astype(np.int32),
+                down_weight_factor=1,
+                algorithm=algorithm,
+            ),
+            dtype=np.int64,
+        )
+    return np.asarray(
+        gco.cut_general_graph(
+            e.astype(np.int32), w.astype(np.float64), U.astype(np.float64), V.astype(np.float64), algorithm=algorithm
+        ),
+        dtype=np.int64,
+    )
 
 
 def timed(fn, repeat):
@@ -176,8 +191,12 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="runs per case below 2e5 nodes (1 above)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--algorithm", default="expansion", choices=("expansion", "swap"),
-                   help="the moves of both solvers (swap: graph_multilabel.swap and GCO's algorithm='swap')")
+    p.add_argument(
+        "--algorithm",
+        default="expansion",
+        choices=("expansion", "swap"),
+        help="the moves of both solvers (swap: graph_multilabel.swap and GCO's algorithm='swap')",
+    )
     p.add_argument("--no-gco", action="store_true", help="ours only")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -188,12 +207,16 @@ def main(argv=None):
     if not a.no_gco:
         try:
             import gco  # noqa: F401
+
             have_gco = True
         except ImportError as exc:
             print(f"gco not importable ({exc}): ours only")
     if a.device != "cpu":  # the first CUDA call of a process starts the context and loads the kernels
-        torchcut.expansion(torch.zeros(2, 3, device=a.device), 1 - torch.eye(2, device=a.device),
-                           edges=torch.tensor([[0, 1], [1, 2]], device=a.device))
+        torchcut.expansion(
+            torch.zeros(2, 3, device=a.device),
+            1 - torch.eye(2, device=a.device),
+            edges=torch.tensor([[0, 1], [1, 2]], device=a.device),
+        )
         torch.cuda.synchronize()
     rows = []
     head = f"{'case':<24}{'nodes':>9}{'edges':>10}{'ours s':>9}{'gco s':>9}{'speed-up':>9}{'ours E':>16}{'gco E':>16}{'ratio':>9}"
@@ -204,32 +227,52 @@ def main(argv=None):
         if rep > 1:
             run_ours(e, w, U, V, a.device, a.algorithm)  # warm-up (first-call imports, allocator)
         t_ours, lab = timed(lambda e=e, w=w, U=U, V=V: run_ours(e, w, U, V, a.device, a.algorithm), rep)
-        row = dict(case=name, nodes=N, edges=len(e), labels=U.shape[1], ours_s=t_ours, ours_energy=energy(e, w, U, V, lab))
+        row = dict(
+            case=name, nodes=N, edges=len(e), labels=U.shape[1], ours_s=t_ours, ours_energy=energy(e, w, U, V, lab)
+        )
         if have_gco:
             t_gco, lg = timed(lambda e=e, w=w, U=U, V=V: run_gco(e, w, U, V, a.algorithm), rep)
             row.update(gco_s=t_gco, gco_energy=energy(e, w, U, V, lg))
             row["ratio"] = row["ours_energy"] / row["gco_energy"] if row["gco_energy"] else 1.0
             row["speedup"] = t_gco / t_ours
         rows.append(row)
-        g = (f"{row['gco_s']:9.3f}{row['speedup']:8.2f}x{row['ours_energy']:16.6g}{row['gco_energy']:16.6g}"
-             f"{row['ratio']:9.5f}") if have_gco else f"{'-':>9}{'-':>9}{row['ours_energy']:16.6g}"
+        g = (
+            (
+                f"{row['gco_s']:9.3f}{row['speedup']:8.2f}x{row['ours_energy']:16.6g}{row['gco_energy']:16.6g}"
+                f"{row['ratio']:9.5f}"
+            )
+            if have_gco
+            else f"{'-':>9}{'-':>9}{row['ours_energy']:16.6g}"
+        )
         print(f"{name:<24}{N:>9}{len(e):>10}{t_ours:9.3f}{g}", flush=True)
     if have_gco and rows:
         r = [x["ratio"] for x in rows]
-        print(f"energy ratio ours/gco: max {max(r):.5f}, mean {statistics.mean(r):.5f}; "
-              f"slower than gco on {sum(x['speedup'] < 1 for x in rows)} of {len(rows)} cases")
+        print(
+            f"energy ratio ours/gco: max {max(r):.5f}, mean {statistics.mean(r):.5f}; "
+            f"slower than gco on {sum(x['speedup'] < 1 for x in rows)} of {len(rows)} cases"
+        )
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        meta = dict(platform=platform.platform(), torch=torch.__version__, threads=a.threads, device=a.device,
-                    cpu=platform.processor(), algorithm=a.algorithm)
+        meta = dict(
+            platform=platform.platform(),
+            torch=torch.__version__,
+            threads=a.threads,
+            device=a.device,
+            cpu=platform.processor(),
+            algorithm=a.algorithm,
+        )
         (out / "graph_expansion.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-        md = ["| case | nodes | edges | ours s | gco s | speed-up | ours energy | gco energy | ratio |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        md = [
+            "| case | nodes | edges | ours s | gco s | speed-up | ours energy | gco energy | ratio |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for x in rows:
-            md.append(f"| {x['case']} | {x['nodes']:,} | {x['edges']:,} | {x['ours_s']:.3f} | {x.get('gco_s', float('nan')):.3f} "
-                      f"| {x.get('speedup', float('nan')):.2f} | {x['ours_energy']:.6g} | {x.get('gco_energy', float('nan')):.6g} "
-                      f"| {x.get('ratio', float('nan')):.5f} |")
+            md.append(
+                f"| {x['case']} | {x['nodes']:,} | {x['edges']:,} | {x['ours_s']:.3f} | {x.get('gco_s', float('nan')):.3f} "
+                f"| {x.get('speedup', float('nan')):.2f} | {x['ours_energy']:.6g} | {x.get('gco_energy', float('nan')):.6g} "
+                f"| {x.get('ratio', float('nan')):.5f} |"
+            )
         (out / "graph_expansion.md").write_text("\n".join(md) + "\n")
     return rows
 

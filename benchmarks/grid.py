@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import multiprocessing as mp
-import os
 import platform
 import statistics
 import sys
@@ -135,8 +134,9 @@ def energy(img: np.ndarray, seeds: np.ndarray, offsets, ndim: int, lam: float = 
     sink = np.rint(DATA_SCALE * nll_obj)
     source[seeds == 1], sink[seeds == 1] = HARD, 0
     source[seeds == 2], sink[seeds == 2] = 0, HARD
-    from torchcut.grid import shift
     import torch
+
+    from torchcut.grid import shift
 
     xt = torch.from_numpy(x)
     diffs = []
@@ -145,24 +145,38 @@ def energy(img: np.ndarray, seeds: np.ndarray, offsets, ndim: int, lam: float = 
         diffs.append(((x - nb_x) ** 2).sum(-1))
     inside = [shift(torch.ones(x.shape[:-1], dtype=torch.bool), o, False).numpy() for o in offsets]
     beta = 1.0 / (2 * np.mean([d[m].mean() for d, m in zip(diffs, inside)]) + 1e-12)
-    edges = np.stack([np.rint(lam * np.exp(-beta * d) / math.sqrt(sum(v * v for v in o))) * m
-                      for d, m, o in zip(diffs, inside, offsets)])
+    edges = np.stack(
+        [
+            np.rint(lam * np.exp(-beta * d) / math.sqrt(sum(v * v for v in o))) * m
+            for d, m, o in zip(diffs, inside, offsets)
+        ]
+    )
     return source.astype(np.int32), sink.astype(np.int32), edges.astype(np.int32)
 
 
 def energy_torchcut(img: np.ndarray, seeds: np.ndarray, offsets, ndim: int):
     """The same arrays from ``torchcut.segmentation_graph`` (symmetric n-links: edges = caps[:K])."""
     import torch
+
     import torchcut
 
     x = torch.from_numpy(np.ascontiguousarray(img))
     conn = 2 * len(offsets)  # 4/8 in 2D, 6/18/26 in 3D
-    g = torchcut.segmentation_graph(x, torch.from_numpy(seeds.astype(np.int64)), lam=LAM / 10, connectivity=conn,
-                                    ndim=ndim, channel_axis=-1 if img.ndim == ndim + 1 else None)
+    g = torchcut.segmentation_graph(
+        x,
+        torch.from_numpy(seeds.astype(np.int64)),
+        lam=LAM / 10,
+        connectivity=conn,
+        ndim=ndim,
+        channel_axis=-1 if img.ndim == ndim + 1 else None,
+    )
     assert g.offsets == tuple(offsets), (g.offsets, offsets)
     K = len(offsets)
-    return (g.source[0].to(torch.int32).numpy(), g.sink[0].to(torch.int32).numpy(),
-            g.caps[0, :K].to(torch.int32).numpy())
+    return (
+        g.source[0].to(torch.int32).numpy(),
+        g.sink[0].to(torch.int32).numpy(),
+        g.caps[0, :K].to(torch.int32).numpy(),
+    )
 
 
 def make_case(spec, which: str = "builtin"):
@@ -199,7 +213,9 @@ def hard_image(spec):
     fam, n, kind = spec["family"], spec["n"], spec["kind"]
     rng = np.random.default_rng(spec.get("seed", 0))
     if fam == "smooth":
-        img = picture(PICTURES[spec.get("pic", 0) % len(PICTURES)], n) if kind == "2d" else volume(n, spec.get("seed", 0))
+        img = (
+            picture(PICTURES[spec.get("pic", 0) % len(PICTURES)], n) if kind == "2d" else volume(n, spec.get("seed", 0))
+        )
         return img, seeds_for(img.shape[:2] if kind == "2d" else img.shape)
     shape = (n, n) if kind == "2d" else (n, n, n)
     grids = np.meshgrid(*[np.arange(s) / s for s in shape], indexing="ij")
@@ -233,8 +249,11 @@ def _hpf_once(items, offs):
     for source, sink, edges in items:
         shape, n = source.shape, source.size
         ids = np.arange(n, dtype=np.uint32).reshape(shape) + 2
-        tails, heads, caps = [np.zeros(n, np.uint32), ids.ravel()], [ids.ravel(), np.ones(n, np.uint32)], \
-            [source.ravel(), sink.ravel()]
+        tails, heads, caps = (
+            [np.zeros(n, np.uint32), ids.ravel()],
+            [ids.ravel(), np.ones(n, np.uint32)],
+            [source.ravel(), sink.ravel()],
+        )
         for k, o in enumerate(offs):  # symmetric n-links: p -> p + o and back, both edges[k] at p
             a = tuple(slice(max(0, -v), s - max(0, v)) for v, s in zip(o, shape))
             b = tuple(slice(max(0, v), s - max(0, -v)) for v, s in zip(o, shape))
@@ -291,8 +310,13 @@ def _pymaxflow_worker(spec, repeats, limit, budget, queue):
         t, s, _, _ = _pymaxflow_once(items, offs)
         tot.append(t)
         sol.append(s)
-    res = {"total": statistics.median(tot[1:]), "solve": statistics.median(sol[1:]), "flows": flows,
-           "runs": repeats, "mask_fg": [float(m.mean()) for m in masks]}
+    res = {
+        "total": statistics.median(tot[1:]),
+        "solve": statistics.median(sol[1:]),
+        "flows": flows,
+        "runs": repeats,
+        "mask_fg": [float(m.mean()) for m in masks],
+    }
     if spec.get("hpf"):  # the other fastest CPU solver, same items, build + solve
         try:
             t, hflows = _hpf_once(items, offs)
@@ -337,9 +361,11 @@ def case_tensors(items, device):
 
     if len(items) == 1:
         return tuple(torch.as_tensor(a, device=device) for a in items[0])
-    return (torch.as_tensor(np.stack([s for s, _, _ in items]), device=device),
-            torch.as_tensor(np.stack([t for _, t, _ in items]), device=device),
-            torch.as_tensor(np.stack([e for _, _, e in items], axis=1), device=device))
+    return (
+        torch.as_tensor(np.stack([s for s, _, _ in items]), device=device),
+        torch.as_tensor(np.stack([t for _, t, _ in items]), device=device),
+        torch.as_tensor(np.stack([e for _, _, e in items], axis=1), device=device),
+    )
 
 
 def run_torchcut(offs, items, repeats, device, **opts):
@@ -359,8 +385,14 @@ def run_torchcut(offs, items, repeats, device, **opts):
 
     t_total, mask = _cuda_time(to_mask, repeats)
     flows = res.flow_values.tolist()
-    return {"solve": t_solve, "total": t_total, "flows": flows, "stats": res.stats, "result": res,
-            "mask_fg": mask.float().mean().item()}
+    return {
+        "solve": t_solve,
+        "total": t_total,
+        "flows": flows,
+        "stats": res.stats,
+        "result": res,
+        "mask_fg": mask.float().mean().item(),
+    }
 
 
 def run_reference(offs, items, repeats, device):
@@ -375,14 +407,39 @@ def run_reference(offs, items, repeats, device):
 def hard_cases():
     """The hard-energy family: strong smoothness, thin structures, low contrast."""
     c = []
-    for fam, lam_x, extra in (("smooth", 100.0, {"pic": 0}), ("thin", 10.0, {"seed": 1}),
-                              ("lowcontrast", 10.0, {"seed": 2})):
+    for fam, lam_x, extra in (
+        ("smooth", 100.0, {"pic": 0}),
+        ("thin", 10.0, {"seed": 1}),
+        ("lowcontrast", 10.0, {"seed": 2}),
+    ):
         for n, conn in ((256, 8), (512, 8), (512, 4), (1024, 4)):
-            c.append(dict(name=f"hard {fam} x{lam_x:g} {n}^2", kind="2d", n=n, conn=conn, batch=1, family=fam,
-                          lam_x=lam_x, hpf=True, **extra))
+            c.append(
+                dict(
+                    name=f"hard {fam} x{lam_x:g} {n}^2",
+                    kind="2d",
+                    n=n,
+                    conn=conn,
+                    batch=1,
+                    family=fam,
+                    lam_x=lam_x,
+                    hpf=True,
+                    **extra,
+                )
+            )
     for fam, lam_x, n in (("lowcontrast", 10.0, 48), ("lowcontrast", 10.0, 64), ("smooth", 20.0, 64)):
-        c.append(dict(name=f"hard {fam} x{lam_x:g} {n}^3", kind="3d", n=n, conn=26, batch=1, family=fam, lam_x=lam_x,
-                      seed=5, hpf=True))
+        c.append(
+            dict(
+                name=f"hard {fam} x{lam_x:g} {n}^3",
+                kind="3d",
+                n=n,
+                conn=26,
+                batch=1,
+                family=fam,
+                lam_x=lam_x,
+                seed=5,
+                hpf=True,
+            )
+        )
     return c
 
 
@@ -415,21 +472,40 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small cases only")
     ap.add_argument("--no-pymaxflow", action="store_true")
     ap.add_argument("--pymaxflow-limit", type=float, default=120.0, help="skip PyMaxflow above this (seconds)")
-    ap.add_argument("--pymaxflow-budget", type=float, default=300.0,
-                    help="seconds of timed PyMaxflow runs per case; fewer than --repeats runs above it (stated in the table)")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="PyMaxflow worker processes (1: one case at a time, the steadiest timing)")
-    ap.add_argument("--pymaxflow-beside", action="store_true",
-                    help="run PyMaxflow while the GPU part runs (faster, but the two disturb each other's "
-                         "timings: host syncs wait on a loaded CPU); default: after it")
+    ap.add_argument(
+        "--pymaxflow-budget",
+        type=float,
+        default=300.0,
+        help="seconds of timed PyMaxflow runs per case; fewer than --repeats runs above it (stated in the table)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="PyMaxflow worker processes (1: one case at a time, the steadiest timing)",
+    )
+    ap.add_argument(
+        "--pymaxflow-beside",
+        action="store_true",
+        help="run PyMaxflow while the GPU part runs (faster, but the two disturb each other's "
+        "timings: host syncs wait on a loaded CPU); default: after it",
+    )
     ap.add_argument("--only", default="", help="comma-separated substrings of case names")
     ap.add_argument("--opts", default="{}", help="JSON dict of solver options")
-    ap.add_argument("--family", choices=("standard", "hard"), default="standard",
-                    help="standard: the cases above; hard: strong smoothness, thin structures, low contrast "
-                         "(PyMaxflow and thinhpf's pseudoflow on the CPU)")
-    ap.add_argument("--energy", choices=("builtin", "torchcut"), default="builtin",
-                    help="builtin: the benchmark's own Boykov-Jolly energy (the committed table); "
-                         "torchcut: torchcut.segmentation_graph")
+    ap.add_argument(
+        "--family",
+        choices=("standard", "hard"),
+        default="standard",
+        help="standard: the cases above; hard: strong smoothness, thin structures, low contrast "
+        "(PyMaxflow and thinhpf's pseudoflow on the CPU)",
+    )
+    ap.add_argument(
+        "--energy",
+        choices=("builtin", "torchcut"),
+        default="builtin",
+        help="builtin: the benchmark's own Boykov-Jolly energy (the committed table); "
+        "torchcut: torchcut.segmentation_graph",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -453,7 +529,10 @@ def main(argv=None):
         try:
             import maxflow  # noqa: F401
 
-            pending = sorted(range(len(todo)), key=lambda i: -(todo[i]["n"] ** (3 if todo[i]["kind"] == "3d" else 2)) * todo[i]["batch"])
+            pending = sorted(
+                range(len(todo)),
+                key=lambda i: -(todo[i]["n"] ** (3 if todo[i]["kind"] == "3d" else 2)) * todo[i]["batch"],
+            )
         except ImportError:
             print("PyMaxflow not installed: its columns stay empty")
 
@@ -461,7 +540,11 @@ def main(argv=None):
         while pending and sum(1 for p, _ in jobs.values() if p.is_alive()) < args.workers:
             i = pending.pop(0)
             q = ctx.Queue()
-            p = ctx.Process(target=_pymaxflow_worker, args=(todo[i], args.repeats, args.pymaxflow_limit, args.pymaxflow_budget, q), daemon=True)
+            p = ctx.Process(
+                target=_pymaxflow_worker,
+                args=(todo[i], args.repeats, args.pymaxflow_limit, args.pymaxflow_budget, q),
+                daemon=True,
+            )
             p.start()
             jobs[i] = (p, q)
 
@@ -474,8 +557,17 @@ def main(argv=None):
         n_nodes = int(np.prod(items[0][0].shape))
         tc = run_torchcut(offs, items, args.repeats, device, **opts)
         assert tc["result"].verify()
-        row = dict(name=spec["name"], conn=spec["conn"], kind=spec["kind"], batch=spec["batch"], nodes=n_nodes * spec["batch"],
-                   tc_solve=tc["solve"], tc_total=tc["total"], tc_flows=tc["flows"], stats=tc["stats"])
+        row = dict(
+            name=spec["name"],
+            conn=spec["conn"],
+            kind=spec["kind"],
+            batch=spec["batch"],
+            nodes=n_nodes * spec["batch"],
+            tc_solve=tc["solve"],
+            tc_total=tc["total"],
+            tc_flows=tc["flows"],
+            stats=tc["stats"],
+        )
         if spec.get("ref"):
             ref = run_reference(offs, items, args.repeats, device)
             row["ref_solve"] = ref["solve"]
@@ -483,11 +575,14 @@ def main(argv=None):
             assert ref["flows"] == tc["flows"], (spec, ref["flows"], tc["flows"])
         rows.append(row)
         st = tc["stats"]
-        print(f"{spec['name']:<26} {spec['conn']:>2}c  torchcut solve {tc['solve'] * 1e3:9.2f} ms  to-mask {tc['total'] * 1e3:9.2f} ms"
-              f"  relabels {st.get('global_relabels')} bfs {st.get('bfs_launches')} push {st.get('push_launches')}"
-              f"  flow {tc['flows'][:2]}{'...' if len(tc['flows']) > 2 else ''}"
-              + (f"  reference {row['ref_solve']:.2f} s" if 'ref_solve' in row else "")
-              + f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
+        print(
+            f"{spec['name']:<26} {spec['conn']:>2}c  torchcut solve {tc['solve'] * 1e3:9.2f} ms  to-mask {tc['total'] * 1e3:9.2f} ms"
+            f"  relabels {st.get('global_relabels')} bfs {st.get('bfs_launches')} push {st.get('push_launches')}"
+            f"  flow {tc['flows'][:2]}{'...' if len(tc['flows']) > 2 else ''}"
+            + (f"  reference {row['ref_solve']:.2f} s" if 'ref_solve' in row else "")
+            + f"  ({time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
         del tc
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -535,8 +630,11 @@ def write_outputs(rows, out: Path, device, args):
         "",
         f"Median of {args.repeats} runs after a warm-up; CUDA timed with events. *solve*: `torchcut.maxflow` on a built graph "
         "(PyMaxflow: `maxflow()`); *to mask*: graph from the integer capacity arrays + solve + mask. PyMaxflow ran in "
-        + (f"{args.workers} worker process(es) on the CPU cores while the GPU part ran. " if args.pymaxflow_beside else
-           f"{args.workers} worker process(es) after the GPU part (nothing else ran beside either). ")
+        + (
+            f"{args.workers} worker process(es) on the CPU cores while the GPU part ran. "
+            if args.pymaxflow_beside
+            else f"{args.workers} worker process(es) after the GPU part (nothing else ran beside either). "
+        )
         + "Reference = torch-ops push-relabel on the GPU, small cases only "
         f"(it takes minutes beyond). Flow values of all solvers asserted equal. Energy: {args.energy}.",
         "",
@@ -568,7 +666,7 @@ def write_outputs(rows, out: Path, device, args):
         st = r["stats"]
         lines.append(
             f"| {r['name']} | {r['conn']} | {r['nodes']:,} | {_ms(r['tc_solve'])} | {_ms(r['tc_total'])} | {p_solve} | {p_total} "
-            f"| {_ms(pmf.get('hpf_total')) if 'hpf_total' in pmf else 'not run'} | {speed} | {_ms(r.get('ref_solve'))} | {f_tc} | {f_p} | {st.get('global_relabels')} / {st.get('bfs_launches')} / {st.get('push_launches')} |"
+            f"| {_ms(pmf.get('hpf_total')) if 'hpf_total' in pmf else 'not run'} | {speed} | {_ms(r.get('ref_solve'))} | {f_tc} | {f_p} | {st.get('global_relabels')} / {st.get('bfs_launches')} / {st.get('push_launches')} |"  # noqa: E501
         )
     (out / "grid.md").write_text("\n".join(lines) + "\n")
     (out / "grid.json").write_text(json.dumps([{k: v for k, v in r.items()} for r in rows], indent=1, default=str))

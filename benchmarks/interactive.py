@@ -54,7 +54,7 @@ def main(argv=None):
     n = a.size
     img = torch.from_numpy((transform.resize(data.astronaut(), (n, n)) * 255).astype(np.uint8)).to(dev)
     seeds = torch.zeros(n, n, dtype=torch.int64, device=dev)
-    seeds[n // 2 - n // 16:n // 2 + n // 16, n // 2 - n // 16:n // 2 + n // 16] = 1
+    seeds[n // 2 - n // 16 : n // 2 + n // 16, n // 2 - n // 16 : n // 2 + n // 16] = 1
     seeds[:2], seeds[-2:], seeds[:, :2], seeds[:, -2:] = 2, 2, 2, 2
     warm, cold = torchcut.Segmenter(img, lam=a.lam), torchcut.Segmenter(img, lam=a.lam, warm=False)
     torchcut.segment(img, seeds, lam=a.lam)  # warm-up
@@ -66,19 +66,27 @@ def main(argv=None):
         seeds[paint] = label
         seeds[n // 2, n // 2], seeds[0, 0] = 1, 2
         times = {}
-        for name, fn in (("warm", lambda: warm.update(seeds)), ("cold", lambda: cold.update(seeds)),
-                         ("segment", lambda: torchcut.segment(img, seeds, lam=a.lam))):
+        for name, fn in (
+            ("warm", lambda: warm.update(seeds)),
+            ("cold", lambda: cold.update(seeds)),
+            ("segment", lambda: torchcut.segment(img, seeds, lam=a.lam)),
+        ):
             _sync(dev)
             t = time.perf_counter()
             m = fn()
             _sync(dev)
             times[name] = (time.perf_counter() - t) * 1e3
             times[name + "_mask"] = m
-        same = torch.equal(times["warm_mask"], times["segment_mask"]) and torch.equal(times["cold_mask"], times["segment_mask"])
+        same = torch.equal(times["warm_mask"], times["segment_mask"]) and torch.equal(
+            times["cold_mask"], times["segment_mask"]
+        )
         rows.append((i, label, float(paint.float().mean()) * 100, times["warm"], times["cold"], times["segment"], same))
-    lines = [f"Interactive strokes on astronaut {n}^2 ({dev.type}, lam {a.lam:g}): each update's whole call, ms",
-             "", "| stroke | label | area % | warm update | cold update | segment() | warm / segment | masks equal |",
-             "|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"Interactive strokes on astronaut {n}^2 ({dev.type}, lam {a.lam:g}): each update's whole call, ms",
+        "",
+        "| stroke | label | area % | warm update | cold update | segment() | warm / segment | masks equal |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for i, lab, area, w, c, s, same in rows:
         lines.append(f"| {i} | {lab} | {area:.1f} | {w:.2f} | {c:.2f} | {s:.2f} | {w / s:.2f} | {same} |")
     med = statistics.median(r[3] / r[5] for r in rows)

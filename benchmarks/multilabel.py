@@ -75,13 +75,15 @@ def gco_labels(U, V, W):
 
     L, H, Wd = U.shape
     ids = np.arange(H * Wd).reshape(H, Wd)
-    edges = np.concatenate([np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1),
-                            np.stack([ids[:-1].ravel(), ids[1:].ravel()], 1)]).astype(np.int32)
+    edges = np.concatenate(
+        [np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1), np.stack([ids[:-1].ravel(), ids[1:].ravel()], 1)]
+    ).astype(np.int32)
     w = np.concatenate([W[0, :, :-1].ravel(), W[1, :-1, :].ravel()])
     un = np.ascontiguousarray(U.reshape(L, -1).T)
     if np.issubdtype(un.dtype, np.integer) and np.issubdtype(w.dtype, np.integer):
-        lab = gco.cut_general_graph(edges, w.astype(np.int32), un.astype(np.int32), V.astype(np.int32),
-                                    down_weight_factor=1)
+        lab = gco.cut_general_graph(
+            edges, w.astype(np.int32), un.astype(np.int32), V.astype(np.int32), down_weight_factor=1
+        )
     else:
         lab = gco.cut_general_graph(edges, w.astype(np.float64), un.astype(np.float64), V.astype(np.float64))
     return torch.from_numpy(np.asarray(lab, dtype=np.int64).reshape(H, Wd))
@@ -97,16 +99,19 @@ def aexp_labels(U, V):
 def run_torchcut(U, V, W, device, schedule, repeat):
     Ud, Vd, Wd = U.to(device), V.to(device), W.to(device)
     cuda = device == "cuda"
-    sec, (lab, info) = timed(lambda: torchcut.expansion(Ud, Vd, weights=Wd, schedule=schedule, return_info=True),
-                             repeat, cuda)
+    sec, (lab, info) = timed(
+        lambda: torchcut.expansion(Ud, Vd, weights=Wd, schedule=schedule, return_info=True), repeat, cuda
+    )
     return sec, lab.cpu(), {"solves": info["solves"], "cycles": info["cycles"], "moves": info["moves"]}
 
 
 def tsukuba_rows(devices, repeat, peers):
     U, W, truth = tsukuba_energy()
     rows = []
-    for case, Wt, V in (("tsukuba", W, 1 - torch.eye(16, dtype=torch.int64)),
-                        ("tsukuba-plain", None, PLAIN_POTTS * (1 - torch.eye(16, dtype=torch.int64)))):
+    for case, Wt, V in (
+        ("tsukuba", W, 1 - torch.eye(16, dtype=torch.int64)),
+        ("tsukuba-plain", None, PLAIN_POTTS * (1 - torch.eye(16, dtype=torch.int64))),
+    ):
         Wfull = Wt if Wt is not None else torch.ones_like(W)
         Wfull = torch.where(W > 0, Wfull, 0)  # arcs that leave the image carry nothing
         for device in devices:
@@ -147,8 +152,10 @@ def refine_rows(devices, repeat, peers, B, size, C=8, lam=2.0, sigma=20.0):
     rows = []
     U = -torch.log(probs.double().clamp(min=1e-6))
     offs = torchcut.grid_offsets(2, 4)
-    Wt = torch.stack([torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / (2 * sigma**2)) * lam
-                      for o in offs], 1).double()
+    Wt = torch.stack(
+        [torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / (2 * sigma**2)) * lam for o in offs],
+        1,
+    ).double()
     Wt[:, 0, :, -1] = 0
     Wt[:, 1, -1, :] = 0
     V = 1 - torch.eye(C, dtype=torch.float64)
@@ -156,8 +163,9 @@ def refine_rows(devices, repeat, peers, B, size, C=8, lam=2.0, sigma=20.0):
     for device in devices:
         for schedule in ("sequential", "batched"):
             x, p = image.to(device), probs.to(device)
-            sec, lab = timed(lambda: torchcut.refine(x, p, lam=lam, sigma=sigma, schedule=schedule), repeat,
-                             device == "cuda")
+            sec, lab = timed(
+                lambda: torchcut.refine(x, p, lam=lam, sigma=sigma, schedule=schedule), repeat, device == "cuda"
+            )
             rows.append(dict(case=case, solver=f"torchcut {device} {schedule}", seconds=sec, labels=lab.cpu()))
             print(f"{case}: torchcut {device} {schedule} {sec * 1e3:.1f} ms", flush=True)
     if "gco" in peers:
@@ -169,27 +177,40 @@ def refine_rows(devices, repeat, peers, B, size, C=8, lam=2.0, sigma=20.0):
         lab0 = r["labels"][0]
         r["energy"] = float(torchcut.labeling_energy(U[0], V, lab0, weights=Wt[0]))
         r["accuracy"] = 100.0 * float((lab0 == truth[0]).double().mean())
-    rows.append(dict(case=case, solver="argmax (no cut)", seconds=0.0, labels=arg,
-                     energy=float(torchcut.labeling_energy(U[0], V, arg[0], weights=Wt[0])),
-                     accuracy=100.0 * float((arg[0] == truth[0]).double().mean())))
+    rows.append(
+        dict(
+            case=case,
+            solver="argmax (no cut)",
+            seconds=0.0,
+            labels=arg,
+            energy=float(torchcut.labeling_energy(U[0], V, arg[0], weights=Wt[0])),
+            accuracy=100.0 * float((arg[0] == truth[0]).double().mean()),
+        )
+    )
     return rows
 
 
 def render(meta, rows):
-    out = [f"# Multi-label energies: torchcut expansion vs aexpansion_grid and GCO\n",
-           f"{meta['when']} on {meta['machine']}; torch {meta['torch']}; median of {meta['repeat']} after a warm-up. "
-           "Times of the minimisation alone (energy built once). Energies of each solver's labels on the same "
-           "energy (refine: item 0). Bad pixels: |d - truth| > 1, 18-px border excluded, non-occluded / all known.\n"]
+    out = [
+        "# Multi-label energies: torchcut expansion vs aexpansion_grid and GCO\n",
+        f"{meta['when']} on {meta['machine']}; torch {meta['torch']}; median of {meta['repeat']} after a warm-up. "
+        "Times of the minimisation alone (energy built once). Energies of each solver's labels on the same "
+        "energy (refine: item 0). Bad pixels: |d - truth| > 1, 18-px border excluded, non-occluded / all known.\n",
+    ]
     for case in dict.fromkeys(r["case"] for r in rows):
         sub = [r for r in rows if r["case"] == case]
         best = min(r["energy"] for r in sub)
         stereo = "nonocc" in sub[0]
-        head = "| solver | time (ms) | energy | vs best energy | solves |" + (" bad non-occ % | bad all % |" if stereo else " accuracy item 0 % |")
+        head = "| solver | time (ms) | energy | vs best energy | solves |" + (
+            " bad non-occ % | bad all % |" if stereo else " accuracy item 0 % |"
+        )
         out += [f"\n## {case}\n", head, "|" + "---|" * (head.count("|") - 1)]
         for r in sub:
-            extra = (f" {r['nonocc']:.2f} | {r['all']:.2f} |" if stereo else f" {r['accuracy']:.2f} |")
-            out.append(f"| {r['solver']} | {r['seconds'] * 1e3:.1f} | {r['energy']:.1f} | "
-                       f"{100 * (r['energy'] / best - 1):+.2f}% | {r.get('solves', '')} |" + extra)
+            extra = f" {r['nonocc']:.2f} | {r['all']:.2f} |" if stereo else f" {r['accuracy']:.2f} |"
+            out.append(
+                f"| {r['solver']} | {r['seconds'] * 1e3:.1f} | {r['energy']:.1f} | "
+                f"{100 * (r['energy'] / best - 1):+.2f}% | {r.get('solves', '')} |" + extra
+            )
         timed_rows = [r for r in sub if r["seconds"] > 0]
         slow = max(timed_rows, key=lambda r: r["seconds"])
         out.append(f"\nSlowest: {slow['solver']} ({slow['seconds'] * 1e3:.0f} ms).")
@@ -205,16 +226,21 @@ def profile(device, repeat):
     E = _Energy(U.to(device), (1 - torch.eye(16, dtype=torch.int64)).to(device), W.to(device), None)
     f = E.U.argmin(1)
     cuda = device == "cuda"
-    for what, fn in (("build 1 move", lambda: E.move_graph(f, [5])),
-                     ("build 16 moves", lambda: E.move_graph(f, list(range(16)))),
-                     ("energy of a labelling", lambda: E.energy(f))):
+    for what, fn in (
+        ("build 1 move", lambda: E.move_graph(f, [5])),
+        ("build 16 moves", lambda: E.move_graph(f, list(range(16)))),
+        ("energy of a labelling", lambda: E.energy(f)),
+    ):
         sec, _ = timed(fn, repeat, cuda)
         print(f"profile {device}: {what}: {sec * 1e3:.2f} ms", flush=True)
     for n in (1, 4, 16):
         g = E.move_graph(f, list(range(5, 5 + n)) if n < 16 else list(range(16)))
         sec, r = timed(lambda: torchcut.maxflow(g), repeat, cuda)
-        print(f"profile {device}: solve {n} move(s) as one batched graph: {sec * 1e3:.2f} ms "
-              f"(stats {dict((k, v) for k, v in r.stats.items() if not isinstance(v, torch.Tensor))})", flush=True)
+        print(
+            f"profile {device}: solve {n} move(s) as one batched graph: {sec * 1e3:.2f} ms "
+            f"(stats {dict((k, v) for k, v in r.stats.items() if not isinstance(v, torch.Tensor))})",
+            flush=True,
+        )
 
 
 def available(peer: str) -> bool:
@@ -240,17 +266,24 @@ def main(argv=None):
     p.add_argument("--cases", default="tsukuba,refine")
     p.add_argument("--name", default="multilabel")
     p.add_argument("--profile", action="store_true", help="first print where a Tsukuba expansion's time goes")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: the peers are single-threaded, and on a shared machine "
-                        "more threads than free cores made the tensor ops 3-30x slower and erratic)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: the peers are single-threaded, and on a shared machine "
+        "more threads than free cores made the tensor ops 3-30x slower and erratic)",
+    )
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     devices = a.devices.split(",")
     peers = [x for x in (a.peers.split(",") if a.peers else []) if available(x)]
-    meta = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeat": a.repeat,
-            "machine": (torch.cuda.get_device_name() + ", " if torch.cuda.is_available() else "")
-            + f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} CPU threads",
-            "torch": torch.__version__}
+    meta = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "repeat": a.repeat,
+        "machine": (torch.cuda.get_device_name() + ", " if torch.cuda.is_available() else "")
+        + f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} CPU threads",
+        "torch": torch.__version__,
+    }
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     if a.profile:
@@ -259,8 +292,9 @@ def main(argv=None):
 
     def write():  # after every case group, so that a run cut short still leaves its tables
         (a.out / f"{a.name}.md").write_text(render(meta, rows))
-        (a.out / f"{a.name}.json").write_text(json.dumps(
-            {"meta": meta, "rows": [{k: v for k, v in r.items() if k != "labels"} for r in rows]}, indent=1))
+        (a.out / f"{a.name}.json").write_text(
+            json.dumps({"meta": meta, "rows": [{k: v for k, v in r.items() if k != "labels"} for r in rows]}, indent=1)
+        )
 
     if "tsukuba" in a.cases:
         try:

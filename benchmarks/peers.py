@@ -62,8 +62,15 @@ def _solver(spec, x, peer):
 
         g = torchcut.read_dimacs(str(x["path"]))
         u, v, cf, cb = (t.numpy() for t in g.edges())
-        m = SimpleNamespace(num_nodes=g.num_nodes, u=u, v=v, cap=cf, rev_cap=cb, source=g.source[0].numpy(),
-                            sink=g.sink[0].numpy().astype(np.int64))
+        m = SimpleNamespace(
+            num_nodes=g.num_nodes,
+            u=u,
+            v=v,
+            cap=cf,
+            rev_cap=cb,
+            source=g.source[0].numpy(),
+            sink=g.sink[0].numpy().astype(np.int64),
+        )
         return lambda: [D.pymaxflow_solve(m)[0]]
     if kind == "expansion" and peer in ("aexpansion", "gco"):
         import torch
@@ -78,6 +85,7 @@ def _solver(spec, x, peer):
             lab = ML.aexp_labels(U, V) if peer == "aexpansion" else ML.gco_labels(U, V, W)
             e = torchcut.labeling_energy(torch.from_numpy(U), torch.from_numpy(V), lab, weights=torch.from_numpy(W))
             return {"energy": float(e)}
+
         return fn
     if kind == "grabcut" and peer == "cv2":
         from . import grabcut_quality as GQ
@@ -91,6 +99,7 @@ def _solver(spec, x, peer):
                 m = GQ.run_cv2(np.ascontiguousarray(img[:, :, ::-1]), seeds, box, iters, "bg" if box is None else "fg")
                 ious.append(round(C.iou(m, truth), 6))
             return {"iou": ious}
+
         return fn
     raise ValueError(f"no peer {peer!r} for {kind} cases")
 

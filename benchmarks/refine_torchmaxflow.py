@@ -106,8 +106,9 @@ def cases(which):
         for size in (128, 256, 512, 1024):
             for rgb in (False, True):
                 for conn in (4, 8):
-                    out.append((f"{size}^2 {'RGB' if rgb else 'gray'} {conn}-conn", lambda s=size, c=rgb: image_2d(s, c),
-                                conn))
+                    out.append(
+                        (f"{size}^2 {'RGB' if rgb else 'gray'} {conn}-conn", lambda s=size, c=rgb: image_2d(s, c), conn)
+                    )
     if "3d" in which:
         for size in (64, 96, 128):
             for conn in (6, 26):
@@ -127,16 +128,25 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--cases", default="2d,3d")
     ap.add_argument("--out", default=None, help="also write the table to this Markdown file")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: elapsed time; cpu: the process's CPU time (with --threads 1, the least "
-                         "disturbed measure on a loaded machine)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: elapsed time; cpu: the process's CPU time (with --threads 1, the least "
+        "disturbed measure on a loaded machine)",
+    )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = ["| case | torchmaxflow | compat | refine | solve alone | compat speed-up | refine speed-up | "
-            "pixels differing (compat / refine) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-    head = (f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, medians of "
-            f"{args.repeat}, torchmaxflow {'0.0.7' if torchmaxflow else 'not installed'}")
+    rows = [
+        "| case | torchmaxflow | compat | refine | solve alone | compat speed-up | refine speed-up | "
+        "pixels differing (compat / refine) |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    head = (
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock, medians of "
+        f"{args.repeat}, torchmaxflow {'0.0.7' if torchmaxflow else 'not installed'}"
+    )
     print(head, flush=True)
     rows.insert(0, head + "\n")
     for name, make, conn in cases(args.cases.split(",")):
@@ -169,8 +179,10 @@ def main(argv=None):
         def speed(k):
             return f"{ms['torchmaxflow'] / ms[k]:.2f}x" if k in ms and "torchmaxflow" in ms else "-"
 
-        row = (f"| {name} | {cell('torchmaxflow')} | {cell('compat')} | {cell('refine')} | {cell('solve')} | "
-               f"{speed('compat')} | {speed('refine')} | {diff} |")
+        row = (
+            f"| {name} | {cell('torchmaxflow')} | {cell('compat')} | {cell('refine')} | {cell('solve')} | "
+            f"{speed('compat')} | {speed('refine')} | {diff} |"
+        )
         rows.append(row)
         print(row, flush=True)
     if args.out:

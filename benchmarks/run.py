@@ -60,49 +60,93 @@ RUNNER_ONLY = ("compat", "cudacuts")  # not in --compare: not part of the API bo
 
 # ---------------------------------------------------------------------------------------- options
 def parse(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0],
-                                 epilog="Exit status: 0 ok, 1 values differ or a case failed, 2 (--compare) "
-                                        "slower than the fastest reference beyond --threshold.")
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 ok, 1 values differ or a case failed, 2 (--compare) "
+        "slower than the fastest reference beyond --threshold.",
+    )
     ap.add_argument("--suite", choices=("cpu", "gpu", "all", "dist", "e2e"), default="cpu")
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds in all; for tests)")
     ap.add_argument("--only", default="", help="comma-separated substrings of case ids (e.g. '2d/,hard/thin')")
-    ap.add_argument("--families", default="", help=f"comma-separated families of {FAMILIES} (default: all but "
-                                                   "cudacuts)")
+    ap.add_argument(
+        "--families", default="", help=f"comma-separated families of {FAMILIES} (default: all but cudacuts)"
+    )
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per case (default 5; --quick 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed calls per case before the timed ones")
-    ap.add_argument("--case-budget", type=float, default=30.0,
-                    help="seconds of timed calls per case: fewer repeats (at least 1) for slow cases")
+    ap.add_argument(
+        "--case-budget",
+        type=float,
+        default=30.0,
+        help="seconds of timed calls per case: fewer repeats (at least 1) for slow cases",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peer-repeats", type=int, default=3)
-    ap.add_argument("--peer-budget", type=float, default=None,
-                    help="seconds per peer and case (default: cpu 60, gpu 20; killed past twice that)")
-    ap.add_argument("--peer-max-nodes", type=float, default=None,
-                    help="skip peers above this many nodes (default: cpu none, gpu 5e6)")
-    ap.add_argument("--peer-jobs", type=int, default=None,
-                    help="peer processes at once (default: 1 for cpu, a quarter of the cores for gpu)")
-    ap.add_argument("--input-jobs", type=int, default=None,
-                    help="processes building case inputs ahead of the timing (default: 1 for cpu, a quarter of "
-                         "the cores for gpu and --compare)")
-    ap.add_argument("--calls", default="", help="e2e: comma-separated calls among segment, refine, grabcut, "
-                                                "expansion, compat (default: all)")
+    ap.add_argument(
+        "--peer-budget",
+        type=float,
+        default=None,
+        help="seconds per peer and case (default: cpu 60, gpu 20; killed past twice that)",
+    )
+    ap.add_argument(
+        "--peer-max-nodes",
+        type=float,
+        default=None,
+        help="skip peers above this many nodes (default: cpu none, gpu 5e6)",
+    )
+    ap.add_argument(
+        "--peer-jobs",
+        type=int,
+        default=None,
+        help="peer processes at once (default: 1 for cpu, a quarter of the cores for gpu)",
+    )
+    ap.add_argument(
+        "--input-jobs",
+        type=int,
+        default=None,
+        help="processes building case inputs ahead of the timing (default: 1 for cpu, a quarter of "
+        "the cores for gpu and --compare)",
+    )
+    ap.add_argument(
+        "--calls",
+        default="",
+        help="e2e: comma-separated calls among segment, refine, grabcut, expansion, compat (default: all)",
+    )
     ap.add_argument("--sizes", default="", help="e2e: comma-separated 2D sizes (default 64-2048; --quick 64-256)")
-    ap.add_argument("--sizes3d", default=None, help="e2e: comma-separated 3D sizes, '' for none (default 64-256; "
-                                                    "--quick 64)")
+    ap.add_argument(
+        "--sizes3d", default=None, help="e2e: comma-separated 3D sizes, '' for none (default 64-256; --quick 64)"
+    )
     ap.add_argument("--pictures", default="", help="e2e: astronaut, coffee or both (default both)")
     ap.add_argument("--devices", default="", help="e2e: cpu, cuda or cpu,cuda (default: cuda too where available)")
     ap.add_argument("--no-startup", action="store_true", help="leave out the start-up table (--quick does)")
-    ap.add_argument("--compare", metavar="REF", nargs="*",
-                    help="the regression guard: commits, tags or source trees to compare the current tree with "
-                         "(space or comma separated); none named: the lines of --references")
-    ap.add_argument("--references", type=Path, default=REFERENCES,
-                    help="--compare: the file of references (default benchmarks/references.txt)")
+    ap.add_argument(
+        "--compare",
+        metavar="REF",
+        nargs="*",
+        help="the regression guard: commits, tags or source trees to compare the current tree with "
+        "(space or comma separated); none named: the lines of --references",
+    )
+    ap.add_argument(
+        "--references",
+        type=Path,
+        default=REFERENCES,
+        help="--compare: the file of references (default benchmarks/references.txt)",
+    )
     ap.add_argument("--tree", type=Path, default=ROOT, help="the current tree (default: this checkout)")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="--compare: rounds of one worker per tree (default: as many as trees, so each tree runs "
-                         "once in each position)")
-    ap.add_argument("--retime-rounds", type=int, default=4,
-                    help="--compare: rounds of the re-timing of the cases past --threshold (0: none)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="--compare: rounds of one worker per tree (default: as many as trees, so each tree runs "
+        "once in each position)",
+    )
+    ap.add_argument(
+        "--retime-rounds",
+        type=int,
+        default=4,
+        help="--compare: rounds of the re-timing of the cases past --threshold (0: none)",
+    )
     ap.add_argument("--threshold", type=float, default=0.05, help="--compare: flag cases slower by more than this")
     ap.add_argument("--build-jobs", type=int, default=os.cpu_count() or 1, help="MAX_JOBS of the in-place builds")
     ap.add_argument("--report", type=Path, help="--compare: also write the table (markdown) and a .json beside")
@@ -189,8 +233,11 @@ def run_peers(jobs, args, specs, folder):
         while todo and len(running) < width:
             i, peer = todo.pop(0)
             q = ctx.Queue()
-            p = ctx.Process(target=_peer_entry, args=(specs[i], str(folder / f"{i}.npz"), peer, args.peer_repeats,
-                                                      args.peer_budget, q), daemon=True)
+            p = ctx.Process(
+                target=_peer_entry,
+                args=(specs[i], str(folder / f"{i}.npz"), peer, args.peer_repeats, args.peer_budget, q),
+                daemon=True,
+            )
             p.start()
             running[(i, peer)] = (p, q, time.perf_counter())
         time.sleep(0.05)
@@ -230,8 +277,10 @@ def run_suite(suite, args) -> int:
     if args.peer_jobs is None:
         args.peer_jobs = 1 if suite == "cpu" else quarter
     jobs = args.input_jobs or (1 if suite == "cpu" else quarter)
-    print(f"# suite {suite} on {device}: {len(specs)} cases, {args.repeats} timed calls after {args.warmup} "
-          "warm-up(s)", flush=True)
+    print(
+        f"# suite {suite} on {device}: {len(specs)} cases, {args.repeats} timed calls after {args.warmup} warm-up(s)",
+        flush=True,
+    )
     t_start = time.perf_counter()
     rows, status = [], 0
     with tempfile.TemporaryDirectory(prefix="torchcut-bench-") as tmp:
@@ -312,20 +361,39 @@ def compat_rows(device, args):
     for integer, moore in ((False, False), (True, True)):
         img = CP.synthetic((n, n), seed=1)
         label = f"compat script {n}^2 " + ("8-conn Graph[int]" if moore else "4-conn Graph[float]")
-        spec = dict(id=f"compat/{n}-{'int8c' if moore else 'float4c'}", family="compat", kind="compat", label=label,
-                    nodes=n * n, exact=integer, peers=["pymaxflow"])
+        spec = dict(
+            id=f"compat/{n}-{'int8c' if moore else 'float4c'}",
+            family="compat",
+            kind="compat",
+            label=label,
+            nodes=n * n,
+            exact=integer,
+            peers=["pymaxflow"],
+        )
         try:
             r = CP.run(label, img, integer, moore, [device], args.repeats)
         except AssertionError as exc:
             out.append(dict(spec=spec, torchcut={"error": str(exc)}, peers={}))
             continue
         mine = f"torchcut-{device}"
-        val = (lambda v: [int(v)] if integer else round(v, 3))
-        out.append(dict(spec=spec, torchcut={"median": r["median_s"][mine], "value": val(r["flows"][mine])},
-                        peers={"pymaxflow": {"median": r["median_s"]["pymaxflow"],
-                                             "value": val(r["flows"]["pymaxflow"]), "runs": r["runs"]}}))
-        print(f"{spec['id']:52s} {r['median_s'][mine] * 1e3:9.2f} ms  PyMaxflow {r['median_s']['pymaxflow'] * 1e3:.1f} ms",
-              flush=True)
+        val = lambda v: [int(v)] if integer else round(v, 3)
+        out.append(
+            dict(
+                spec=spec,
+                torchcut={"median": r["median_s"][mine], "value": val(r["flows"][mine])},
+                peers={
+                    "pymaxflow": {
+                        "median": r["median_s"]["pymaxflow"],
+                        "value": val(r["flows"]["pymaxflow"]),
+                        "runs": r["runs"],
+                    }
+                },
+            )
+        )
+        print(
+            f"{spec['id']:52s} {r['median_s'][mine] * 1e3:9.2f} ms  PyMaxflow {r['median_s']['pymaxflow'] * 1e3:.1f} ms",
+            flush=True,
+        )
     return out
 
 
@@ -345,11 +413,25 @@ def cudacuts_rows(args):
     for c in CC.case_list("hard", quick=True):
         row = CC.run_case(c, ns)
         v = row["variants"]["stochastic"]
-        spec = dict(id=f"cudacuts/{c['name'].replace(' ', '-')}-{c['conn']}c", family="cudacuts", kind="grid",
-                    label=c["name"], conn=c["conn"], nodes=row["nodes"], exact=False, peers=["cudacuts"])
-        out.append(dict(spec=spec, torchcut={"median": row["tc_solve"], "value": {"energy": row["optimum"]}},
-                        peers={"cudacuts": {"median": v["time"], "value": {"energy": v["energy"]},
-                                            "note": f"gap {v['gap']:.2f}%"}}))
+        spec = dict(
+            id=f"cudacuts/{c['name'].replace(' ', '-')}-{c['conn']}c",
+            family="cudacuts",
+            kind="grid",
+            label=c["name"],
+            conn=c["conn"],
+            nodes=row["nodes"],
+            exact=False,
+            peers=["cudacuts"],
+        )
+        out.append(
+            dict(
+                spec=spec,
+                torchcut={"median": row["tc_solve"], "value": {"energy": row["optimum"]}},
+                peers={
+                    "cudacuts": {"median": v["time"], "value": {"energy": v["energy"]}, "note": f"gap {v['gap']:.2f}%"}
+                },
+            )
+        )
     return out
 
 
@@ -357,12 +439,21 @@ def _meta(suite, device, args, seconds):
     import torch
 
     dev = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
-    return {"suite": suite, "device": dev, "cores": os.cpu_count(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "quick": args.quick, "repeats": args.repeats, "warmup": args.warmup,
-            "case_budget": args.case_budget,
-            "commit": _git(["rev-parse", "--short", "HEAD"], ROOT), "dirty": bool(_git(["status", "--porcelain",
-                                                                                          "--untracked-files=no"], ROOT)),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seconds": seconds}
+    return {
+        "suite": suite,
+        "device": dev,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "quick": args.quick,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "case_budget": args.case_budget,
+        "commit": _git(["rev-parse", "--short", "HEAD"], ROOT),
+        "dirty": bool(_git(["status", "--porcelain", "--untracked-files=no"], ROOT)),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": seconds,
+    }
 
 
 def _git(cmd, cwd):
@@ -401,18 +492,22 @@ def _ms(s) -> str:
 
 def render(meta, rows) -> str:
     """The suite's markdown table."""
-    lines = [f"# torchcut benchmarks, suite `{meta['suite']}`", "",
-             f"{meta['date']}; {meta['device']}, {meta['cores']} cores, torch {meta['torch']} "
-             f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}"
-             f"{'; quick sizes' if meta['quick'] else ''}. torchcut: median of {meta['repeats']} calls after "
-             f"{meta['warmup']} warm-up(s) (fewer when they would pass {meta['case_budget']:.0f} s; *runs*), CUDA "
-             "synchronised; graph build from arrays on the device + solve + mask "
-             "(pipelines: the whole call). Peers: build + solve, median of up to 3 calls; the fastest installed "
-             "peer is shown, the others in the notes. Exact cases: flow values required equal (sums over "
-             "batch items / moves shown); approximate peers: energies or IoU side by side.", "",
-             "| family | case | conn | nodes | torchcut ms | fastest peer | peer ms | peer / torchcut | torchcut value "
-             "| peer value | check | notes |",
-             "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---|"]
+    lines = [
+        f"# torchcut benchmarks, suite `{meta['suite']}`",
+        "",
+        f"{meta['date']}; {meta['device']}, {meta['cores']} cores, torch {meta['torch']} "
+        f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}"
+        f"{'; quick sizes' if meta['quick'] else ''}. torchcut: median of {meta['repeats']} calls after "
+        f"{meta['warmup']} warm-up(s) (fewer when they would pass {meta['case_budget']:.0f} s; *runs*), CUDA "
+        "synchronised; graph build from arrays on the device + solve + mask "
+        "(pipelines: the whole call). Peers: build + solve, median of up to 3 calls; the fastest installed "
+        "peer is shown, the others in the notes. Exact cases: flow values required equal (sums over "
+        "batch items / moves shown); approximate peers: energies or IoU side by side.",
+        "",
+        "| family | case | conn | nodes | torchcut ms | fastest peer | peer ms | peer / torchcut | torchcut value "
+        "| peer value | check | notes |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---|",
+    ]
     for r in rows:
         s, res = r["spec"], r["torchcut"]
         timed = {p: v for p, v in r["peers"].items() if "median" in v}
@@ -428,13 +523,17 @@ def render(meta, rows) -> str:
         t = res.get("median")
         pb = timed[best]["median"] if best else None
         lines.append(
-            f"| {s['family']} | {s['label']} | {s.get('conn', '')} | {s['nodes']:,} | " if s.get("nodes") else
-            f"| {s['family']} | {s['label']} | {s.get('conn', '')} | - | ")
+            f"| {s['family']} | {s['label']} | {s.get('conn', '')} | {s['nodes']:,} | "
+            if s.get("nodes")
+            else f"| {s['family']} | {s['label']} | {s.get('conn', '')} | - | "
+        )
         runs = len(res.get("times") or [])
         tcell = _ms(t) + (f" ({runs} runs)" if res.get("times") is not None and runs < meta["repeats"] else "")
-        lines[-1] += (f"{tcell} | {best or '-'} | {_ms(pb)} | {f'{pb / t:.1f}x' if pb and t else '-'} | "
-                      f"{_short(res.get('value'))} | {_short(timed[best]['value']) if best else '-'} | {r['check']} | "
-                      f"{'; '.join(notes)} |")
+        lines[-1] += (
+            f"{tcell} | {best or '-'} | {_ms(pb)} | {f'{pb / t:.1f}x' if pb and t else '-'} | "
+            f"{_short(res.get('value'))} | {_short(timed[best]['value']) if best else '-'} | {r['check']} | "
+            f"{'; '.join(notes)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -459,8 +558,9 @@ def build_tree(tree: Path, jobs: int) -> None:
         return
     t0 = time.perf_counter()
     env = dict(os.environ, MAX_JOBS=str(jobs))
-    r = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, env=env, capture_output=True, text=True
+    )
     if r.returncode != 0:
         raise SystemExit(f"build of {tree} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     print(f"# built {tree} in place ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -481,11 +581,31 @@ def clear_stale_locks(cache: Path) -> list[Path]:
     return gone
 
 
-def run_worker(tree: Path, cache: Path, folder: Path, device: str, repeats: int, warmup: int, out: Path,
-               budget: float | None = None) -> dict:
+def run_worker(
+    tree: Path,
+    cache: Path,
+    folder: Path,
+    device: str,
+    repeats: int,
+    warmup: int,
+    out: Path,
+    budget: float | None = None,
+) -> dict:
     """One worker process on ``tree`` over every saved case; its parsed JSON output."""
-    cmd = [sys.executable, str(Path(__file__).resolve().parent / "worker.py"), "--cases", str(folder),
-           "--device", device, "--repeats", str(repeats), "--warmup", str(warmup), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "worker.py"),
+        "--cases",
+        str(folder),
+        "--device",
+        device,
+        "--repeats",
+        str(repeats),
+        "--warmup",
+        str(warmup),
+        "--out",
+        str(out),
+    ]
     if budget:
         cmd += ["--budget", str(budget)]
     r = subprocess.run(cmd, env=tree_env(tree, cache), cwd=folder)
@@ -512,8 +632,10 @@ def read_references(path: Path) -> list[tuple[str, str]]:
         head, sep, comment = text.partition("#")
         words = head.split()
         if len(words) != 1 or not sep or not comment.strip():
-            raise ValueError(f"{path}:{n}: expected 'REF  # what it holds' (one commit or tree, then a comment), "
-                             f"got {line.strip()!r}")
+            raise ValueError(
+                f"{path}:{n}: expected 'REF  # what it holds' (one commit or tree, then a comment), "
+                f"got {line.strip()!r}"
+            )
         out.append((words[0], comment.strip()))
     if not out:
         raise ValueError(f"{path}: expected at least one reference, found none")
@@ -568,8 +690,14 @@ def summarize(specs, rounds_cur, rounds_refs, threshold, control=None):
     for i, spec in enumerate(specs):
         cur = [r[i] for r in rounds_cur]
         refs = {label: [r[i] for r in rr] for label, rr in rounds_refs.items()}
-        row = {"id": spec["id"], "cur": None, "refs": {label: None for label in refs}, "fastest": None, "ref": None,
-               "ratio": None}
+        row = {
+            "id": spec["id"],
+            "cur": None,
+            "refs": {label: None for label in refs},
+            "fastest": None,
+            "ref": None,
+            "ratio": None,
+        }
         running = {label: rr for label, rr in refs.items() if rr and _ok(rr)}
         missing = [f"{label}: {_why(rr)}" for label, rr in refs.items() if rr and not _ok(rr)]
         if not running:
@@ -593,23 +721,31 @@ def summarize(specs, rounds_cur, rounds_refs, threshold, control=None):
         row["value_cur"] = cur[0]["value"]
         row["value_ref"] = running[row["fastest"]][0]["value"]
         mine = {json.dumps(r["value"], sort_keys=True) for r in cur}
-        differ = [label for label, rr in running.items()
-                  if {json.dumps(r["value"], sort_keys=True) for r in rr} | mine != mine or len(mine) > 1]
+        differ = [
+            label
+            for label, rr in running.items()
+            if {json.dumps(r["value"], sort_keys=True) for r in rr} | mine != mine or len(mine) > 1
+        ]
         notes = [f"not in {m}" for m in missing]
         if differ:
             other = running[differ[0]][0]["value"]
             if spec.get("exact"):
-                row["verdict"] = (f"VALUES DIFFER: current {_short(cur[0]['value'])}, {differ[0]} {_short(other)}"
-                                  + (f" (also {', '.join(differ[1:])})" if differ[1:] else ""))
+                row["verdict"] = f"VALUES DIFFER: current {_short(cur[0]['value'])}, {differ[0]} {_short(other)}" + (
+                    f" (also {', '.join(differ[1:])})" if differ[1:] else ""
+                )
                 fail = True
                 rows.append(row)
                 continue
-            notes.append(f"output changed (not checked: depends on defaults): current {_short(cur[0]['value'])}, "
-                         f"{differ[0]} {_short(other)}")
+            notes.append(
+                f"output changed (not checked: depends on defaults): current {_short(cur[0]['value'])}, "
+                f"{differ[0]} {_short(other)}"
+            )
         noise = (control or {}).get(spec["id"])
         if row["ratio"] > 1 + threshold and noise is not None and row["ratio"] <= noise:
-            verdict = (f"within noise: {100 * (row['ratio'] - 1):.0f}% over {row['fastest']}, two workers of one "
-                       f"tree differed by {100 * (noise - 1):.0f}%")
+            verdict = (
+                f"within noise: {100 * (row['ratio'] - 1):.0f}% over {row['fastest']}, two workers of one "
+                f"tree differed by {100 * (noise - 1):.0f}%"
+            )
         elif row["ratio"] > 1 + threshold:
             verdict = f"SLOWER by {100 * (row['ratio'] - 1):.0f}% than {row['fastest']}"
             slow = True
@@ -625,16 +761,22 @@ def render_compare(rows, label_cur, refs, meta) -> str:
     labels = [label for label, _ in refs]
     lines = [f"# Comparison: current ({label_cur}) against the fastest of {len(refs)} reference(s)", ""]
     lines += [f"- {label}: {desc}" for label, desc in refs]
-    lines += ["", f"{meta}", "",
-              "| case | current ms | " + " | ".join(f"{label} ms" for label in labels)
-              + " | fastest | current / fastest | verdict |",
-              "|---|---:|" + "---:|" * len(labels) + "---|---:|---|"]
+    lines += [
+        "",
+        f"{meta}",
+        "",
+        "| case | current ms | "
+        + " | ".join(f"{label} ms" for label in labels)
+        + " | fastest | current / fastest | verdict |",
+        "|---|---:|" + "---:|" * len(labels) + "---|---:|---|",
+    ]
     for r in rows:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
         cells = " | ".join(_ms(r["refs"].get(label)) for label in labels)
         retimed = f" (re-timed: {r['retimed']})" if r.get("retimed") else ""
-        lines.append(f"| {r['id']} | {_ms(r['cur'])} | {cells} | {r['fastest'] or '-'} | {ratio} | "
-                     f"{r['verdict']}{retimed} |")
+        lines.append(
+            f"| {r['id']} | {_ms(r['cur'])} | {cells} | {r['fastest'] or '-'} | {ratio} | {r['verdict']}{retimed} |"
+        )
     timed = [r["ratio"] for r in rows if r["ratio"]]
     if timed:
         gm = float(np.exp(np.mean(np.log(timed))))
@@ -660,8 +802,9 @@ def resolve_ref(ref: str, cur_tree: Path, where: Path) -> tuple[Path, str, bool]
     if Path(ref).is_dir():
         return Path(key), key, False
     sha = key
-    r = subprocess.run(["git", "worktree", "add", "--detach", str(where), sha], cwd=cur_tree,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "worktree", "add", "--detach", str(where), sha], cwd=cur_tree, capture_output=True, text=True
+    )
     if r.returncode != 0:
         raise SystemExit(f"git worktree add failed: {r.stderr.strip()}")
     return where, ref if sha.startswith(ref) else f"{ref} = {sha[:10]}", True
@@ -678,8 +821,16 @@ def time_rounds(trees, caches, folder, device, rounds, args, worker, tmp, tag="r
         for name, tree in trees[shift:] + trees[:shift]:
             t1 = time.perf_counter()
             print(f"# {tag} {k + 1}/{rounds}: {name} ({tree})", flush=True)
-            res = worker(tree, caches[tree], folder, device, args.repeats, args.warmup,
-                         tmp / f"{tag}{k}-{_safe(name)}.json", args.case_budget / max(1, rounds))
+            res = worker(
+                tree,
+                caches[tree],
+                folder,
+                device,
+                args.repeats,
+                args.warmup,
+                tmp / f"{tag}{k}-{_safe(name)}.json",
+                args.case_budget / max(1, rounds),
+            )
             got[name].append(res["results"])
             print(f"#   {time.perf_counter() - t1:.0f} s", flush=True)
     return got
@@ -741,14 +892,23 @@ def compare(args, worker=run_worker) -> int:
             if tree in caches:
                 continue
             build_tree(tree, args.build_jobs)
-            caches[tree] = (_cache_root() if tree == cur_tree else
-                            Path(str(_cache_root()) + "-ref-" + hashlib.sha1(
-                                (_git(["rev-parse", "HEAD"], tree) or str(tree)).encode()).hexdigest()[:10]))
+            caches[tree] = (
+                _cache_root()
+                if tree == cur_tree
+                else Path(
+                    str(_cache_root())
+                    + "-ref-"
+                    + hashlib.sha1((_git(["rev-parse", "HEAD"], tree) or str(tree)).encode()).hexdigest()[:10]
+                )
+            )
             if tree != cur_tree:
                 clear_stale_locks(caches[tree])
         rounds = args.rounds or len(trees)
-        print(f"# compare on {device}: {len(specs)} cases, {len(trees)} trees, {rounds} rounds x {args.repeats} "
-              f"timed calls (+{args.warmup} warm-up) per tree; building inputs", flush=True)
+        print(
+            f"# compare on {device}: {len(specs)} cases, {len(trees)} trees, {rounds} rounds x {args.repeats} "
+            f"timed calls (+{args.warmup} warm-up) per tree; building inputs",
+            flush=True,
+        )
         t0 = time.perf_counter()
         save_inputs(specs, tmp / "cases", jobs=args.input_jobs or max(1, (os.cpu_count() or 4) // 4))
         print(f"# inputs built ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -758,11 +918,23 @@ def compare(args, worker=run_worker) -> int:
         if flagged and args.retime_rounds > 0:
             # Re-timing: the flagged cases again, more rounds, with a second worker of the current tree as
             # the noise control; the verdict then takes every round of both passes.
-            print(f"# re-timing {len(flagged)} case(s) slower than the fastest reference: {args.retime_rounds} "
-                  "rounds with a noise control", flush=True)
+            print(
+                f"# re-timing {len(flagged)} case(s) slower than the fastest reference: {args.retime_rounds} "
+                "rounds with a noise control",
+                flush=True,
+            )
             sub = _subset(tmp / "cases", specs, flagged, tmp / "retime")
-            again = time_rounds(trees + [("control", cur_tree)], caches, sub, device, args.retime_rounds, args,
-                                worker, tmp, tag="retime")
+            again = time_rounds(
+                trees + [("control", cur_tree)],
+                caches,
+                sub,
+                device,
+                args.retime_rounds,
+                args,
+                worker,
+                tmp,
+                tag="retime",
+            )
             sub_specs = [specs[i] for i in flagged]
             control = {}
             for j, spec in enumerate(sub_specs):
@@ -772,28 +944,48 @@ def compare(args, worker=run_worker) -> int:
 
             def both(name):  # every round of both passes, over the flagged cases
                 return [[r[i] for i in flagged] for r in got[name]] + again[name]
-            rows_again, _ = summarize(sub_specs, both("current"), {name: both(name) for name, _ in trees[1:]},
-                                      args.threshold, control)
+
+            rows_again, _ = summarize(
+                sub_specs, both("current"), {name: both(name) for name, _ in trees[1:]}, args.threshold, control
+            )
             for j, i in enumerate(flagged):
-                rows_again[j]["retimed"] = (f"{rounds}+{args.retime_rounds} rounds, control "
-                                            f"{control.get(specs[i]['id'], float('nan')):.3f}")
+                rows_again[j]["retimed"] = (
+                    f"{rounds}+{args.retime_rounds} rounds, control {control.get(specs[i]['id'], float('nan')):.3f}"
+                )
                 rows[i] = rows_again[j]
-            status = max([1 if r["verdict"].startswith(("FAILED", "VALUES")) else
-                          2 if r["verdict"].startswith("SLOWER") else 0 for r in rows] or [0])
-        meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {device}, {rounds} rounds (the order "
-                f"of the workers rotates), each case: median of {args.repeats} calls after {args.warmup} warm-up(s) "
-                f"per round, then the median over rounds; the bar is the fastest reference per case; threshold "
-                f"{100 * args.threshold:.0f}%; cases past it re-timed with {args.retime_rounds} more rounds and a "
-                f"second worker of the current tree as the noise control.")
+            status = max(
+                [
+                    1
+                    if r["verdict"].startswith(("FAILED", "VALUES"))
+                    else 2
+                    if r["verdict"].startswith("SLOWER")
+                    else 0
+                    for r in rows
+                ]
+                or [0]
+            )
+        meta = (
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {device}, {rounds} rounds (the order "
+            f"of the workers rotates), each case: median of {args.repeats} calls after {args.warmup} warm-up(s) "
+            f"per round, then the median over rounds; the bar is the fastest reference per case; threshold "
+            f"{100 * args.threshold:.0f}%; cases past it re-timed with {args.retime_rounds} more rounds and a "
+            f"second worker of the current tree as the noise control."
+        )
         md = render_compare(rows, label_cur, described, meta)
         print(md)
         if args.report:
             args.report.parent.mkdir(parents=True, exist_ok=True)
             args.report.write_text(md)
-            args.report.with_suffix(".json").write_text(json.dumps(
-                {"meta": meta, "references": described, "rows": rows}, indent=1))
-        print({0: "# no regression", 1: "# FAILED: values differ or the current tree fails a case",
-               2: f"# slower than the fastest reference beyond {100 * args.threshold:.0f}% in some case"}[status])
+            args.report.with_suffix(".json").write_text(
+                json.dumps({"meta": meta, "references": described, "rows": rows}, indent=1)
+            )
+        print(
+            {
+                0: "# no regression",
+                1: "# FAILED: values differ or the current tree fails a case",
+                2: f"# slower than the fastest reference beyond {100 * args.threshold:.0f}% in some case",
+            }[status]
+        )
         return status
     finally:
         for tree in added:

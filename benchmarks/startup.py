@@ -79,19 +79,26 @@ def render(results: dict, processes: int) -> str:
 
     import torch
 
-    lines = ["# Start-up costs of torchcut", "",
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} cores" + (f", {torch.cuda.get_device_name()}" if "cuda" in results else "")
-             + f"; torch {torch.__version__}. Medians of {processes} fresh processes; 256x256 RGB image, "
-             "`torchcut.segment(image, seeds)` with default options.", "",
-             "| device | import torch ms | import torchcut ms (the difference) | CUDA init ms | first segment() ms "
-             "| second segment() ms | first - second ms | process wall time ms |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Start-up costs of torchcut",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores"
+        + (f", {torch.cuda.get_device_name()}" if "cuda" in results else "")
+        + f"; torch {torch.__version__}. Medians of {processes} fresh processes; 256x256 RGB image, "
+        "`torchcut.segment(image, seeds)` with default options.",
+        "",
+        "| device | import torch ms | import torchcut ms (the difference) | CUDA init ms | first segment() ms "
+        "| second segment() ms | first - second ms | process wall time ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for dev, r in results.items():
         ci = f"{r['cuda init'] * 1e3:.0f}" if "cuda init" in r else "-"
-        lines.append(f"| {dev} | {r['import torch'] * 1e3:.0f} | {r['import torchcut'] * 1e3:.0f} | {ci} | "
-                     f"{r['first segment()'] * 1e3:.1f} | {r['second segment()'] * 1e3:.1f} | "
-                     f"{(r['first segment()'] - r['second segment()']) * 1e3:.1f} | {r['process wall time'] * 1e3:.0f} |")
+        lines.append(
+            f"| {dev} | {r['import torch'] * 1e3:.0f} | {r['import torchcut'] * 1e3:.0f} | {ci} | "
+            f"{r['first segment()'] * 1e3:.1f} | {r['second segment()'] * 1e3:.1f} | "
+            f"{(r['first segment()'] - r['second segment()']) * 1e3:.1f} | {r['process wall time'] * 1e3:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -70,12 +70,21 @@ def prepare(spec, x, device):
             r = maxflow(GridGraph(src, snk, edg, offs))
             r.mask  # noqa: B018 - reading the mask is part of the work
             return [int(v) for v in r.flow_values.tolist()], _scalars(r.stats)
+
         return fn
     if kind == "moves":
         FlowGraph, maxflow = _tc("FlowGraph"), _tc("maxflow")
         count = sum(1 for k in x if k.endswith("_n"))
-        moves = [([torch.as_tensor(np.asarray(x[f"m{i}_{k}"])).to(dev) for k in
-                   ("u", "v", "cap", "rev_cap", "source", "sink")], int(x[f"m{i}_n"])) for i in range(count)]
+        moves = [
+            (
+                [
+                    torch.as_tensor(np.asarray(x[f"m{i}_{k}"])).to(dev)
+                    for k in ("u", "v", "cap", "rev_cap", "source", "sink")
+                ],
+                int(x[f"m{i}_n"]),
+            )
+            for i in range(count)
+        ]
 
         def fn():
             flows = []
@@ -83,6 +92,7 @@ def prepare(spec, x, device):
                 r = maxflow(FlowGraph.from_edges(u, v, c, rc, source=s, sink=t, num_nodes=n))
                 flows.append(int(r.flow_value))
             return flows, {"moves": len(flows)}
+
         return fn
     if kind == "dimacs":
         read_dimacs, maxflow = _tc("read_dimacs"), _tc("maxflow")
@@ -91,6 +101,7 @@ def prepare(spec, x, device):
         def fn():
             r = maxflow(g)
             return [int(r.flow_value)], _scalars(r.stats)
+
         return fn
     if kind == "segment":
         segment = _tc("segment")
@@ -100,6 +111,7 @@ def prepare(spec, x, device):
         def fn():
             m = segment(img, seeds, connectivity=p["connectivity"])
             return {"foreground": int(m.sum()), "digest": _digest(m)}, {}
+
         return fn
     if kind == "grabcut":
         grabcut = _tc("grabcut")
@@ -120,6 +132,7 @@ def prepare(spec, x, device):
                 ious.append(round(float((mm & t & known).sum() / max(1, ((mm | t) & known).sum())), 6))
                 digests.append(_digest(m))
             return {"iou": ious, "digest": ",".join(digests)}, {}
+
         return fn
     if kind == "expansion":
         expansion, energy = _tc("expansion"), _tc("labeling_energy")
@@ -128,6 +141,7 @@ def prepare(spec, x, device):
         def fn():
             lab = expansion(U, V, weights=W)
             return {"energy": float(energy(U, V, lab, weights=W)), "digest": _digest(lab)}, {}
+
         return fn
     if kind == "refine":
         refine = _tc("refine")
@@ -139,6 +153,7 @@ def prepare(spec, x, device):
             lab = refine(img, probs, lam=lam, sigma=sigma)
             acc = float((lab.cpu() == truth).double().mean())
             return {"accuracy": round(acc, 6), "digest": _digest(lab)}, {}
+
         return fn
     raise ValueError(f"spec['kind']: unknown kind {kind!r}")
 
@@ -204,10 +219,13 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--budget", type=float, default=None, help="seconds of timed calls per case (fewer repeats past it)")
+    ap.add_argument(
+        "--budget", type=float, default=None, help="seconds of timed calls per case (fewer repeats past it)"
+    )
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     import torch
+
     import torchcut
 
     specs = json.loads((args.cases / "cases.json").read_text())

@@ -57,8 +57,10 @@ def load_default(download: bool | None):
         path = datasets.fetch(datasets.TSUKUBA_LEFT, download=download)
     except datasets.DatasetNotFoundError as exc:
         print(f"Tsukuba not available: {exc}")
-        print("Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); "
-              f"object: {OBJECT['astronaut']}.")
+        print(
+            "Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); "
+            f"object: {OBJECT['astronaut']}."
+        )
         import skimage.data
 
         return "astronaut", skimage.data.astronaut(), ASSETS / "astronaut_seeds.png"
@@ -114,8 +116,11 @@ def pick_device(parser: argparse.ArgumentParser, name) -> torch.device:
     except RuntimeError:
         parser.error(f"--device: expected a torch device such as cpu or cuda, got {name!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        why = ("this torch is a CPU-only build; install a CUDA build from pytorch.org" if torch.version.cuda is None
-               else "no CUDA GPU is visible")
+        why = (
+            "this torch is a CPU-only build; install a CUDA build from pytorch.org"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
         parser.error(f"--device {name}: CUDA is not available ({why}); run with --device cpu")
     if device.type not in ("cpu", "cuda"):
         parser.error(f"--device: expected cpu or cuda, got {name!r}")
@@ -127,7 +132,9 @@ def main(argv=None) -> int:
     p.add_argument("--image", type=Path, help="image to segment (default: Tsukuba, else the astronaut)")
     p.add_argument("--seeds", type=Path, help="PNG of labels 0/1/2 the size of the image (required with --image)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: ./out)")
-    p.add_argument("--size", type=int, default=0, help="shrink so the longer side is at most this; 0 = full size (default)")
+    p.add_argument(
+        "--size", type=int, default=0, help="shrink so the longer side is at most this; 0 = full size (default)"
+    )
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--lam", type=float, default=None, help="smoothness weight (default: tuned per built-in image)")
     p.add_argument("--connectivity", type=int, default=CONNECTIVITY, choices=(4, 8), help="default 8")
@@ -155,8 +162,10 @@ def main(argv=None) -> int:
 
         t_build = time.perf_counter()
         if cpu.load_error() is None and time.perf_counter() - t_build > 1:
-            print(f"prepared the CPU solver in {time.perf_counter() - t_build:.0f} s (no installed build fitted "
-                  "this torch: compiled once into the cache; not in the time below)")
+            print(
+                f"prepared the CPU solver in {time.perf_counter() - t_build:.0f} s (no installed build fitted "
+                "this torch: compiled once into the cache; not in the time below)"
+            )
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else LAM.get(name, torchcut.energy.DEFAULT_LAM)
     mask, result = torchcut.segment(x, s, lam=lam, connectivity=args.connectivity, return_result=True)

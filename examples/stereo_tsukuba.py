@@ -27,10 +27,9 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 try:
-    import torchcut
+    import torchcut  # noqa: F401 - only whether it imports
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT))
-    import torchcut
 
 from torchcut import datasets
 from torchcut.stereo import bad_pixel_rates, disparity
@@ -55,8 +54,12 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--lam", type=float, default=None, help="Potts weight (default: torchcut.stereo's)")
     p.add_argument("--no-download", action="store_true", help="never download Tsukuba")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (on a machine busy with other work, 1 can be several times faster)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (on a machine busy with other work, 1 can be several times faster)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
         try:
             left, right, truth = datasets.tsukuba_pair(download=False if args.no_download else None)
         except datasets.DatasetNotFoundError as exc:
-            raise SystemExit(f"Tsukuba not available: {exc}")
+            raise SystemExit(f"Tsukuba not available: {exc}") from None
         name = "tsukuba"
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     L, R = (torch.from_numpy(x.copy()).to(device) for x in (left, right))
@@ -87,13 +90,17 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{name}_disparity.png"
     Image.fromarray(colour_map(d, args.disparities - 1)).save(path)
-    print(f"{name}: {d.shape} on {device}, {args.disparities} disparities, {seconds * 1e3:.0f} ms "
-          f"({info['schedule']} schedule, {info['solves']} solves, {info['cycles']} cycles), "
-          f"energy {float(info['energy']):.0f}")
+    print(
+        f"{name}: {d.shape} on {device}, {args.disparities} disparities, {seconds * 1e3:.0f} ms "
+        f"({info['schedule']} schedule, {info['solves']} solves, {info['cycles']} cycles), "
+        f"energy {float(info['energy']):.0f}"
+    )
     if truth is not None:
         r = bad_pixel_rates(d, truth)
-        print(f"bad pixels (|d - truth| > 1, 18-px border excluded): {r['nonocc']:.2f}% of the "
-              f"{r['pixels_nonocc']} non-occluded, {r['all']:.2f}% of all {r['pixels_all']} known")
+        print(
+            f"bad pixels (|d - truth| > 1, 18-px border excluded): {r['nonocc']:.2f}% of the "
+            f"{r['pixels_nonocc']} non-occluded, {r['all']:.2f}% of all {r['pixels_all']} known"
+        )
     print(f"wrote {path}")
     return 0
 

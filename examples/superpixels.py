@@ -124,10 +124,14 @@ def main(argv=None) -> int:
     side = np.concatenate([img, painted], 1)
     path = out / f"{a.image}_superpixels.png"
     Image.fromarray(np.round(side * 255).astype(np.uint8)).save(path)
-    print(f"{a.image}: {img.shape[1]}x{img.shape[0]} pixels, {len(size)} superpixels, {len(edges)} edges, "
-          f"{a.clusters} colour clusters, lam {a.lam:g}")
-    print(f"energy: best cluster per superpixel {before:.6g}, expansion {after:.6g} "
-          f"({int((lab != U.argmin(0).cpu().numpy()).sum())} superpixels changed) in {1e3 * seconds:.1f} ms on {dev.type}")
+    print(
+        f"{a.image}: {img.shape[1]}x{img.shape[0]} pixels, {len(size)} superpixels, {len(edges)} edges, "
+        f"{a.clusters} colour clusters, lam {a.lam:g}"
+    )
+    print(
+        f"energy: best cluster per superpixel {before:.6g}, expansion {after:.6g} "
+        f"({int((lab != U.argmin(0).cpu().numpy()).sum())} superpixels changed) in {1e3 * seconds:.1f} ms on {dev.type}"
+    )
     print(f"wrote {path}")
     return 0
 

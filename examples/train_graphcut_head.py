@@ -33,8 +33,9 @@ from torchcut.nn import CutHead
 
 def make_shapes(n: int, size: int, noise: float, generator: torch.Generator):
     """``n`` noisy grey images ``[n, 1, size, size]`` and their object masks ``[n, size, size]``."""
-    yy, xx = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
-                            indexing="ij")
+    yy, xx = torch.meshgrid(
+        torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32), indexing="ij"
+    )
     masks = torch.zeros(n, size, size, dtype=torch.bool)
     for i in range(n):
         for _ in range(int(torch.randint(1, 4, (), generator=generator))):
@@ -57,9 +58,13 @@ class SmallCNN(nn.Module):
 
     def __init__(self, width: int = 12):
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.ReLU(),
-                                  nn.Conv2d(width, width, 3, padding=1), nn.ReLU(),
-                                  nn.Conv2d(width, 1, 3, padding=1))
+        self.body = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 1, 3, padding=1),
+        )
 
     def forward(self, x):
         return self.body(x)
@@ -103,7 +108,7 @@ def evaluate(model, head, images, masks, device, use_head: bool, batch: int = 32
     head.eval()
     preds = []
     for i in range(0, images.shape[0], batch):
-        x = images[i:i + batch].to(device)
+        x = images[i : i + batch].to(device)
         logits = model(x)
         preds.append((head(logits, x) > 0.5 if use_head else logits[:, 0] > 0).cpu())
     return iou(torch.cat(preds), masks)
@@ -121,16 +126,24 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--lam", type=float, default=0.5, help="the cut head's starting strength")
     p.add_argument("--estimator", default="blackbox", choices=("blackbox", "perturbed"))
-    p.add_argument("--lambda", dest="lambda_", type=float, default=1.0,
-                   help="blackbox interpolation strength, in logit units per pixel")
+    p.add_argument(
+        "--lambda",
+        dest="lambda_",
+        type=float,
+        default=1.0,
+        help="blackbox interpolation strength, in logit units per pixel",
+    )
     p.add_argument("--samples", type=int, default=8, help="perturbed: noisy copies per image")
     p.add_argument("--perturb", type=float, default=1.0, help="perturbed: noise scale on the logits")
     p.add_argument("--head-lr", type=float, default=10.0, help="the head's learning rate over --lr")
     p.add_argument("--cut-weight", type=float, default=1.0, help="weight of the cut's Hamming loss")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: these small convolutions gain little from more; 0: torch's "
-                        "default)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: these small convolutions gain little from more; 0: torch's default)",
+    )
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     if args.threads:
@@ -144,11 +157,17 @@ def main(argv=None):
     # The cut's loss is a mean over batch * size^2 pixels, so each pixel's incoming gradient is about
     # 1 / (batch * size^2): blackbox's shift lambda_ * grad is in logit units for lambda_ = --lambda
     # times that count.
-    lambda_ = args.lambda_ * args.batch * args.size ** 2
+    lambda_ = args.lambda_ * args.batch * args.size**2
 
     def head():
-        return CutHead(lam=args.lam, pairwise="contrast", estimator=args.estimator, lambda_=lambda_,
-                       samples=args.samples, noise=args.perturb).to(device)
+        return CutHead(
+            lam=args.lam,
+            pairwise="contrast",
+            estimator=args.estimator,
+            lambda_=lambda_,
+            samples=args.samples,
+            noise=args.perturb,
+        ).to(device)
 
     results = {}
     torch.manual_seed(args.seed)
@@ -162,8 +181,10 @@ def main(argv=None):
     results["cnn + cut (end to end)"] = evaluate(cnn2, cut_head, test_x, test_y, device, use_head=True)
     results["cnn of the end-to-end model, no cut"] = evaluate(cnn2, cut_head, test_x, test_y, device, use_head=False)
     seconds = time.perf_counter() - t0
-    print(f"held-out IoU ({args.test} images {args.size}x{args.size}, noise {args.noise}, {args.steps} steps, "
-          f"estimator {args.estimator}, device {device.type}):")
+    print(
+        f"held-out IoU ({args.test} images {args.size}x{args.size}, noise {args.noise}, {args.steps} steps, "
+        f"estimator {args.estimator}, device {device.type}):"
+    )
     for name, v in results.items():
         print(f"  {name:38s} {v:.4f}")
     print(f"learned lam {cut_head.lam.item():.3f} (started at {args.lam}); {seconds:.1f} s")

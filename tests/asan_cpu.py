@@ -1,7 +1,8 @@
 """The compiled CPU solver's paths under AddressSanitizer (run by hand; not collected by pytest).
 
 Builds the CPU library with ``-fsanitize=address`` into a scratch folder, makes torchcut load that
-build instead of the installed one (``TORCHCUT_CPU_LIBRARY``), and runs grid solves (every connectivity, int32/int64, batches), alpha-expansion with and
+build instead of the installed one (``TORCHCUT_CPU_LIBRARY``), and runs grid solves (every connectivity,
+int32/int64, batches), alpha-expansion with and
 without warm starts, GrabCut (compiled colour models, warm-started cuts), refine, the segmentation
 energy's ops (gray to four channels, 2D and 3D, seed dtypes, ragged shapes), general (CSR)
 networks and a PyMaxflow-style graph that leaves the grid. Any out-of-bounds
@@ -25,9 +26,14 @@ def build() -> str:
     from torch.utils.cpp_extension import load
 
     folder = tempfile.mkdtemp()
-    load(name="tc_cpu_asan", sources=[f"torchcut/csrc/{s}" for s in SOURCES],
-         extra_cflags=["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
-         extra_ldflags=["-fsanitize=address"], build_directory=folder, is_python_module=False)
+    load(
+        name="tc_cpu_asan",
+        sources=[f"torchcut/csrc/{s}" for s in SOURCES],
+        extra_cflags=["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
+        extra_ldflags=["-fsanitize=address"],
+        build_directory=folder,
+        is_python_module=False,
+    )
     return os.path.join(folder, "tc_cpu_asan.so")
 
 
@@ -38,8 +44,13 @@ def main():
     import torchcut
 
     g = torch.Generator().manual_seed(1)
-    for ndim, conn, shape in ((2, 4, (13, 17)), (2, 8, (10, 9)), (3, 6, (5, 6, 7)), (3, 18, (4, 5, 6)),
-                              (3, 26, (4, 5, 6))):
+    for ndim, conn, shape in (
+        (2, 4, (13, 17)),
+        (2, 8, (10, 9)),
+        (3, 6, (5, 6, 7)),
+        (3, 18, (4, 5, 6)),
+        (3, 26, (4, 5, 6)),
+    ):
         offs = torchcut.grid_offsets(ndim, conn)
         for dt in (torch.int32, torch.int64):
             e = torch.randint(0, 9, (len(offs), 3) + shape, generator=g)
@@ -68,8 +79,12 @@ def main():
     torchcut.refine(torch.rand(3, 30, 30, generator=g) * 255, torch.softmax(torch.randn(4, 30, 30, generator=g), 0))
     from torchcut import energy
 
-    for C, shape, conn, sdt in ((1, (1, 1, 9), 8, torch.int64), (2, (2, 7, 5), 4, torch.uint8),
-                                (3, (3, 4, 5), 26, torch.int16), (4, (1, 33, 2), 18, torch.int32)):
+    for C, shape, conn, sdt in (
+        (1, (1, 1, 9), 8, torch.int64),
+        (2, (2, 7, 5), 4, torch.uint8),
+        (3, (3, 4, 5), 26, torch.int16),
+        (4, (1, 33, 2), 18, torch.int32),
+    ):
         x = torch.rand((C,) + shape, generator=g) * 200
         sd = torch.randint(0, 3, shape, generator=g).to(sdt)
         sd.view(-1)[0], sd.view(-1)[-1] = 1, 2
@@ -77,18 +92,25 @@ def main():
         if kw["ndim"] == 2:  # a batch of images
             sd[:, 0, 0], sd[:, -1, -1] = 1, 2
         g1 = energy.segmentation_graph(x if C > 1 else x[0], sd, channel_axis=0 if C > 1 else None, **kw)
-        assert g1.energy.syncs <= 2 and torch.equal(g1.caps, energy._reference_graph(
-            x if C > 1 else x[0], sd, channel_axis=0 if C > 1 else None, **kw).caps)
+        assert g1.energy.syncs <= 2 and torch.equal(
+            g1.caps, energy._reference_graph(x if C > 1 else x[0], sd, channel_axis=0 if C > 1 else None, **kw).caps
+        )
     for seed in range(6):  # general networks (CSR): random arcs, parallel/antiparallel, isolated nodes
         rng = torch.Generator().manual_seed(100 + seed)
         n, m = 30 + 17 * seed, 120 + 40 * seed
         u, v = torch.randint(0, n, (m,), generator=rng), torch.randint(0, n, (m,), generator=rng)
-        fg = torchcut.FlowGraph.from_edges(u, v, torch.randint(0, 20, (m,), generator=rng),
-                                           torch.randint(0, 5, (m,), generator=rng),
-                                           source=torch.randint(0, 30, (n,), generator=rng) * (seed % 2),
-                                           sink=torch.randint(0, 30, (n,), generator=rng), num_nodes=n)
+        fg = torchcut.FlowGraph.from_edges(
+            u,
+            v,
+            torch.randint(0, 20, (m,), generator=rng),
+            torch.randint(0, 5, (m,), generator=rng),
+            source=torch.randint(0, 30, (n,), generator=rng) * (seed % 2),
+            sink=torch.randint(0, 30, (n,), generator=rng),
+            num_nodes=n,
+        )
         assert torchcut.maxflow(fg, backend="cpu").verify()
     import numpy as np
+
     import torchcut.compat.pymaxflow as pm
 
     gi = pm.Graph[int]()

@@ -108,8 +108,19 @@ def _serve(rank, world, port, inbox, outbox, backend="gloo"):
             if case.get("tamper") == rank:  # break the certificate: one more unit on a border arc
                 d = next(iter(r.ghost_residual))
                 r.residual[0, d].select(case["axis"], 0 if d >= len(case["offsets"]) else -1).add_(1)
-            outbox.put((rank, "ok", dict(flow=r.flow_value, mask=cpu(r.mask), verified=r.verify(),
-                                         stats=dict(r.stats), untouched=untouched)))
+            outbox.put(
+                (
+                    rank,
+                    "ok",
+                    dict(
+                        flow=r.flow_value,
+                        mask=cpu(r.mask),
+                        verified=r.verify(),
+                        stats=dict(r.stats),
+                        untouched=untouched,
+                    ),
+                )
+            )
         except Exception as exc:  # reported to the parent, which checks type and message
             outbox.put((rank, "error", (type(exc).__name__, str(exc))))
     dist.destroy_process_group()
@@ -122,10 +133,10 @@ def one_rank_nccl(outbox):
     import traceback
 
     import torch.distributed as dist
-
-    import torchcut
     from oracles import pymaxflow_grid
     from test_distributed import make_case
+
+    import torchcut
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
@@ -147,8 +158,11 @@ def one_rank_nccl(outbox):
         seeds[12, 10, 9], seeds[0] = 1, 2
         want = torchcut.segment(image, seeds, ndim=3)
         tcd = torchcut.distributed
-        for kw, kernels in ((dict(backend="cuda", rounds=8, repair=1, max_iter=5000), True),
-                            (dict(backend="reference"), False), (dict(ndim=3), True)):
+        for kw, kernels in (
+            (dict(backend="cuda", rounds=8, repair=1, max_iter=5000), True),
+            (dict(backend="reference"), False),
+            (dict(ndim=3), True),
+        ):
             mask, res = tcd.segment(image, seeds, return_result=True, **kw)
             assert torch.equal(mask, want), kw
             assert res.stats["kernels"] is kernels and res.verify(), kw
@@ -169,9 +183,10 @@ class Pool:
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(world)]
         port = free_port()
-        self.procs = [ctx.Process(target=_serve, args=(r, world, port, self.inboxes[r], self.outbox, backend),
-                                 daemon=True)
-                      for r in range(world)]
+        self.procs = [
+            ctx.Process(target=_serve, args=(r, world, port, self.inboxes[r], self.outbox, backend), daemon=True)
+            for r in range(world)
+        ]
         for p in self.procs:
             p.start()
 
@@ -184,7 +199,9 @@ class Pool:
             try:
                 rank, kind, payload = self.outbox.get(timeout=TIMEOUT_S)
             except queue.Empty:
-                raise AssertionError(f"no answer within {TIMEOUT_S} s from ranks {sorted(set(range(self.world)) - set(got))}")
+                raise AssertionError(
+                    f"no answer within {TIMEOUT_S} s from ranks {sorted(set(range(self.world)) - set(got))}"
+                ) from None
             got[rank] = (kind, payload)
         return [got[r] for r in range(self.world)]
 

@@ -158,14 +158,19 @@ def sphere_volume(n: int, device, lo: int = 0, hi: int | None = None):
     image = torch.empty((hi - lo, n, n), dtype=torch.float32, device=device)
     for i in range(lo, hi):  # one plane at a time: no full-size temporaries
         g = torch.Generator(device=device).manual_seed(i)
-        plane = ((((i - c) ** 2 + (y - c) ** 2 + (x - c) ** 2) < (0.35 * n) ** 2).float())
+        plane = (((i - c) ** 2 + (y - c) ** 2 + (x - c) ** 2) < (0.35 * n) ** 2).float()
         plane.add_(torch.randn((n, n), generator=g, device=device), alpha=0.3)
         image[i - lo] = plane
     seeds = torch.zeros((hi - lo, n, n), dtype=torch.uint8, device=device)
     m = n // 2
-    for p, label in (((m, m, m), 1), ((m + 1, m, m), 1), ((0, 0, 0), 2), ((n - 1, n - 1, n - 1), 2),
-                     ((0, n - 1, 0), 2), ((n - 1, 0, n - 1), 2)):
+    for p, label in (
+        ((m, m, m), 1),
+        ((m + 1, m, m), 1),
+        ((0, 0, 0), 2),
+        ((n - 1, n - 1, n - 1), 2),
+        ((0, n - 1, 0), 2),
+        ((n - 1, 0, n - 1), 2),
+    ):
         if lo <= p[0] < hi:
             seeds[p[0] - lo, p[1], p[2]] = label
     return image, seeds
-

@@ -62,15 +62,19 @@ def test_expansion_renamed_keywords_give_the_same_result():
     assert same(a, b) and isinstance(b[1], dict) and b[1]["cycles"] >= 1
     a, b = old_and_new(torchcut.expansion, {"max_cycles": 1}, {"max_iter": 1}, U, V, init=0, return_result=True)
     assert same(a, b) and b[1]["cycles"] == 1
-    with pytest.raises(TypeError, match=r"^expansion\(\): got both max_cycles= \(deprecated\) and max_iter=; pass "
-                                        r"max_iter= only$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^expansion\(\): got both max_cycles= \(deprecated\) and max_iter=; pass "
+        r"max_iter= only$",
+    ):
         torchcut.expansion(U, V, max_cycles=1, max_iter=1)
 
 
 def test_grabcut_iterations_is_max_iter():
     img = two_blocks()
-    a, b = old_and_new(torchcut.grabcut, {"iterations": 2}, {"max_iter": 2}, img, box=(2, 2, 10, 10),
-                       return_result=True)
+    a, b = old_and_new(
+        torchcut.grabcut, {"iterations": 2}, {"max_iter": 2}, img, box=(2, 2, 10, 10), return_result=True
+    )
     assert torch.equal(a[0], b[0]) and a[1].stats["grabcut_iterations"] == b[1].stats["grabcut_iterations"]
     assert b[1].stats["grabcut_iterations"][0] <= 2
 
@@ -88,11 +92,17 @@ def test_disparity_and_expansion_moves_renamed_keywords():
     assert a == b and [m[0] for m in b] == [0, 1, 2]
     # lam is a float now; 20.0 (the default) and 20 give the same moves, a fraction is refused
     assert old(backend="torchcut", lam=20) == b == old(backend="torchcut", lam=20.0)
-    with pytest.raises(ValueError, match=r"^lam: expected a non-negative whole number \(the capacities are "
-                                         r"integers\), got 2.5$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^lam: expected a non-negative whole number \(the capacities are "
+        r"integers\), got 2.5$",
+    ):
         old(lam=2.5)
-    with pytest.raises(ValueError, match=r"^backend: expected one of 'auto', 'pymaxflow', 'torchcut', 'reference', "
-                                         r"'cpu', 'cuda', got 'gpu'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^backend: expected one of 'auto', 'pymaxflow', 'torchcut', 'reference', "
+        r"'cpu', 'cuda', got 'gpu'$",
+    ):
         old(backend="gpu")
 
 
@@ -126,18 +136,30 @@ def test_distributed_max_iter_backend_ndim_and_options(group):
     want = torchcut.segment(image, seeds)
     assert torch.equal(tcd.segment(image, seeds, ndim=2, backend="reference", max_iter=500), want)
     assert torch.equal(tcd.segment(image, seeds, backend="auto"), want)
-    with pytest.raises(ValueError, match=r"^ndim: expected None or 2 \(seeds.dim\(\): a slab is one grid, never a "
-                                         r"batch\), got 3$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ndim: expected None or 2 \(seeds.dim\(\): a slab is one grid, never a "
+        r"batch\), got 3$",
+    ):
         tcd.segment(image, seeds, ndim=3)
-    with pytest.raises(ValueError, match=r"^backend: expected one of 'auto', 'cuda', 'reference', got 'cpu' \(the "
-                                         r"compiled CPU solvers do not run split grids; 'reference' runs CPU slabs\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^backend: expected one of 'auto', 'cuda', 'reference', got 'cpu' \(the "
+        r"compiled CPU solvers do not run split grids; 'reference' runs CPU slabs\)$",
+    ):
         tcd.segment(image, seeds, backend="cpu")
-    with pytest.raises(ValueError, match=r"^backend: 'cuda' runs the grid kernels on CUDA slabs split along axis 0, "
-                                         r"got slabs on cpu split along axis 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"^backend: 'cuda' runs the grid kernels on CUDA slabs split along axis 0, "
+        r"got slabs on cpu split along axis 0",
+    ):
         tcd.segment(image, seeds, backend="cuda")
-    with pytest.raises(TypeError, match=r"^segment\(\): unexpected keyword argument 'rounds'; further keywords go to "
-                                        r"the CUDA kernels of the slabs, which take rounds, persist, repair \(here they "
-                                        r"do not run: backend='auto', cpu slabs along axis 0; options taken here: none\)$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^segment\(\): unexpected keyword argument 'rounds'; further keywords go to "
+        r"the CUDA kernels of the slabs, which take rounds, persist, repair \(here they "
+        r"do not run: backend='auto', cpu slabs along axis 0; options taken here: none\)$",
+    ):
         tcd.segment(image, seeds, rounds=8)
     with pytest.raises(TypeError, match=r"^maxflow\(\): unexpected keyword argument 'tile_x'"):
         tcd.maxflow(src, snk, edges, offs, tile_x=32)
@@ -153,8 +175,17 @@ def test_one_keyword_per_convention_in_the_public_signatures():
     results = [torchcut.segment, torchcut.grabcut, tcd.segment, torchcut.expansion, stereo.disparity]
     for fn in results:
         assert "return_result" in inspect.signature(fn).parameters, fn.__name__
-    everything = [torchcut.segment, torchcut.grabcut, tcd.segment, tcd.maxflow, torchcut.expansion, torchcut.refine,
-                  stereo.disparity, stereo.expansion_moves, torchcut.maxflow]
+    everything = [
+        torchcut.segment,
+        torchcut.grabcut,
+        tcd.segment,
+        tcd.maxflow,
+        torchcut.expansion,
+        torchcut.refine,
+        stereo.disparity,
+        stereo.expansion_moves,
+        torchcut.maxflow,
+    ]
     for fn in everything:
         names = set(inspect.signature(fn).parameters)
         assert not names & {"return_info", "solver", "iterations", "max_cycles", "max_sweeps", "max_rounds"}, fn
@@ -168,8 +199,11 @@ def test_module_paths_and_exports():
     assert torchcut.segment is seg_mod.segment and torchcut.grabcut is grab_mod.grabcut
     assert torchcut.EmptyMaskWarning is grab_mod.EmptyMaskWarning
     # the former module paths forward every name, with a warning naming the new place
-    with pytest.warns(FutureWarning, match=r"the module torchcut.grabcut is deprecated: import EmptyMaskWarning as "
-                                           r"torchcut.EmptyMaskWarning"):
+    with pytest.warns(
+        FutureWarning,
+        match=r"the module torchcut.grabcut is deprecated: import EmptyMaskWarning as "
+        r"torchcut.EmptyMaskWarning",
+    ):
         from torchcut.grabcut import EmptyMaskWarning
     assert EmptyMaskWarning is torchcut.EmptyMaskWarning
     with pytest.warns(FutureWarning, match=r"import segment_mask as torchcut._segment.segment_mask"):
@@ -187,11 +221,23 @@ def test_python_m_torchcut_runs_the_command_line(tmp_path):
     path = tmp_path / "g.max"
     path.write_text("p max 3 2\nn 1 s\nn 3 t\na 1 2 4\na 2 3 3\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-m", "torchcut", "maxflow", str(path), "--device", "cpu"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "torchcut", "maxflow", str(path), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "s 3" in out.stdout.splitlines()
-    bad = subprocess.run([sys.executable, "-m", "torchcut", "maxflow", str(tmp_path / "missing.max")],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "torchcut", "maxflow", str(tmp_path / "missing.max")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
     assert bad.stderr.startswith("torchcut maxflow: error: ")

@@ -69,8 +69,10 @@ def test_check_flags_a_peer_with_another_flow():
 
 
 def _fake_results(specs, value, median):
-    return {"torchcut": "", "results": [{"id": s["id"], "median": median, "times": [median], "value": value}
-                                        for s in specs]}
+    return {
+        "torchcut": "",
+        "results": [{"id": s["id"], "median": median, "times": [median], "value": value} for s in specs],
+    }
 
 
 def test_summarize_values_and_threshold():
@@ -183,8 +185,21 @@ def test_compare_detects_an_injected_flow_mismatch(tmp_path):
         calls.append(out.name)
         return _fake_results(specs, [8] if "current" in out.name else [7], 0.01)
 
-    args = R.parse(["--compare", str(ROOT), "--suite", "cpu", "--quick", "--only", TINY, "--rounds", "2",
-                    "--report", str(tmp_path / "cmp.md")])
+    args = R.parse(
+        [
+            "--compare",
+            str(ROOT),
+            "--suite",
+            "cpu",
+            "--quick",
+            "--only",
+            TINY,
+            "--rounds",
+            "2",
+            "--report",
+            str(tmp_path / "cmp.md"),
+        ]
+    )
     assert R.compare(args, worker=fake) == 1
     name = R._safe(str(ROOT))
     assert calls == ["round0-current.json", f"round0-{name}.json", f"round1-{name}.json", "round1-current.json"]
@@ -209,8 +224,23 @@ def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monk
             t = speed.get(Path(tree).name, again if out.name.startswith("retime") else 0.0113)
             return _fake_results(specs, [8], t)
 
-        args = R.parse(["--compare", ",".join(map(str, refs)), "--suite", "cpu", "--quick", "--only", TINY,
-                        "--rounds", "2", "--retime-rounds", "4", "--report", str(tmp_path / "c.md")])
+        args = R.parse(
+            [
+                "--compare",
+                ",".join(map(str, refs)),
+                "--suite",
+                "cpu",
+                "--quick",
+                "--only",
+                TINY,
+                "--rounds",
+                "2",
+                "--retime-rounds",
+                "4",
+                "--report",
+                str(tmp_path / "c.md"),
+            ]
+        )
         assert R.compare(args, worker=fake) == want
         # 4 trees: 2 rounds of 4 workers, then 4 re-timing rounds of 5 (the control is the fifth)
         assert len([c for c in calls if c.startswith("round")]) == 8
@@ -222,10 +252,28 @@ def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monk
         assert row["refs"] == {str(r): speed[r.name] for r in refs}
 
 
+@pytest.mark.slow
 def test_compare_tree_with_itself(tmp_path):
     """Two workers on the same tree (no second build): equal values, ratios within noise."""
-    args = R.parse(["--compare", str(ROOT), "--suite", "cpu", "--quick", "--only", TINY,
-                    "--rounds", "2", "--repeats", "3", "--threshold", "100", "--report", str(tmp_path / "c.md")])
+    args = R.parse(
+        [
+            "--compare",
+            str(ROOT),
+            "--suite",
+            "cpu",
+            "--quick",
+            "--only",
+            TINY,
+            "--rounds",
+            "2",
+            "--repeats",
+            "3",
+            "--threshold",
+            "100",
+            "--report",
+            str(tmp_path / "c.md"),
+        ]
+    )
     assert R.compare(args) == 0
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert rows and all(r["verdict"] == "ok" for r in rows)
@@ -235,8 +283,24 @@ def test_compare_tree_with_itself(tmp_path):
 
 def test_quick_suite_writes_tables(tmp_path):
     pytest.importorskip("maxflow")
-    assert R.main(["--suite", "cpu", "--quick", "--only", f"{TINY},batch/", "--repeats", "1", "--peer-repeats", "1",
-                   "--out", str(tmp_path)]) == 0
+    assert (
+        R.main(
+            [
+                "--suite",
+                "cpu",
+                "--quick",
+                "--only",
+                f"{TINY},batch/",
+                "--repeats",
+                "1",
+                "--peer-repeats",
+                "1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     md = (tmp_path / "cpu.md").read_text()
     data = json.loads((tmp_path / "cpu.json").read_text())
     assert [r["spec"]["id"] for r in data["rows"]] == [TINY, "batch/batch-2x64-4c"]
@@ -268,16 +332,25 @@ def test_cpu_script_checks_autos_pick_and_renders_without_peers():
     """benchmarks/cpu.py: "pick / best" is the forced time of auto's pick over the faster forced one (so
     two timings of one solve do not count as a wrong choice), and --no-peers leaves no empty columns."""
     cpu = _cpu_script()
-    row = {"case": "c", "nodes": 10, "torchcut": 0.13, "torchcut-bk": 0.10, "torchcut-pseudoflow": 0.20,
-           "torchcut_stats": {"algorithm": "boykov-kolmogorov"}, "flows": {}}
+    row = {
+        "case": "c",
+        "nodes": 10,
+        "torchcut": 0.13,
+        "torchcut-bk": 0.10,
+        "torchcut-pseudoflow": 0.20,
+        "torchcut_stats": {"algorithm": "boykov-kolmogorov"},
+        "flows": {},
+    }
     assert cpu._auto_best(row) == pytest.approx(1.3)
     assert cpu._pick_best(row) == pytest.approx(1.0)
     wrong = dict(row, torchcut_stats={"algorithm": "pseudoflow"})
     assert cpu._pick_best(wrong) == pytest.approx(2.0)
     assert cpu._pick_best(dict(row, torchcut_stats={"algorithm": "mixed"})) is None
     meta = {"date": "d", "cores": 2, "machine": "m", "torch": "t", "load_before": (0, 0, 0), "load_after": (0, 0, 0)}
-    for solvers in (["torchcut", "torchcut-bk", "torchcut-pseudoflow"],
-                    ["torchcut", "torchcut-bk", "torchcut-pseudoflow", "pymaxflow"]):
+    for solvers in (
+        ["torchcut", "torchcut-bk", "torchcut-pseudoflow"],
+        ["torchcut", "torchcut-bk", "torchcut-pseudoflow", "pymaxflow"],
+    ):
         r = dict(row, pymaxflow=0.3) if "pymaxflow" in solvers else row
         table = [ln for ln in cpu.render(meta, [r], solvers).splitlines() if ln.startswith("|")]
         widths = {ln.count("|") for ln in table}
@@ -362,9 +435,31 @@ def test_e2e_replay_reproduces_the_recorded_solve():
 def test_e2e_suite_smallest_size(tmp_path):
     """The e2e suite at 64^2 in this process: every call runs, its solves are recorded and replayed
     equal, and refine's masks equal torchmaxflow's where the energies agree (4-connected)."""
-    assert R.main(["--suite", "e2e", "--sizes", "64", "--sizes3d", "", "--pictures", "astronaut", "--devices",
-                   "cpu", "--only", "gray-64x64-4c,rgb-64x64-8c", "--repeats", "1", "--warmup", "0",
-                   "--out", str(tmp_path)]) == 0
+    assert (
+        R.main(
+            [
+                "--suite",
+                "e2e",
+                "--sizes",
+                "64",
+                "--sizes3d",
+                "",
+                "--pictures",
+                "astronaut",
+                "--devices",
+                "cpu",
+                "--only",
+                "gray-64x64-4c,rgb-64x64-8c",
+                "--repeats",
+                "1",
+                "--warmup",
+                "0",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     data = json.loads((tmp_path / "e2e-cpu.json").read_text())
     rows = {r["spec"]["id"]: r for r in data["rows"]}
     assert len(rows) == 7 * 2  # calls x (gray 4-connected, colour 8-connected)
@@ -374,8 +469,15 @@ def test_e2e_suite_smallest_size(tmp_path):
             continue
         assert r["check"] == "ok" and r["replay"] is True, (cid, r["check"])
         assert r["call"]["median"] > 0 and r["solve"]["median"] > 0
-        want = {"segment": (1, 1), "refine": (1, 1), "refine_seeds": (1, 1), "grabcut": (1, 5), "expansion": (2, 60),
-                "compat": (1, 9), "compat_interactive": (1, 9)}
+        want = {
+            "segment": (1, 1),
+            "refine": (1, 1),
+            "refine_seeds": (1, 1),
+            "grabcut": (1, 5),
+            "expansion": (2, 60),
+            "compat": (1, 9),
+            "compat_interactive": (1, 9),
+        }
         lo, hi = want[r["spec"]["call"]]
         assert lo <= r["solves"] <= hi, (cid, r["solves"])
     try:

@@ -55,8 +55,9 @@ def _copy_package(tmp_path: Path, *, library: bool, info: dict | None) -> Path:
 
 def _run(root: Path, tmp_path: Path, **env) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": str(root), "TORCHCUT_CACHE": str(tmp_path / "cache"), **env}
-    return subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=900, env=full,
-                          cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=900, env=full, cwd=tmp_path
+    )
 
 
 def _result(p: subprocess.CompletedProcess) -> list[str]:
@@ -68,8 +69,21 @@ def _result(p: subprocess.CompletedProcess) -> list[str]:
 def test_one_namespace_and_names_from_the_library():
     _ops.ensure("cpu")
     ops = torch.ops.torchcut
-    for name in ("grid_solve", "grid_solve_", "csr_solve_", "pairs_csr", "grabcut_lloyd", "grabcut_models",
-                 "graph_expansion_move", "move_build", "move_apply", "seg_check", "seg_hist", "seg_energy", "names"):
+    for name in (
+        "grid_solve",
+        "grid_solve_",
+        "csr_solve_",
+        "pairs_csr",
+        "grabcut_lloyd",
+        "grabcut_models",
+        "graph_expansion_move",
+        "move_build",
+        "move_apply",
+        "seg_check",
+        "seg_hist",
+        "seg_energy",
+        "names",
+    ):
         assert hasattr(ops, name), name
     assert _ops.names("grid_cpu_options") == ("threads", "algorithm")
     assert _ops.names("grid_cpu_algorithms") == ("boykov-kolmogorov", "pseudoflow", "auto")
@@ -89,8 +103,9 @@ def test_the_cpu_op_is_dispatched_by_device_and_exact():
     # one form per device: the CPU implements the functional grid_solve, which leaves its inputs alone
     g = torchcut.GridGraph([[9, 0, 0]], [[0, 0, 9]], [[[4, 2, 0]], [[0, 0, 0]]], torchcut.grid_offsets(2, 4))
     caps, flat = g.caps.clone(), [v for o in g.offsets for v in o]
-    mask, stats, res, excess, sink = torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, list(g.shape), flat,
-                                                                   [1, 0])
+    mask, stats, res, excess, sink = torch.ops.torchcut.grid_solve(
+        g.caps, g.source, g.sink, list(g.shape), flat, [1, 0]
+    )
     assert torch.equal(g.caps, caps)
     assert mask.tolist() == [[True, True, False]] and stats[0, 0].item() == 2
     assert sink.tolist() == [[0, 0, 7]] and excess.tolist() == [[7, 0, 0]]
@@ -103,10 +118,17 @@ def test_the_cpu_op_is_dispatched_by_device_and_exact():
 def test_import_loads_the_installed_library_without_compiling(tmp_path):
     if not INSTALLED:
         pytest.skip("the package was not built (no torchcut/_C library)")
-    code = ("import sys, torchcut; from torchcut import _ops; print(_ops.status()['cpu']); "
-            "print('cpp_extension' in ' '.join(sys.modules))")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TORCHCUT_CACHE": str(tmp_path / "cache")})
+    code = (
+        "import sys, torchcut; from torchcut import _ops; print(_ops.status()['cpu']); "
+        "print('cpp_extension' in ' '.join(sys.modules))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCHCUT_CACHE": str(tmp_path / "cache")},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["installed", "False"]
     assert not (tmp_path / "cache").exists()
@@ -125,7 +147,8 @@ def test_version_mismatch_names_both_versions_then_falls_back(tmp_path):
     assert len(warnings) == 1 and "compiled CPU solver unavailable" in warnings[0]
     assert "compiling it failed" in warnings[0]
     assert _ops._mismatch("cuda", {"torch": torch.__version__, "cuda": "11.8"}) == (
-        f"it was built for CUDA 11.8 and this torch uses CUDA {torch.version.cuda}")
+        f"it was built for CUDA 11.8 and this torch uses CUDA {torch.version.cuda}"
+    )
 
 
 @pytest.mark.slow

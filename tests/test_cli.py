@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-
 import time
 
 import numpy as np
@@ -134,20 +133,64 @@ def test_bvz_subcommand_writes_instances(tmp_path, capsys):
     Image.fromarray(left).save(tmp_path / "l.png")
     Image.fromarray(right).save(tmp_path / "r.png")
     out = tmp_path / "inst"
-    code, text, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
-                                   "--out", str(out), "--disparities", "3", "--backend", "torchcut", "--name", "T"])
+    code, text, err = run(
+        capsys,
+        [
+            "bvz",
+            "--left",
+            str(tmp_path / "l.png"),
+            "--right",
+            str(tmp_path / "r.png"),
+            "--out",
+            str(out),
+            "--disparities",
+            "3",
+            "--backend",
+            "torchcut",
+            "--name",
+            "T",
+        ],
+    )
     assert code == 0, err
     for a in range(3):
         g = torchcut.read_dimacs(out / f"T{a}.max")
         assert g.lattice_shape() == (6, 9) and g.terminal_ids == (1, 2)
         assert torchcut.maxflow(g).flow_value == torchcut.read_dimacs_solution(out / f"T{a}.sol")
     # the option's former name still works, with a warning, and writes the same instances
-    code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
-                                "--out", str(tmp_path / "old"), "--disparities", "3", "--solver", "torchcut", "--name", "T"])
+    code, _, err = run(
+        capsys,
+        [
+            "bvz",
+            "--left",
+            str(tmp_path / "l.png"),
+            "--right",
+            str(tmp_path / "r.png"),
+            "--out",
+            str(tmp_path / "old"),
+            "--disparities",
+            "3",
+            "--solver",
+            "torchcut",
+            "--name",
+            "T",
+        ],
+    )
     assert code == 0 and "warning: --solver is deprecated; use --backend (same values)" in err
     assert all((tmp_path / "old" / f"T{a}.max").read_bytes() == (out / f"T{a}.max").read_bytes() for a in range(3))
-    code, _, err = run(capsys, ["bvz", "--left", str(tmp_path / "l.png"), "--right", str(tmp_path / "r.png"),
-                                "--out", str(out), "--disparities", "1"])
+    code, _, err = run(
+        capsys,
+        [
+            "bvz",
+            "--left",
+            str(tmp_path / "l.png"),
+            "--right",
+            str(tmp_path / "r.png"),
+            "--out",
+            str(out),
+            "--disparities",
+            "1",
+        ],
+    )
     assert code == 1 and "--disparities: expected at least 2, got 1" in err
 
 
@@ -173,8 +216,19 @@ def test_segment_writes_the_mask(tmp_path, capsys):
 
     image, seeds, disk = _disk_pngs(tmp_path)
     out = tmp_path / "mask.png"
-    code, stdout, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
-                                     "--out", str(out), "--device", "cpu", "--verify"])
+    code, stdout, err = run(
+        capsys,
+        [
+            "segment",
+            str(tmp_path / "img.png"),
+            str(tmp_path / "seeds.png"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--verify",
+        ],
+    )
     assert code == 0 and err == ""
     assert "c verified" in stdout
     mask = np.asarray(Image.open(out)) > 0
@@ -183,8 +237,20 @@ def test_segment_writes_the_mask(tmp_path, capsys):
     assert "4-connected" in stdout
     iou = (mask & disk).sum() / (mask | disk).sum()
     assert iou > 0.9
-    code, stdout, _ = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
-                                   "--out", str(out), "--device", "cpu", "--connectivity", "8"])
+    code, stdout, _ = run(
+        capsys,
+        [
+            "segment",
+            str(tmp_path / "img.png"),
+            str(tmp_path / "seeds.png"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--connectivity",
+            "8",
+        ],
+    )
     assert code == 0 and "8-connected" in stdout
     assert np.array_equal(np.asarray(Image.open(out)) > 0, torchcut.segment(image, seeds, connectivity=8).numpy())
 
@@ -209,8 +275,18 @@ def test_segment_times_start_up_apart(tmp_path, capsys, monkeypatch):
         return load(*args, **kwargs)
 
     monkeypatch.setattr(cli, "_load_solver", slow_load)
-    code, stdout, _ = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "seeds.png"),
-                                   "--out", str(tmp_path / "m.png"), "--device", "cpu"])
+    code, stdout, _ = run(
+        capsys,
+        [
+            "segment",
+            str(tmp_path / "img.png"),
+            str(tmp_path / "seeds.png"),
+            "--out",
+            str(tmp_path / "m.png"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert code == 0
     seg = float(re.search(r"^c time: read [0-9.]+ s, segment ([0-9.]+) s on cpu", stdout, re.M).group(1))
     start = float(re.search(r"^c start-up: ([0-9.]+) s, once per process", stdout, re.M).group(1))
@@ -222,13 +298,43 @@ def test_segment_bad_seeds_exit_1(tmp_path, capsys):
 
     _disk_pngs(tmp_path)
     Image.new("RGB", (40, 40)).save(tmp_path / "rgb.png")
-    code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "rgb.png"), "--out", str(tmp_path / "m.png"),
-                                "--device", "cpu"])
+    code, _, err = run(
+        capsys,
+        [
+            "segment",
+            str(tmp_path / "img.png"),
+            str(tmp_path / "rgb.png"),
+            "--out",
+            str(tmp_path / "m.png"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert code == 1
-    assert err.strip() == "torchcut segment: error: seeds: expected a one-channel PNG of labels 0/1/2, got an image of mode RGB"
+    assert (
+        err.strip()
+        == "torchcut segment: error: seeds: expected a one-channel PNG of labels 0/1/2, got an image of mode RGB"
+    )
     Image.fromarray(np.zeros((30, 40), np.uint8)).save(tmp_path / "small.png")
-    code, _, err = run(capsys, ["segment", str(tmp_path / "img.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png"),
-                                "--device", "cpu"])
-    assert code == 1 and err.count("\n") == 1 and "seeds: expected shape (40, 40), from the image's spatial shape" in err and "got (30, 40)" in err
-    code, _, err = run(capsys, ["segment", str(tmp_path / "nope.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png")])
+    code, _, err = run(
+        capsys,
+        [
+            "segment",
+            str(tmp_path / "img.png"),
+            str(tmp_path / "small.png"),
+            "--out",
+            str(tmp_path / "m.png"),
+            "--device",
+            "cpu",
+        ],
+    )
+    assert (
+        code == 1
+        and err.count("\n") == 1
+        and "seeds: expected shape (40, 40), from the image's spatial shape" in err
+        and "got (30, 40)" in err
+    )
+    code, _, err = run(
+        capsys, ["segment", str(tmp_path / "nope.png"), str(tmp_path / "small.png"), "--out", str(tmp_path / "m.png")]
+    )
     assert code == 1 and "No such file" in err

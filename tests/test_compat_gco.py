@@ -22,8 +22,15 @@ def problem(seed=0, n=60, L=4, integer=True):
 
 
 def energy(edges, w, unary, V, labels):
-    return float(gm.labeling_energy(torch.from_numpy(unary.T.copy()), torch.from_numpy(V), torch.from_numpy(labels.astype(np.int64)),
-                                    torch.from_numpy(edges.astype(np.int64)), torch.from_numpy(w)))
+    return float(
+        gm.labeling_energy(
+            torch.from_numpy(unary.T.copy()),
+            torch.from_numpy(V),
+            torch.from_numpy(labels.astype(np.int64)),
+            torch.from_numpy(edges.astype(np.int64)),
+            torch.from_numpy(w),
+        )
+    )
 
 
 @pytest.mark.parametrize("algorithm", ["expansion", "swap"])
@@ -33,7 +40,9 @@ def test_layout_and_result_are_gcos(algorithm):
     lab = tgco.cut_general_graph(edges, w, unary, V, algorithm=algorithm)
     assert isinstance(lab, np.ndarray) and lab.dtype == np.int32 and lab.shape == (60,)
     run = gm.expansion if algorithm == "expansion" else gm.swap
-    ref = run(torch.from_numpy(unary.T.copy()), torch.from_numpy(V), torch.from_numpy(edges), torch.from_numpy(w), init=0)
+    ref = run(
+        torch.from_numpy(unary.T.copy()), torch.from_numpy(V), torch.from_numpy(edges), torch.from_numpy(w), init=0
+    )
     assert lab.tolist() == ref.tolist()
     # GCO starts from label 0 everywhere: one cycle from there, or from given labels
     one = tgco.cut_general_graph(edges, w, unary, V, n_iter=1, algorithm=algorithm)
@@ -42,8 +51,10 @@ def test_layout_and_result_are_gcos(algorithm):
     same = tgco.cut_general_graph(edges, w, unary, V, n_iter=0, init_labels=start)
     assert same.tolist() == start.tolist()
     # pairwise_cost=None is Potts; down_weight_factor changes nothing
-    assert tgco.cut_general_graph(edges, w, unary, None).tolist() == \
-        tgco.cut_general_graph(edges, w, unary, 1 - np.eye(4, dtype=np.int64), down_weight_factor=7.5).tolist()
+    assert (
+        tgco.cut_general_graph(edges, w, unary, None).tolist()
+        == tgco.cut_general_graph(edges, w, unary, 1 - np.eye(4, dtype=np.int64), down_weight_factor=7.5).tolist()
+    )
 
 
 def test_errors_name_gcos_arguments():
@@ -56,7 +67,10 @@ def test_errors_name_gcos_arguments():
         tgco.cut_general_graph(edges, w, unary, np.array([[0, 1, 4, 4], [1, 0, 1, 4], [4, 1, 0, 1], [4, 4, 1, 0]]))
     bad = edges.copy()
     bad[3, 1] = 60
-    with pytest.raises(ValueError, match=r"edges: expected node indices in \[0, 60\) \(unary_cost is \[N, L\] with N = 60 nodes\), got edges\[3, 1\] = 60"):
+    with pytest.raises(
+        ValueError,
+        match=r"edges: expected node indices in \[0, 60\) \(unary_cost is \[N, L\] with N = 60 nodes\), got edges\[3, 1\] = 60",
+    ):
         tgco.cut_general_graph(bad, w, unary, None)
     with pytest.raises(ValueError, match=r"edge_weights: expected non-negative weights"):
         tgco.cut_general_graph(edges, -w, unary, None)
@@ -77,9 +91,13 @@ def test_energies_against_gco_wrapper(integer):
         edges, w, unary = problem(seed, n=200, integer=integer)
         V = np.minimum(np.abs(np.arange(4)[:, None] - np.arange(4)[None]), 2)
         kw = dict(down_weight_factor=1) if integer else {}
-        theirs = gco.cut_general_graph(edges, w.astype(np.int32) if integer else w,
-                                       unary.astype(np.int32) if integer else unary,
-                                       V.astype(np.int32) if integer else V.astype(np.float64), **kw)
+        theirs = gco.cut_general_graph(
+            edges,
+            w.astype(np.int32) if integer else w,
+            unary.astype(np.int32) if integer else unary,
+            V.astype(np.int32) if integer else V.astype(np.float64),
+            **kw,
+        )
         ours = tgco.cut_general_graph(edges, w, unary, V)
         e_ours, e_theirs = energy(edges, w, unary, V, ours), energy(edges, w, unary, V, np.asarray(theirs))
         assert e_ours <= 1.01 * e_theirs

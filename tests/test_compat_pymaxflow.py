@@ -14,7 +14,8 @@ import pytest
 import torch
 
 maxflow = pytest.importorskip("maxflow")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 import torchcut.compat.pymaxflow as tm  # noqa: E402
 from torchcut.compat import fastmin as tfm  # noqa: E402
@@ -84,6 +85,7 @@ def test_binary_restoration_example(shared_data, name):
 
 def test_layout_example_with_infinite_capacities():
     """PyMaxflow's layout example: +inf structure entries and terminal capacities (float graph)."""
+
     def build(mod, g):
         ids = g.add_grid_nodes((5, 5))
         g.add_grid_edges(ids, structure=np.array([[np.inf, 0, 0]] * 3), symmetric=False)
@@ -158,8 +160,10 @@ def test_float_segments_are_a_minimum_cut():
     shape = (12, 15)
     src, snk = rng.random(shape) * 3, rng.random(shape) * 3
     wr, wd = rng.random(shape), rng.random(shape)
-    sr = np.zeros((3, 3)); sr[1, 2] = 1
-    sd = np.zeros((3, 3)); sd[2, 1] = 1
+    sr = np.zeros((3, 3))
+    sr[1, 2] = 1
+    sd = np.zeros((3, 3))
+    sd[2, 1] = 1
     g0, g1 = maxflow.Graph[float](), tm.Graph[float]()
     for g in (g0, g1):
         ids = g.add_grid_nodes(shape)
@@ -169,9 +173,11 @@ def test_float_segments_are_a_minimum_cut():
     f0, f1 = g0.maxflow(), g1.maxflow()
     seg = g1.get_grid_segments(ids)
     H, W = shape
-    arcs = [((slice(None), slice(0, W - 1)), (slice(None), slice(1, W)), wr[:, :-1]),
-            ((slice(0, H - 1), slice(None)), (slice(1, H), slice(None)), wd[:-1]),
-            ((slice(1, H), slice(None)), (slice(0, H - 1), slice(None)), wd[:-1])]
+    arcs = [
+        ((slice(None), slice(0, W - 1)), (slice(None), slice(1, W)), wr[:, :-1]),
+        ((slice(0, H - 1), slice(None)), (slice(1, H), slice(None)), wd[:-1]),
+        ((slice(1, H), slice(None)), (slice(0, H - 1), slice(None)), wd[:-1]),
+    ]
     val = np.sum(np.where(seg, src, 0)) + np.sum(np.where(~seg, snk, 0))
     for u, v, c in arcs:
         val += np.sum(np.where(~seg[u] & seg[v], c, 0))
@@ -206,8 +212,10 @@ def test_hypothesis_general_graphs(data):
     node = st.integers(0, n - 1)
     cap = st.integers(0, 20)
     edges = [(data.draw(node), data.draw(node), data.draw(cap), data.draw(cap)) for _ in range(m)]
-    terms = [(data.draw(node), data.draw(st.integers(-10, 30)), data.draw(st.integers(-10, 30)))
-             for _ in range(data.draw(st.integers(0, 10)))]
+    terms = [
+        (data.draw(node), data.draw(st.integers(-10, 30)), data.draw(st.integers(-10, 30)))
+        for _ in range(data.draw(st.integers(0, 10)))
+    ]
     flows, segs = [], []
     for mod in (maxflow, tm):
         g = mod.Graph[int]()
@@ -394,8 +402,12 @@ def test_abswap_two_labels_is_the_global_optimum():
     binary = np.array([[0.0, 1.3], [0.9, 0.2]])
     ours = tfm.abswap_grid(unary, binary)
     n = unary[..., 0].size
-    best = min(maxflow.fastmin.energy_of_grid_labeling(unary, binary, np.array([(k >> i) & 1 for i in range(n)]).reshape(shape))
-               for k in range(2**n))
+    best = min(
+        maxflow.fastmin.energy_of_grid_labeling(
+            unary, binary, np.array([(k >> i) & 1 for i in range(n)]).reshape(shape)
+        )
+        for k in range(2**n)
+    )
     assert abs(maxflow.fastmin.energy_of_grid_labeling(unary, binary, ours) - best) < 1e-6
 
 
@@ -419,8 +431,7 @@ def _have_expansion():
         return False
 
 
-needs_expansion = pytest.mark.skipif(not _have_expansion(),
-                                     reason="torchcut.multilabel.expansion is not available")
+needs_expansion = pytest.mark.skipif(not _have_expansion(), reason="torchcut.multilabel.expansion is not available")
 
 
 @needs_expansion

@@ -29,8 +29,10 @@ def scene(shape, channels, seed):
         c, r = torch.rand(len(shape), generator=g), 0.1 + 0.2 * float(torch.rand(1, generator=g))
         obj = torch.maximum(obj, (sum((gi - ci) ** 2 for gi, ci in zip(grids, c)) < r * r).float())
     colours = torch.rand(channels, 2, generator=g) * 200 + 20
-    image = colours[:, 0].view((channels,) + (1,) * len(shape)) * (1 - obj) + colours[:, 1].view(
-        (channels,) + (1,) * len(shape)) * obj
+    image = (
+        colours[:, 0].view((channels,) + (1,) * len(shape)) * (1 - obj)
+        + colours[:, 1].view((channels,) + (1,) * len(shape)) * obj
+    )
     image = image + torch.randn((channels,) + shape, generator=g) * 12
     fg = torch.sigmoid(3 * (obj - 0.5) + 1.5 * _smooth(shape, g))
     return image[None].contiguous(), torch.stack([1 - fg, fg])[None].contiguous()

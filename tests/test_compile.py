@@ -152,8 +152,9 @@ def test_custom_ops_pass_opcheck():
     torch.library.opcheck(torch.ops.torchcut.grid_maxflow, (g.caps, g.source, g.sink, flat, 2, "auto", "{}"))
     torch.library.opcheck(torch.ops.torchcut.grid_build_maxflow, (src, snk, edges, None, flat, 2, None, "cpu", "{}"))
     img, seeds = _image("cpu", B=1)
-    torch.library.opcheck(torch.ops.torchcut.segment_mask,
-                          (img[0], seeds[0], 8.0, None, None, None, None, None, None, None, "auto", "{}"))
+    torch.library.opcheck(
+        torch.ops.torchcut.segment_mask, (img[0], seeds[0], 8.0, None, None, None, None, None, None, None, "auto", "{}")
+    )
 
 
 def test_compiled_op_fakes_match_real_outputs():

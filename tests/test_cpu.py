@@ -6,16 +6,16 @@ from __future__ import annotations
 import importlib.util
 import warnings
 
+import flow_cases as fc
 import numpy as np
 import pytest
+import test_reference_grid as grid_cases
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import flow_cases as fc
-import test_reference_grid as grid_cases
-import torchcut
 from oracles import pymaxflow_grid
+
+import torchcut
 from torchcut import FlowGraph, GridGraph, grid_offsets
 from torchcut.solvers import cpu as cpu_backend
 from torchcut.solvers import csr_reference, reference
@@ -55,8 +55,9 @@ def test_random_grid_matches_pymaxflow(seed):
     assert_canonical_grid(r)
 
 
-@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (6, 37, 41)), (2, 8, (5, 23, 19)), (3, 6, (4, 9, 8, 11)),
-                                              (3, 26, (3, 6, 7, 5))])
+@pytest.mark.parametrize(
+    "ndim,conn,shape", [(2, 4, (6, 37, 41)), (2, 8, (5, 23, 19)), (3, 6, (4, 9, 8, 11)), (3, 26, (3, 6, 7, 5))]
+)
 def test_batch_threads_agree_with_items(ndim, conn, shape):
     rng = np.random.default_rng(conn)
     offsets = grid_offsets(ndim, conn)
@@ -88,8 +89,9 @@ def test_segmentation_energy_matches_pymaxflow_and_reference_mask():
     assert r.flow_values.tolist() == ref.flow_values.tolist()
     assert torch.equal(r.mask, ref.mask)  # the canonical cut is unique: both backends return it
     K = len(g.offsets)
-    assert r.flow_values.item() == pymaxflow_grid(g.source[0].numpy(), g.sink[0].numpy(), g.caps[0, :K].numpy(),
-                                                  g.offsets, _reverse_edges(g))
+    assert r.flow_values.item() == pymaxflow_grid(
+        g.source[0].numpy(), g.sink[0].numpy(), g.caps[0, :K].numpy(), g.offsets, _reverse_edges(g)
+    )
 
 
 def _reverse_edges(g):
@@ -114,6 +116,7 @@ def test_volume_matches_pymaxflow():
     assert_canonical_grid(r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conn,most", [(4, 5_000_000), (8, 5_000_000)])
 def test_long_strip_adoption_stays_local(conn, most):
     """A 64 x 1024 strip, sources in the first columns and sinks in the last: every augmenting path is
@@ -123,8 +126,9 @@ def test_long_strip_adoption_stays_local(conn, most):
     PyMaxflow's (where installed), certificate verified; the bound on orphans guards the adoption order."""
     offs = grid_offsets(2, conn)
     source, sink, edges, rev = fc.strip((64, 1024), offs, seed=60 + conn)
-    g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
-                  reverse=torch.as_tensor(rev))
+    g = GridGraph(
+        torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs, reverse=torch.as_tensor(rev)
+    )
     r = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")  # "auto" takes pseudoflow here
     assert r.stats["backend"] == "cpu" and r.stats["algorithm"] == "boykov-kolmogorov" and r.verify()
     assert 0 < r.stats["orphans"] < most
@@ -173,9 +177,15 @@ def test_inputs_are_not_modified():
 
 
 @settings(max_examples=90, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(h=st.integers(1, 9), w=st.integers(1, 9), conn=st.sampled_from([4, 8]), directed=st.booleans(),
-       seed=st.integers(0, 2**32 - 1), hi=st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32)),
-       algorithm=st.sampled_from(["auto", "boykov-kolmogorov", "pseudoflow"]))
+@given(
+    h=st.integers(1, 9),
+    w=st.integers(1, 9),
+    conn=st.sampled_from([4, 8]),
+    directed=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    hi=st.one_of(st.integers(0, 5), st.integers(0, 1000), st.integers(0, I32)),
+    algorithm=st.sampled_from(["auto", "boykov-kolmogorov", "pseudoflow"]),
+)
 def test_property_grid(h, w, conn, directed, seed, hi, algorithm):
     rng = np.random.default_rng(seed)
     offsets = grid_offsets(2, conn)
@@ -207,8 +217,11 @@ def _smooth_and_weak(shape, offsets, seed):
     """Two grids: n-links far above the (sparse) terminals, and n-links far below dense terminals."""
     rng = np.random.default_rng(seed)
     K = len(offsets)
-    strong = (rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1),
-              rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1), rng.integers(50, 100, size=(K,) + shape))
+    strong = (
+        rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1),
+        rng.integers(0, 20, size=shape) * (rng.random(shape) < 0.1),
+        rng.integers(50, 100, size=(K,) + shape),
+    )
     weak = (rng.integers(0, 100, size=shape), rng.integers(0, 100, size=shape), rng.integers(0, 4, size=(K,) + shape))
     return strong, weak
 
@@ -230,10 +243,12 @@ def _auto_ratio(g):
     return caps.sum().item() / (2 * torch.minimum(t, caps.sum(0)).sum().item())
 
 
-@pytest.mark.parametrize("ndim,conn,cut", [k + (False,) for k in sorted(AUTO_RATIO)]
-                         + [k + (True,) for k in sorted(AUTO_RATIO_CUT)])
+@pytest.mark.parametrize(
+    "ndim,conn,cut", [k + (False,) for k in sorted(AUTO_RATIO)] + [k + (True,) for k in sorted(AUTO_RATIO_CUT)]
+)
+@pytest.mark.slow
 def test_auto_threshold_per_dimension_and_connectivity(ndim, conn, cut):
-    """"auto" takes pseudoflow just above its ratio for the grid's dimension and connectivity and
+    """ "auto" takes pseudoflow just above its ratio for the grid's dimension and connectivity and
     Boykov-Kolmogorov just below it (the ratio at 1.02 and 0.98 times the threshold, n-links scaled); both
     picks give the flow and cut of the other algorithm. ``cut``: a grid large enough to be cut over two
     threads, with the thresholds of that case (on one thread, the others)."""
@@ -259,12 +274,14 @@ def test_auto_threshold_per_dimension_and_connectivity(ndim, conn, cut):
         assert (ratio > table[ndim, conn]) == (want == "pseudoflow"), ratio
         assert abs(ratio / table[ndim, conn] - factor) < 0.01, ratio
         r = torchcut.maxflow(g, backend="cpu", threads=threads)
-        other = torchcut.maxflow(g, backend="cpu", threads=threads,
-                                 algorithm="boykov-kolmogorov" if want == "pseudoflow" else want)
+        other = torchcut.maxflow(
+            g, backend="cpu", threads=threads, algorithm="boykov-kolmogorov" if want == "pseudoflow" else want
+        )
         assert r.stats["algorithm"] == want and r.verify() and other.verify()
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conn,threads", [(4, 2), (8, 2), (4, 3)])
 def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn, threads):
     """auto's pseudoflow on a grid cut over two or three threads, the first half of the rows empty and the
@@ -311,8 +328,9 @@ def _bright_dark_volume(n, lam, seed=0):
     seeds = np.zeros(v.shape, np.int64)
     seeds[v >= flat[int(0.97 * v.size)]] = 1
     seeds[v <= flat[int(0.10 * v.size) - 1]] = 2
-    return torchcut.segmentation_graph(torch.from_numpy(v), torch.from_numpy(seeds), lam=lam, connectivity=6,
-                                       ndim=3, bins=16)
+    return torchcut.segmentation_graph(
+        torch.from_numpy(v), torch.from_numpy(seeds), lam=lam, connectivity=6, ndim=3, bins=16
+    )
 
 
 @pytest.mark.parametrize("lam", [30, 50, 100])
@@ -326,8 +344,9 @@ def test_auto_takes_pseudoflow_on_a_seeded_noise_volume(lam):
     free = t < g.caps[0].sum(0)
     assert g.caps[0].sum(0)[free].sum() > 20 * t[free].sum()  # n-links far above the free voxels' terminals
     assert AUTO_RATIO[3, 6] < _auto_ratio(g) < 5.0
-    results = {alg: torchcut.maxflow(g, backend="cpu", algorithm=alg)
-               for alg in ("auto", "boykov-kolmogorov", "pseudoflow")}
+    results = {
+        alg: torchcut.maxflow(g, backend="cpu", algorithm=alg) for alg in ("auto", "boykov-kolmogorov", "pseudoflow")
+    }
     assert results["auto"].stats["algorithm"] == "pseudoflow"
     for alg, r in results.items():
         assert r.verify(), alg
@@ -358,7 +377,9 @@ def test_auto_counts_no_one_way_pairs():
     for reverse, want in ((np.zeros_like(edges), "boykov-kolmogorov"), (None, "pseudoflow")):
         g = GridGraph(source, sink, edges, offsets, reverse)
         r = torchcut.maxflow(g, backend="cpu")
-        other = torchcut.maxflow(g, backend="cpu", algorithm="pseudoflow" if want != "pseudoflow" else "boykov-kolmogorov")
+        other = torchcut.maxflow(
+            g, backend="cpu", algorithm="pseudoflow" if want != "pseudoflow" else "boykov-kolmogorov"
+        )
         assert r.stats["algorithm"] == want and r.verify() and other.verify()
         assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
@@ -381,8 +402,7 @@ def test_auto_takes_pseudoflow_where_smoothness_is_strong(ndim, conn, shape):
     batch = GridGraph(*(np.stack([a, b], axis=1 if a.ndim == ndim + 1 else 0) for a, b in zip(strong, weak)), offsets)
     r = torchcut.maxflow(batch, backend="cpu", threads=1)
     assert r.stats["algorithm"] == "mixed" and r.stats["pseudoflow_items"] == 1 and r.verify()
-    assert r.flow_value == [torchcut.maxflow(GridGraph(*c, offsets), backend="cpu").flow_value
-                                     for c in (strong, weak)]
+    assert r.flow_value == [torchcut.maxflow(GridGraph(*c, offsets), backend="cpu").flow_value for c in (strong, weak)]
 
 
 def test_pseudoflow_on_long_paths_and_strong_smoothness():
@@ -392,8 +412,9 @@ def test_pseudoflow_on_long_paths_and_strong_smoothness():
     for conn in (4, 8):
         offs = grid_offsets(2, conn)
         source, sink, edges, rev = fc.strip((64, 1024), offs, seed=60 + conn)
-        g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
-                      reverse=torch.as_tensor(rev))
+        g = GridGraph(
+            torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs, reverse=torch.as_tensor(rev)
+        )
         r = torchcut.maxflow(g, backend="cpu")
         b = torchcut.maxflow(g, backend="cpu", algorithm="boykov-kolmogorov")
         # no augmenting path left after pseudoflow: Boykov-Kolmogorov did not run
@@ -424,16 +445,21 @@ def test_pseudoflow_warm_sequence_matches_cold_solves():
         src = torch.from_numpy(rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.2))
         snk = torch.from_numpy(rng.integers(0, 40, size=shape) * (rng.random(shape) < 0.2))
         mask = w.solve(caps, src, snk)
-        cold = torchcut.maxflow(GridGraph(src, snk, caps[:, :2].transpose(0, 1), offsets,
-                                          reverse=caps[:, 2:].transpose(0, 1)), backend="cpu",
-                                algorithm="boykov-kolmogorov")
+        cold = torchcut.maxflow(
+            GridGraph(src, snk, caps[:, :2].transpose(0, 1), offsets, reverse=caps[:, 2:].transpose(0, 1)),
+            backend="cpu",
+            algorithm="boykov-kolmogorov",
+        )
         assert torch.equal(mask, cold.mask.reshape(mask.shape))
 
 
 def test_algorithm_is_checked():
     g = GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], grid_offsets(2, 4))
-    with pytest.raises(ValueError, match=r"algorithm: expected one of \['auto', 'boykov-kolmogorov', "
-                                         r"'pseudoflow'\], got 'hpf'"):
+    with pytest.raises(
+        ValueError,
+        match=r"algorithm: expected one of \['auto', 'boykov-kolmogorov', "
+        r"'pseudoflow'\], got 'hpf'",
+    ):
         torchcut.maxflow(g, backend="cpu", algorithm="hpf")
 
 
@@ -516,10 +542,18 @@ def test_dimacs_cli_uses_the_cpu_solver(tmp_path, capsys):
 # pseudoflow), then one solver over the whole grid from what they left (a part needs at least 2**17
 # nodes, 2**20 in a 6-connected volume, so these grids are that large).
 SPLIT_ALGORITHMS = ["boykov-kolmogorov", "pseudoflow"]
-SPLIT_CASES = [(2, 4, (600, 500), 2), (2, 4, (600, 500), 4), (2, 8, (530, 520), 2), (2, 8, (530, 520), 4),
-               (3, 6, (130, 128, 128), 2), (3, 18, (70, 66, 64), 4), (3, 26, (66, 66, 64), 2)]
+SPLIT_CASES = [
+    (2, 4, (600, 500), 2),
+    (2, 4, (600, 500), 4),
+    (2, 8, (530, 520), 2),
+    (2, 8, (530, 520), 4),
+    (3, 6, (130, 128, 128), 2),
+    (3, 18, (70, 66, 64), 4),
+    (3, 26, (66, 66, 64), 2),
+]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", SPLIT_ALGORITHMS)
 @pytest.mark.parametrize("ndim,conn,shape,threads", SPLIT_CASES)
 def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads, algorithm):
@@ -538,6 +572,7 @@ def test_single_grid_over_threads_matches_pymaxflow(ndim, conn, shape, threads, 
     assert_canonical_grid(many)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", SPLIT_ALGORITHMS)
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (48, 6000)), (2, 8, (40, 7000)), (3, 18, (6, 180, 190))])
 def test_single_grid_over_threads_all_flow_crosses_the_cuts(ndim, conn, shape, algorithm):
@@ -561,9 +596,12 @@ def test_threads_argument():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match=f"threads: expected a positive int, got {bad!r}"):
             torchcut.maxflow(g, backend="cpu", threads=bad)
-    with pytest.raises(TypeError, match=r"maxflow\(\): keyword argument 'rounds' is an option of the 'cuda' backend, not of the 'cpu'"):
-        torchcut.maxflow(FlowGraph.from_edges([0], [1], [1], source=[1, 0], sink=[0, 1]), backend="cpu",
-                         lattice=False, rounds=3)
+    with pytest.raises(
+        TypeError, match=r"maxflow\(\): keyword argument 'rounds' is an option of the 'cuda' backend, not of the 'cpu'"
+    ):
+        torchcut.maxflow(
+            FlowGraph.from_edges([0], [1], [1], source=[1, 0], sink=[0, 1]), backend="cpu", lattice=False, rounds=3
+        )
 
 
 def test_backend_names_the_device():

@@ -21,8 +21,9 @@ def _grid():
 
 
 def _flowgraph():
-    return FlowGraph.from_edges([0, 1, 0, 2], [1, 3, 2, 3], [2, 2, 3, 1], source=[5, 0, 0, 0],
-                                sink=[0, 0, 0, 5]).to("cuda")
+    return FlowGraph.from_edges([0, 1, 0, 2], [1, 3, 2, 3], [2, 2, 3, 1], source=[5, 0, 0, 0], sink=[0, 0, 0, 5]).to(
+        "cuda"
+    )
 
 
 def _capture_raises(run):

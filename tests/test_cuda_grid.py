@@ -14,18 +14,18 @@ import json
 import os
 import warnings
 
+import flow_cases as fc
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import pymaxflow_grid
 
-import flow_cases as fc
 import torchcut
 from torchcut import GridGraph, grid_offsets
-from torchcut.solvers._backends import GRID
 from torchcut.solvers import cuda as cuda_backend
-from oracles import pymaxflow_grid
+from torchcut.solvers._backends import GRID
 
 INT32_MAX = 2**31 - 1
 ENV_OPTS = json.loads(os.environ.get("TORCHCUT_TEST_GRID_OPTS") or "{}")
@@ -71,8 +71,13 @@ def _instance(shape, offsets, *, batch=None, directed=False, hi=100, density=0.7
 def _check(source, sink, edges, offsets, reverse, *, batch=False, reference=True, repeats=5, **opts):
     """Solve on the GPU `repeats` times; compare with PyMaxflow and (optionally) the reference."""
     dev = "cuda"
-    g = GridGraph(torch.as_tensor(source, device=dev), torch.as_tensor(sink, device=dev),
-                  torch.as_tensor(edges, device=dev), offsets, reverse=torch.as_tensor(reverse, device=dev))
+    g = GridGraph(
+        torch.as_tensor(source, device=dev),
+        torch.as_tensor(sink, device=dev),
+        torch.as_tensor(edges, device=dev),
+        offsets,
+        reverse=torch.as_tensor(reverse, device=dev),
+    )
     results = [torchcut.maxflow(g, backend="cuda", **opts) for _ in range(repeats)]
     first = results[0]
     assert first.stats["backend"] == "cuda"
@@ -184,12 +189,18 @@ def test_diagonal_only_paths(shape, directed):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("ndim,conn,opts", [
-    (2, 4, {}), (2, 8, {}),
-    (2, 4, {"tile_x": 16, "tile_y": 8}),  # push tiles inside BFS tiles
-    (2, 8, {"bfs_tile_x": 8, "bfs_tile_y": 4}),  # push tiles over several BFS tiles
-    (3, 6, {}), (3, 26, {}),
-], ids=["2d-4", "2d-8", "2d-4-small-push", "2d-8-small-bfs", "3d-6", "3d-26"])
+@pytest.mark.parametrize(
+    "ndim,conn,opts",
+    [
+        (2, 4, {}),
+        (2, 8, {}),
+        (2, 4, {"tile_x": 16, "tile_y": 8}),  # push tiles inside BFS tiles
+        (2, 8, {"bfs_tile_x": 8, "bfs_tile_y": 4}),  # push tiles over several BFS tiles
+        (3, 6, {}),
+        (3, 26, {}),
+    ],
+    ids=["2d-4", "2d-8", "2d-4-small-push", "2d-8-small-bfs", "3d-6", "3d-26"],
+)
 def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
     """Relabels that repair the last distances (repair=1: every one after the first), a full BFS each time
     (repair=-1) and the default choice between them: flows, canonical masks and certificates equal to
@@ -214,10 +225,17 @@ def test_repaired_relabels_equal_full_ones(ndim, conn, opts):
 
 @pytest.mark.cuda
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.sampled_from([(2, 4), (2, 8), (3, 6), (3, 26)]), a=st.integers(3, 80), b=st.integers(3, 80),
-       c=st.integers(2, 12), batch=st.integers(1, 3), directed=st.booleans(), seed=st.integers(0, 2**31 - 1),
-       density=st.floats(0.3, 1.0), tiles=st.sampled_from([{}, {"bfs_tile_x": 8, "bfs_tile_y": 4},
-                                                            {"tile_x": 8, "tile_y": 4}]))
+@given(
+    case=st.sampled_from([(2, 4), (2, 8), (3, 6), (3, 26)]),
+    a=st.integers(3, 80),
+    b=st.integers(3, 80),
+    c=st.integers(2, 12),
+    batch=st.integers(1, 3),
+    directed=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    density=st.floats(0.3, 1.0),
+    tiles=st.sampled_from([{}, {"bfs_tile_x": 8, "bfs_tile_y": 4}, {"tile_x": 8, "tile_y": 4}]),
+)
 def test_property_repaired_relabels(case, a, b, c, batch, directed, seed, density, tiles):
     """Random grids, batches and tiles: every relabel repaired (repair=1) gives PyMaxflow's flows and the
     same canonical masks as a full BFS every time (repair=-1)."""
@@ -244,8 +262,9 @@ def test_chained_pushes_equal_plain_ones(conn, chain):
     arcs), with more tile visits than listed tiles where it chains."""
     offs = grid_offsets(2, conn)
     source, sink, edges, rev = _long_path_batch((96, 224), len(offs), seed=40 + conn)
-    chained = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, push_chain=chain,
-                     profile=1)
+    chained = _check(
+        source, sink, edges, offs, rev, batch=True, reference=False, repeats=2, push_chain=chain, profile=1
+    )
     plain = _check(source, sink, edges, offs, rev, batch=True, reference=False, repeats=1, push_chain=-1, profile=1)
     assert torch.equal(chained.node_mask, plain.node_mask)
     assert torch.equal(chained.flow_values, plain.flow_values)
@@ -267,8 +286,9 @@ def test_default_chains_only_single_large_grids(conn):
     source, sink, edges, rev = fc.strip((128, 2048), offs, seed=60 + conn)
 
     def solve(s, t, e, r, **opts):
-        g = GridGraph(*(torch.as_tensor(x, device="cuda") for x in (s, t, e)), offs,
-                      reverse=torch.as_tensor(r, device="cuda"))
+        g = GridGraph(
+            *(torch.as_tensor(x, device="cuda") for x in (s, t, e)), offs, reverse=torch.as_tensor(r, device="cuda")
+        )
         res = torchcut.maxflow(g, backend="cuda", **opts)
         assert res.verify()
         return res
@@ -289,9 +309,16 @@ def test_default_chains_only_single_large_grids(conn):
 
 @pytest.mark.cuda
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conn=st.sampled_from([4, 8]), a=st.integers(3, 120), b=st.integers(3, 120), batch=st.integers(1, 3),
-       directed=st.booleans(), seed=st.integers(0, 2**31 - 1), density=st.floats(0.3, 1.0),
-       chain=st.integers(1, 8))
+@given(
+    conn=st.sampled_from([4, 8]),
+    a=st.integers(3, 120),
+    b=st.integers(3, 120),
+    batch=st.integers(1, 3),
+    directed=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    density=st.floats(0.3, 1.0),
+    chain=st.integers(1, 8),
+)
 def test_property_chained_pushes(conn, a, b, batch, directed, seed, density, chain):
     """Random 2D grids and batches: every push launch chained (push_chain=n) gives PyMaxflow's flows and
     the same canonical masks as plain launches (push_chain=-1)."""
@@ -385,8 +412,9 @@ def test_near_int32_max_uses_int64_path(ndim, conn, shape):
     reverse = rng.integers(INT32_MAX - 1000, INT32_MAX, size=(K,) + shape)
     source = rng.integers(0, 4 * INT32_MAX, size=shape) * (rng.random(shape) < 0.3)
     sink = rng.integers(0, INT32_MAX, size=shape) * (rng.random(shape) < 0.3)
-    g = GridGraph(torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs,
-                  reverse=torch.as_tensor(reverse))
+    g = GridGraph(
+        torch.as_tensor(source), torch.as_tensor(sink), torch.as_tensor(edges), offs, reverse=torch.as_tensor(reverse)
+    )
     assert g.caps.dtype == torch.int64
     _check(source, sink, edges, offs, reverse)
 
@@ -460,15 +488,18 @@ def test_batch_items_that_finish_early_leave_the_bfs(conn):
     source[0, :, :3] = 1000  # item 0: the flow crosses the whole grid, many relabel cycles
     sink[0, :, -3:] = 1000
     sink[1:] = rng.integers(0, 50, size=(B - 1, H, W))  # items 1-7: sink arcs everywhere,
-    source[1:4] = 0                                     # no source capacity on 1-3,
-    source[4:, :5, :5] = 7                              # a little on 4-7, drained at once
-    edges[:, 6:] = 0                                    # item 6: no n-links (terminals only)
+    source[1:4] = 0  # no source capacity on 1-3,
+    source[4:, :5, :5] = 7  # a little on 4-7, drained at once
+    edges[:, 6:] = 0  # item 6: no n-links (terminals only)
     res_skip = _check(source, sink, edges, offs, edges, batch=True, reference=False, repeats=2)
     res_all = _check(source, sink, edges, offs, edges, batch=True, reference=False, repeats=2, item_skip=-1)
     assert torch.equal(res_skip.node_mask, res_all.node_mask)
     for b in range(B):  # each item alone gives the same mask
-        g1 = GridGraph(*(torch.as_tensor(a[b], device="cuda") for a in (source, sink)),
-                       torch.as_tensor(edges[:, b], device="cuda"), offs)
+        g1 = GridGraph(
+            *(torch.as_tensor(a[b], device="cuda") for a in (source, sink)),
+            torch.as_tensor(edges[:, b], device="cuda"),
+            offs,
+        )
         assert torch.equal(torchcut.maxflow(g1, backend="cuda").node_mask[0], res_skip.node_mask[b])
     if ENV_OPTS:
         return
@@ -494,8 +525,9 @@ BFS_OPTS = [
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("opts", BFS_OPTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
-@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (70, 90)), (2, 8, (130, 70)), (3, 6, (9, 17, 40)),
-                                             (3, 26, (12, 10, 11))])
+@pytest.mark.parametrize(
+    "ndim,conn,shape", [(2, 4, (70, 90)), (2, 8, (130, 70)), (3, 6, (9, 17, 40)), (3, 26, (12, 10, 11))]
+)
 def test_bfs_variants(opts, ndim, conn, shape):
     offs = grid_offsets(ndim, conn)
     s, t, e, r = _instance(shape, offs, batch=3, directed=True, seed=21)
@@ -507,8 +539,9 @@ def test_bfs_variants(opts, ndim, conn, shape):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opts", [{}, {"bfs_tile_x": 4, "bfs_tile_y": 8}, {"bfs_tile_x": 32, "bfs_tile_y": 1},
-                                  {"push_chain": 4}])
+@pytest.mark.parametrize(
+    "opts", [{}, {"bfs_tile_x": 4, "bfs_tile_y": 8}, {"bfs_tile_x": 32, "bfs_tile_y": 1}, {"push_chain": 4}]
+)
 def test_bfs_follows_a_long_serpentine(opts):
     """One corridor snaking through the grid: the sink is ~2000 steps and many tiles from the source, so
     every BFS must carry its wavefront through a long chain of tiles (flow = the narrowest corridor arc)."""
@@ -520,7 +553,7 @@ def test_bfs_follows_a_long_serpentine(opts):
     edges[offs.index(right), 0::2, :-1] = rng.integers(20, 60, size=(H // 2, W - 1))
     for r in range(0, H - 2, 2):  # the corridor turns down at alternate ends
         x = W - 1 if (r // 2) % 2 == 0 else 0
-        edges[offs.index(down), r:r + 2, x] = rng.integers(20, 60, size=2)
+        edges[offs.index(down), r : r + 2, x] = rng.integers(20, 60, size=2)
     edges[offs.index(right), 2 * 7, 50] = 13  # the bottleneck, mid-corridor
     source = np.zeros((H, W), dtype=np.int64)
     sink = np.zeros((H, W), dtype=np.int64)
@@ -533,8 +566,9 @@ def test_bfs_follows_a_long_serpentine(opts):
 @pytest.mark.cuda
 def test_bfs_tile_must_be_powers_of_two():
     offs = grid_offsets(2, 4)
-    g = GridGraph(torch.ones(8, 8, device="cuda"), torch.ones(8, 8, device="cuda"),
-                  torch.ones(2, 8, 8, device="cuda"), offs)
+    g = GridGraph(
+        torch.ones(8, 8, device="cuda"), torch.ones(8, 8, device="cuda"), torch.ones(2, 8, 8, device="cuda"), offs
+    )
     with pytest.raises(ValueError, match="bfs_tile_x.*expected powers of two.*got 24x4x1"):
         torchcut.maxflow(g, bfs_tile_x=24, bfs_tile_y=4)
     with pytest.raises(ValueError, match="with 32 to 1024 nodes in all; got 2x4x1"):
@@ -555,8 +589,12 @@ def test_error_inside_the_op_is_a_clean_exception():
 @pytest.mark.cuda
 def test_float_capacities_through_segment_path():
     offs = grid_offsets(2, 8)
-    g = GridGraph(torch.rand(64, 80, device="cuda"), torch.rand(64, 80, device="cuda"),
-                  torch.rand(4, 64, 80, device="cuda") * 0.3, offs)
+    g = GridGraph(
+        torch.rand(64, 80, device="cuda"),
+        torch.rand(64, 80, device="cuda"),
+        torch.rand(4, 64, 80, device="cuda") * 0.3,
+        offs,
+    )
     r = torchcut.maxflow(g)
     assert r.stats["backend"] == "cuda" and r.verify()
     ref = torchcut.maxflow(g.to("cpu"), backend="reference")
@@ -566,8 +604,12 @@ def test_float_capacities_through_segment_path():
 @pytest.mark.cuda
 def test_memory_error_names_the_bytes(monkeypatch):
     offs = grid_offsets(2, 4)
-    g = GridGraph(torch.ones(64, 64, device="cuda"), torch.ones(64, 64, device="cuda"),
-                  torch.ones(2, 64, 64, device="cuda", dtype=torch.int32), offs)
+    g = GridGraph(
+        torch.ones(64, 64, device="cuda"),
+        torch.ones(64, 64, device="cuda"),
+        torch.ones(2, 64, 64, device="cuda", dtype=torch.int32),
+        offs,
+    )
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1024, 80 * 2**30))
     with pytest.raises(torch.cuda.OutOfMemoryError, match="MiB"):
         torchcut.maxflow(g, backend="cuda")
@@ -576,8 +618,9 @@ def test_memory_error_names_the_bytes(monkeypatch):
 @pytest.mark.cuda
 def test_bad_option_is_named():
     offs = grid_offsets(2, 4)
-    g = GridGraph(torch.ones(4, 4, device="cuda"), torch.ones(4, 4, device="cuda"),
-                  torch.ones(2, 4, 4, device="cuda"), offs)
+    g = GridGraph(
+        torch.ones(4, 4, device="cuda"), torch.ones(4, 4, device="cuda"), torch.ones(2, 4, 4, device="cuda"), offs
+    )
     with pytest.raises(TypeError, match="max_rounds"):
         torchcut.maxflow(g, backend="cuda", max_rounds=3)
     with pytest.raises(TypeError, match="pipeline"):  # removed: measured no faster (docs/performance.md)

@@ -55,7 +55,9 @@ def test_local_file_with_wrong_checksum_is_refused(isolated, monkeypatch):
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"not tsukuba")
     monkeypatch.setenv("TORCHCUT_DATA", str(isolated / "data"))
-    with pytest.raises(ValueError, match=r"TORCHCUT_DATA: .*scene1.row3.col3.ppm has SHA-256 [0-9a-f]{64}, expected 1d326401"):
+    with pytest.raises(
+        ValueError, match=r"TORCHCUT_DATA: .*scene1.row3.col3.ppm has SHA-256 [0-9a-f]{64}, expected 1d326401"
+    ):
         datasets.fetch(NAME)
 
 
@@ -83,7 +85,9 @@ def test_tsukuba_downloaded_from_a_mirror(isolated, monkeypatch, shared_data):
 
 def test_download_with_wrong_checksum_is_discarded(isolated, monkeypatch):
     name, _, _ = register(monkeypatch, isolated, b"tampered", digest="0" * 64)
-    with pytest.raises(ValueError, match=r"download of file://.*: expected SHA-256 0{64}, got [0-9a-f]{64}; the file was discarded"):
+    with pytest.raises(
+        ValueError, match=r"download of file://.*: expected SHA-256 0{64}, got [0-9a-f]{64}; the file was discarded"
+    ):
         datasets.fetch(name)
     folder = datasets.cache_dir() / "test"
     assert not folder.exists() or not any(folder.iterdir())
@@ -100,7 +104,10 @@ def test_damaged_cache_is_fetched_again(isolated, monkeypatch):
 
 def test_downloads_disabled(isolated, monkeypatch):
     name, _, _ = register(monkeypatch, isolated, b"x")
-    with pytest.raises(datasets.DatasetNotFoundError, match=r"test/blob.bin: not found in TORCHCUT_DATA \(unset\), .*\(cache\), and downloads are disabled"):
+    with pytest.raises(
+        datasets.DatasetNotFoundError,
+        match=r"test/blob.bin: not found in TORCHCUT_DATA \(unset\), .*\(cache\), and downloads are disabled",
+    ):
         datasets.fetch(name, download=False)
     monkeypatch.setenv("TORCHCUT_NO_DOWNLOAD", "1")
     with pytest.raises(datasets.DatasetNotFoundError, match="downloads are disabled"):
@@ -112,7 +119,10 @@ def test_unreachable_server(isolated, monkeypatch):
     missing = (isolated / "nowhere" / "file.ppm").as_uri()
     monkeypatch.setitem(datasets.REGISTRY, NAME, (missing, datasets.REGISTRY[NAME][1]))
     monkeypatch.setenv("TORCHCUT_DATA", str(isolated / "empty"))
-    with pytest.raises(datasets.DatasetNotFoundError, match=r"empty/middlebury/tsukuba/scene1.row3.col3.ppm \(TORCHCUT_DATA\).*the download from file://.* failed"):
+    with pytest.raises(
+        datasets.DatasetNotFoundError,
+        match=r"empty/middlebury/tsukuba/scene1.row3.col3.ppm \(TORCHCUT_DATA\).*the download from file://.* failed",
+    ):
         datasets.tsukuba()
 
 

@@ -64,16 +64,21 @@ def grid_case(seed, shape, connectivity, zero_frac=0.3):
     gen = torch.Generator().manual_seed(seed)
     offsets = torchcut.grid_offsets(len(shape), connectivity)
     K = len(offsets)
-    caps = [dyadic(gen, shape), dyadic(gen, shape), dyadic(gen, (K,) + shape, high=512),
-            dyadic(gen, (K,) + shape, high=512)]
+    caps = [
+        dyadic(gen, shape),
+        dyadic(gen, shape),
+        dyadic(gen, (K,) + shape, high=512),
+        dyadic(gen, (K,) + shape, high=512),
+    ]
     caps[0] = caps[0] * (torch.rand(shape, generator=gen) > zero_frac)
     caps[1] = caps[1] * (torch.rand(shape, generator=gen) > zero_frac)
     return [c.requires_grad_() for c in caps], offsets
 
 
 # ---------------------------------------------------------------------------------------------- flow value
-@pytest.mark.parametrize("shape,connectivity,seed", [((2, 3), 4, 0), ((3, 3), 8, 1), ((2, 2, 2), 26, 2),
-                                                     ((1, 7), 4, 3)])
+@pytest.mark.parametrize(
+    "shape,connectivity,seed", [((2, 3), 4, 0), ((3, 3), 8, 1), ((2, 2, 2), 26, 2), ((1, 7), 4, 3)]
+)
 def test_flow_value_gradient_is_the_unique_minimum_cut(shape, connectivity, seed):
     (src, snk, e, r), offsets = grid_case(seed, shape, connectivity)
     value, mask, gap = brute_min_cut(src, snk, e, r, offsets)
@@ -171,8 +176,9 @@ def test_flow_value_stays_a_number_without_grad():
     r2 = torchcut.maxflow(torchcut.GridGraph(src.detach(), *args[1:]))
     assert r2.flow_value == 1.5
     with pytest.raises(ValueError, match="result: expected the solve of a graph built .* integer capacities"):
-        flow_value(torchcut.maxflow(torchcut.GridGraph([[1, 0]], [[0, 1]], [[[1, 0]], [[0, 0]]],
-                                                       torchcut.grid_offsets(2, 4))))
+        flow_value(
+            torchcut.maxflow(torchcut.GridGraph([[1, 0]], [[0, 1]], [[[1, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4)))
+        )
     with pytest.raises(RuntimeError, match="floating point"):  # torch refuses integer tensors that require grad
         torch.tensor([[1, 0]]).requires_grad_()
 
@@ -196,8 +202,8 @@ def test_flow_value_flowgraph_from_edges():
     v = torch.tensor([1, 2, 3, 4, 5, 5, 1, 0, 2, 4, 3])
     cap = dyadic(gen, (len(u),)).requires_grad_()
     rc = dyadic(gen, (len(u),)).requires_grad_()
-    src = (dyadic(gen, (n,)) * torch.tensor([1., 1, 0, 0, 1, 0])).requires_grad_()
-    snk = (dyadic(gen, (n,)) * torch.tensor([0., 0, 1, 1, 0, 1])).requires_grad_()
+    src = (dyadic(gen, (n,)) * torch.tensor([1.0, 1, 0, 0, 1, 0])).requires_grad_()
+    snk = (dyadic(gen, (n,)) * torch.tensor([0.0, 0, 1, 1, 0, 1])).requires_grad_()
     arcs = [(int(a), int(b), float(cap.detach()[i])) for i, (a, b) in enumerate(zip(u, v))]
     arcs += [(int(b), int(a), float(rc.detach()[i])) for i, (a, b) in enumerate(zip(u, v))]
     value, side, gap = _brute_flowgraph(n, arcs, src, snk)
@@ -222,8 +228,12 @@ def test_flow_value_flowgraph_from_network():
     best = []
     for bits in range(16):
         side = {0: True, 1: False, **{i + 2: bool(bits >> i & 1) for i in range(4)}}
-        best.append((sum(float(c) for a, b, c in zip(tail.tolist(), head.tolist(), cap.tolist()) if side[a] and not side[b]),
-                     side))
+        best.append(
+            (
+                sum(float(c) for a, b, c in zip(tail.tolist(), head.tolist(), cap.tolist()) if side[a] and not side[b]),
+                side,
+            )
+        )
     best.sort(key=lambda x: x[0])
     assert best[1][0] - best[0][0] > 1e-3
     assert v.item() == best[0][0]
@@ -238,8 +248,9 @@ def test_flow_value_gradient_cuda():
     value, mask, gap = brute_min_cut(src, snk, e, r, offsets)
     assert gap > 1e-3
     leaves = [t.detach().cuda().requires_grad_() for t in (src, snk, e, r)]
-    v = torchcut.maxflow(torchcut.GridGraph(leaves[0], leaves[1], leaves[2], offsets, leaves[3],
-                                            scale=2.0**20)).flow_value
+    v = torchcut.maxflow(
+        torchcut.GridGraph(leaves[0], leaves[1], leaves[2], offsets, leaves[3], scale=2.0**20)
+    ).flow_value
     assert v.device.type == "cuda" and v.item() == value
     v.backward()
     for got, exp in zip((t.grad for t in leaves), cut_indicator(mask, offsets)):
@@ -291,8 +302,9 @@ def test_cut_mask_blackbox_matches_enumeration(shape, connectivity):
         x_lam = brute_mask(scores[b].detach() - lam * g[b], weights[b].detach(), offsets)
         assert torch.equal(y[b].detach(), x.double())
         torch.testing.assert_close(scores.grad[b], (x.double() - x_lam.double()) / lam, rtol=0, atol=1e-12)
-        torch.testing.assert_close(weights.grad[b], (pair_changes(x_lam, offsets) - pair_changes(x, offsets)) / lam,
-                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            weights.grad[b], (pair_changes(x_lam, offsets) - pair_changes(x, offsets)) / lam, rtol=0, atol=1e-12
+        )
 
 
 def brute_mask_directed(scores, fwd, bwd, offsets):
@@ -377,7 +389,7 @@ def _two_pixel_expectation(t1, t2, w, eps, n=20001):
     tau(b) = max(0, b - w) - max(-w, b): a Gaussian tail, integrated over b on a fine grid.
     """
     z = torch.linspace(-9, 9, n, dtype=torch.float64)
-    pdf = torch.exp(-z ** 2 / 2)
+    pdf = torch.exp(-(z**2) / 2)
     pdf = pdf / pdf.sum()
     normal = torch.distributions.Normal(0.0, 1.0)
 
@@ -449,8 +461,10 @@ def test_no_grad_and_no_reference_cycles():
     gc.disable()
     try:
         for estimator in ("blackbox", "perturbed"):
-            for fn in (lambda t: cut_mask(t, 0.5, estimator=estimator, samples=2),
-                       lambda t: cut_labels(torch.stack([t, -t], 1), 0.5, estimator=estimator, samples=2)):
+            for fn in (
+                lambda t: cut_mask(t, 0.5, estimator=estimator, samples=2),
+                lambda t: cut_labels(torch.stack([t, -t], 1), 0.5, estimator=estimator, samples=2),
+            ):
                 s = torch.randn(1, 4, 4, requires_grad=True)
                 ref = weakref.ref(s)
                 y = fn(s)
@@ -510,8 +524,10 @@ def test_cut_labels_matches_expansion_and_blackbox_formula():
         for k, o in enumerate(((0, 1), (1, 0))):
             for i in range(H - o[0]):
                 for j in range(W - o[1]):
-                    exp = (V[shifted[b, i, j], shifted[b, i + o[0], j + o[1]]]
-                           - V[labels[b, i, j], labels[b, i + o[0], j + o[1]]]) / lam
+                    exp = (
+                        V[shifted[b, i, j], shifted[b, i + o[0], j + o[1]]]
+                        - V[labels[b, i, j], labels[b, i + o[0], j + o[1]]]
+                    ) / lam
                     assert weights.grad[b, k, i, j].item() == pytest.approx(float(exp), abs=1e-12)
         assert weights.grad[b, 0, :, W - 1].abs().sum() == 0 and weights.grad[b, 1, H - 1].abs().sum() == 0
 

@@ -53,7 +53,7 @@ def test_compressed(tmp_path, mode):
 
 
 def test_crlf_comments_blank_lines_and_tabs(tmp_path):
-    text = "c head\r\n\r\np max 4 5\r\nc between\r\nn 1 s\r\n\r\nn\t4\tt\r\na 1 2 3\r\nc x\r\na 1 3 2\r\na 2 3 1\r\n   \r\na 2 4 2\r\na 3 4 4"
+    text = "c head\r\n\r\np max 4 5\r\nc between\r\nn 1 s\r\n\r\nn\t4\tt\r\na 1 2 3\r\nc x\r\na 1 3 2\r\na 2 3 1\r\n   \r\na 2 4 2\r\na 3 4 4"  # noqa: E501
     g = torchcut.read_dimacs(write(tmp_path, text))
     same_graph(g, torchcut.read_dimacs(write(tmp_path, TINY, "t.max")))
 
@@ -67,8 +67,14 @@ def test_folding_rules(tmp_path):
     assert g.source.tolist() == [[3 + 6, 0, 0]] and g.sink.tolist() == [[6, 2, 0]]
     u, v, c, rc = g.edges()
     assert (u.tolist(), v.tolist(), c.tolist(), rc.tolist()) == ([0], [1], [5], [2])
-    net = (5, np.array([0, 0, 2, 0, 4, 1, 1, 2, 2]), np.array([2, 2, 0, 1, 2, 4, 0, 2, 4]),
-           np.array([4, 1, 2, 7, 9, 6, 3, 8, 2]), 1, 4)
+    net = (
+        5,
+        np.array([0, 0, 2, 0, 4, 1, 1, 2, 2]),
+        np.array([2, 2, 0, 1, 2, 4, 0, 2, 4]),
+        np.array([4, 1, 2, 7, 9, 6, 3, 8, 2]),
+        1,
+        4,
+    )
     assert torchcut.maxflow(g).flow_value == fc.scipy_flow(*net) == 8
 
 
@@ -193,8 +199,10 @@ def test_parse_speed_500k_arcs(tmp_path, capsys):
     t3 = time.perf_counter()
     assert np.array_equal(d["tail"], t) and np.array_equal(d["cap"], c) and g.num_nodes == n - 2
     with capsys.disabled():
-        print(f"\n[dimacs speed] parse {m} arcs ({len(data) / 1e6:.1f} MB): {t1 - t0:.3f} s; "
-              f"read_dimacs (parse + FlowGraph build): {t3 - t2:.3f} s")
+        print(
+            f"\n[dimacs speed] parse {m} arcs ({len(data) / 1e6:.1f} MB): {t1 - t0:.3f} s; "
+            f"read_dimacs (parse + FlowGraph build): {t3 - t2:.3f} s"
+        )
 
 
 # ------------------------------------------------------------------ properties
@@ -227,8 +235,14 @@ def test_property_parse_write_read(tmp_path_factory, case):
     p = d / "g.max"
     p.write_bytes(text.encode())
     g = torchcut.read_dimacs(p)
-    net = (n, np.array([a for a, _, _ in arcs], dtype=np.int64) - 1, np.array([b for _, b, _ in arcs], dtype=np.int64) - 1,
-           np.array([c for _, _, c in arcs], dtype=np.int64), s - 1, t - 1)
+    net = (
+        n,
+        np.array([a for a, _, _ in arcs], dtype=np.int64) - 1,
+        np.array([b for _, b, _ in arcs], dtype=np.int64) - 1,
+        np.array([c for _, _, c in arcs], dtype=np.int64),
+        s - 1,
+        t - 1,
+    )
     r = torchcut.maxflow(g)
     assert r.verify() and r.flow_value == fc.scipy_flow(*net)
     torchcut.write_dimacs(g, d / "w.max")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from dist_pool import Pool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import pymaxflow_grid
 
 import torchcut
-from dist_pool import Pool
-from oracles import pymaxflow_grid
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,15 @@ def cases(draw, world):
     shape = tuple(max(n, world + 1) if i == axis else n for i, n in enumerate(shape))
     conn = draw(st.sampled_from((4, 8) if ndim == 2 else (6, 18, 26)))
     seed = draw(st.integers(0, 2**32 - 1))
-    return make_case(np.random.default_rng(seed), shape, conn, split(draw, shape[axis], world), axis,
-                     symmetric=draw(st.booleans()), density=draw(st.sampled_from((0.1, 0.4))))
+    return make_case(
+        np.random.default_rng(seed),
+        shape,
+        conn,
+        split(draw, shape[axis], world),
+        axis,
+        symmetric=draw(st.booleans()),
+        density=draw(st.sampled_from((0.1, 0.4))),
+    )
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -126,7 +133,9 @@ def test_push_relabel_border_cases(pool2, pool3):
     case["source"][3:] = 0
     case["sink"][:6] = 0
     answers = check_solved(case, pool3.run(case))
-    assert answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    assert (
+        answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    )
     case = make_case(rng, (6, 7), 4, [0, 3, 6], density=0.5)
     case["sink"][:] = 0  # no path: the flow is 0 and every node is on the source side
     answers = check_solved(case, pool2.run(case))
@@ -159,8 +168,10 @@ def test_border_without_crossing_capacity(pool2):
             case["reverse"][k][1] = 0
     answers = check_solved(case, pool2.run(case))
     # two independent halves: the flow is the sum of their own maximum flows
-    halves = [pymaxflow_grid(case["source"][a:b], case["sink"][a:b], case["edges"][:, a:b], offs,
-                             case["reverse"][:, a:b]) for a, b in ((0, 2), (2, 4))]
+    halves = [
+        pymaxflow_grid(case["source"][a:b], case["sink"][a:b], case["edges"][:, a:b], offs, case["reverse"][:, a:b])
+        for a, b in ((0, 2), (2, 4))
+    ]
     assert answers[0][1]["flow"] == sum(halves)
 
 
@@ -179,8 +190,9 @@ def test_bad_input_raises_on_every_rank_and_the_group_goes_on(pool3):
         return dict(base, fault={rank: fault})
 
     # a rank with a different width: shapes must agree off the split axis
-    case = with_fault(1, source=("narrow", 1, 5), sink=("narrow", 1, 5), edges=("narrow", 2, 5),
-                      reverse=("narrow", 2, 5))
+    case = with_fault(
+        1, source=("narrow", 1, 5), sink=("narrow", 1, 5), edges=("narrow", 2, 5), reverse=("narrow", 2, 5)
+    )
     errors_on_every_rank(pool3.run(case), ValueError, r"source: expected slabs whose shapes differ only along axis 0")
     # a rank with different offsets
     case = with_fault(2, offsets=("set", ((1, 0), (0, 1))))
@@ -213,18 +225,29 @@ def test_verify_detects_a_tampered_border_residual(pool2):
 def test_needs_a_process_group():
     assert not torch.distributed.is_initialized()
     with pytest.raises(RuntimeError, match=r"group: expected an initialized torch.distributed process group"):
-        torchcut.distributed.maxflow(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32),
-                                     torch.ones(2, 2, 2, dtype=torch.int32), torchcut.grid_offsets(2, 4))
+        torchcut.distributed.maxflow(
+            torch.ones(2, 2, dtype=torch.int32),
+            torch.ones(2, 2, dtype=torch.int32),
+            torch.ones(2, 2, 2, dtype=torch.int32),
+            torchcut.grid_offsets(2, 4),
+        )
     with pytest.raises(ValueError, match=r"edges: expected shape \(2, 2, 2\)"):
-        torchcut.distributed.maxflow(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32),
-                                     torch.ones(3, 2, 2, dtype=torch.int32), torchcut.grid_offsets(2, 4))
+        torchcut.distributed.maxflow(
+            torch.ones(2, 2, dtype=torch.int32),
+            torch.ones(2, 2, dtype=torch.int32),
+            torch.ones(3, 2, 2, dtype=torch.int32),
+            torchcut.grid_offsets(2, 4),
+        )
 
 
-@pytest.mark.parametrize("shape, axis, cuts, channels, options", [
-    ((9, 8, 7), 0, [0, 4, 9], 0, {}),
-    ((6, 10, 5), 1, [0, 7, 10], 0, {"connectivity": 26, "lam": 3.0}),
-    ((12, 11), 1, [0, 5, 11], 3, {"channel_axis": 0}),
-])
+@pytest.mark.parametrize(
+    "shape, axis, cuts, channels, options",
+    [
+        ((9, 8, 7), 0, [0, 4, 9], 0, {}),
+        ((6, 10, 5), 1, [0, 7, 10], 0, {"connectivity": 26, "lam": 3.0}),
+        ((12, 11), 1, [0, 5, 11], 3, {"channel_axis": 0}),
+    ],
+)
 def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, options):
     rng = np.random.default_rng(6)
     seeds = np.zeros(shape, np.uint8)
@@ -236,8 +259,9 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
     case = dict(kind="segment", image=image, seeds=seeds, axis=axis, cuts=cuts, options=options)
     answers = pool2.run(case)
     assert [k for k, _ in answers] == ["ok", "ok"], answers
-    whole, r = torchcut.segment(torch.from_numpy(image), torch.from_numpy(seeds), ndim=len(shape),
-                                return_result=True, **options)
+    whole, r = torchcut.segment(
+        torch.from_numpy(image), torch.from_numpy(seeds), ndim=len(shape), return_result=True, **options
+    )
     mask = np.concatenate([a["mask"] for _, a in answers], axis=axis)
     assert [a["flow"] for _, a in answers] == [r.flow_value] * 2
     assert np.array_equal(mask, whole.numpy())
@@ -248,12 +272,15 @@ def test_segment_matches_the_whole_volume(pool2, shape, axis, cuts, channels, op
 
 
 @pytest.mark.parametrize("world", [2, 3])
-@pytest.mark.parametrize("shape, axis, channels, options", [
-    ((14, 12, 10), 0, 0, {}),
-    ((9, 13, 11), 2, 0, {"connectivity": 26, "lam": 2.5}),
-    ((30, 26), 1, 3, {"channel_axis": 0, "connectivity": 8}),
-    ((27, 25), 0, 0, {"connectivity": 4, "spacing": (2.0, 0.5)}),
-])
+@pytest.mark.parametrize(
+    "shape, axis, channels, options",
+    [
+        ((14, 12, 10), 0, 0, {}),
+        ((9, 13, 11), 2, 0, {"connectivity": 26, "lam": 2.5}),
+        ((30, 26), 1, 3, {"channel_axis": 0, "connectivity": 8}),
+        ((27, 25), 0, 0, {"connectivity": 4, "spacing": (2.0, 0.5)}),
+    ],
+)
 def test_segment_energy_is_the_whole_volumes(pool2, pool3, world, shape, axis, channels, options):
     """Every capacity of every slab equals the whole volume's ``segmentation_graph``, bit for bit: sigma
     and the seed histograms are exact sums. A large ``scale`` makes the smallest change of sigma move
@@ -286,8 +313,8 @@ def test_segment_energy_is_the_whole_volumes(pool2, pool3, world, shape, axis, c
 def test_sigma_is_an_exact_sum():
     """The contrast scale that the slabs share: exact on integer-valued images (every squared difference
     is a whole number of units), and the same bits for a volume read in another order."""
-    from fractions import Fraction
     import math
+    from fractions import Fraction
 
     from torchcut.energy import estimate_sigma
 
@@ -312,7 +339,6 @@ def test_cuda_one_rank_nccl_matches_pymaxflow():
     import queue
 
     import torch.multiprocessing as mp
-
     from dist_pool import TIMEOUT_S, one_rank_nccl
 
     ctx = mp.get_context("spawn")

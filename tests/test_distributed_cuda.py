@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from dist_pool import Pool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_distributed import check_solved, make_case, split
 
 import torchcut
-from dist_pool import Pool
-from test_distributed import check_solved, make_case, split
 
 pytestmark = pytest.mark.cuda
 
@@ -32,8 +32,15 @@ def axis0_cases(draw):
     shape = tuple(draw(st.integers(3, 40 if ndim == 2 else 12)) for _ in range(ndim))
     conn = draw(st.sampled_from((4, 8) if ndim == 2 else (6, 18, 26)))
     seed = draw(st.integers(0, 2**32 - 1))
-    return make_case(np.random.default_rng(seed), shape, conn, split(draw, shape[0], 2), 0,
-                     symmetric=draw(st.booleans()), density=draw(st.sampled_from((0.1, 0.4))))
+    return make_case(
+        np.random.default_rng(seed),
+        shape,
+        conn,
+        split(draw, shape[0], 2),
+        0,
+        symmetric=draw(st.booleans()),
+        density=draw(st.sampled_from((0.1, 0.4))),
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -71,7 +78,9 @@ def test_kernels_border_cases(gpus2):
     case["source"][20:] = 0
     case["sink"][:20] = 0  # every unit of flow crosses the border
     answers = check_solved(case, gpus2.run(case))
-    assert answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    assert (
+        answers[0][1]["flow"] > 0 and answers[0][1]["stats"]["bfs_rounds"] > answers[0][1]["stats"]["global_relabels"]
+    )
     case = make_case(rng, (10, 9, 8), 6, [0, 5, 10], density=0.5)
     case["sink"][:] = 0  # no path: the flow is 0 and every node is on the source side
     answers = check_solved(case, gpus2.run(case))
@@ -90,11 +99,14 @@ def test_kernels_border_cases(gpus2):
     check_solved(case, gpus2.run(case))
 
 
-@pytest.mark.parametrize("shape, channels, options", [
-    ((33, 20, 18), 0, {}),
-    ((21, 17, 19), 0, {"connectivity": 26, "lam": 3.0}),
-    ((70, 45), 3, {"channel_axis": 0, "connectivity": 8}),
-])
+@pytest.mark.parametrize(
+    "shape, channels, options",
+    [
+        ((33, 20, 18), 0, {}),
+        ((21, 17, 19), 0, {"connectivity": 26, "lam": 3.0}),
+        ((70, 45), 3, {"channel_axis": 0, "connectivity": 8}),
+    ],
+)
 def test_segment_over_two_gpus_is_one_gpus(gpus2, shape, channels, options):
     """The same network, capacity for capacity, the same flow and the same mask as one GPU's segment()."""
     rng = np.random.default_rng(sum(shape))
@@ -106,8 +118,9 @@ def test_segment_over_two_gpus_is_one_gpus(gpus2, shape, channels, options):
     case = dict(kind="segment", image=image, seeds=seeds, axis=0, cuts=cuts, options=options, graph=True)
     answers = gpus2.run(case)
     assert [k for k, _ in answers] == ["ok", "ok"], answers
-    g = torchcut.segmentation_graph(torch.from_numpy(image).cuda(), torch.from_numpy(seeds).cuda(),
-                                    ndim=len(shape), **options)
+    g = torchcut.segmentation_graph(
+        torch.from_numpy(image).cuda(), torch.from_numpy(seeds).cuda(), ndim=len(shape), **options
+    )
     whole = torchcut.maxflow(g)
     for r, (_, a) in enumerate(answers):
         part = lambda t, lead: t.narrow(lead, cuts[r], cuts[r + 1] - cuts[r]).cpu().numpy()  # noqa: E731

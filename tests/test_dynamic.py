@@ -125,7 +125,9 @@ def _stroke_script(mod, reuse):
     for _ in range(500):
         i, j = torch.randint(0, N, (2,), generator=gen).tolist()
         if i != j:
-            G.add_edge(i, j, int(torch.randint(0, 9, (1,), generator=gen)), int(torch.randint(0, 9, (1,), generator=gen)))
+            G.add_edge(
+                i, j, int(torch.randint(0, 9, (1,), generator=gen)), int(torch.randint(0, 9, (1,), generator=gen))
+            )
     for i in range(N):
         G.add_tedge(i, int(torch.randint(0, 8, (1,), generator=gen)), int(torch.randint(0, 8, (1,), generator=gen)))
     out = [(G.maxflow(), [G.get_segment(i) for i in range(N)])]

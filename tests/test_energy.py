@@ -18,7 +18,7 @@ def two_tone(h=10, w=12, seed=0, noise=8.0):
     img = np.clip(img, 0, 255).astype(np.float32)
     seeds = np.zeros((h, w), np.uint8)
     seeds[h // 2, 1:3] = 1
-    seeds[h // 2, w - 3:w - 1] = 2
+    seeds[h // 2, w - 3 : w - 1] = 2
     return img, seeds
 
 
@@ -185,12 +185,32 @@ IMG_NAN[3, 4] = np.nan
 @pytest.mark.parametrize(
     "kwargs, exc, match",
     [
-        (dict(seeds=SEEDS[:5]), ValueError, r"seeds: expected shape \(10, 12\), from the image's spatial shape \(image of shape \(10, 12\)\), got \(5, 12\)"),
+        (
+            dict(seeds=SEEDS[:5]),
+            ValueError,
+            r"seeds: expected shape \(10, 12\), from the image's spatial shape \(image of shape \(10, 12\)\), got \(5, 12\)",
+        ),
         (dict(seeds=np.zeros((10, 12), np.uint8)), ValueError, r"seeds: expected at least one object \(label 1\) seed"),
-        (dict(seeds=np.where(SEEDS == 2, 0, SEEDS)), ValueError, r"seeds: expected at least one background \(label 2\)"),
-        (dict(seeds=SEEDS * 2), ValueError, r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 .* got values in \[0, 4\]"),
-        (dict(seeds=SEEDS.astype(np.float32)), TypeError, r"seeds: expected an integer array .* got numpy array of dtype float32"),
-        (dict(seeds=torch.from_numpy(SEEDS).bool()), TypeError, r"seeds: expected an integer tensor .* got tensor of dtype torch.bool"),
+        (
+            dict(seeds=np.where(SEEDS == 2, 0, SEEDS)),
+            ValueError,
+            r"seeds: expected at least one background \(label 2\)",
+        ),
+        (
+            dict(seeds=SEEDS * 2),
+            ValueError,
+            r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 .* got values in \[0, 4\]",
+        ),
+        (
+            dict(seeds=SEEDS.astype(np.float32)),
+            TypeError,
+            r"seeds: expected an integer array .* got numpy array of dtype float32",
+        ),
+        (
+            dict(seeds=torch.from_numpy(SEEDS).bool()),
+            TypeError,
+            r"seeds: expected an integer tensor .* got tensor of dtype torch.bool",
+        ),
         (dict(seeds="seeds.png"), TypeError, r"seeds: expected a torch tensor, numpy array or PIL image .* got str"),
         (dict(image=IMG > 100), TypeError, r"image: expected a numeric .* got numpy array of dtype bool"),
         (dict(image=[[1, 2]]), TypeError, r"image: expected a torch tensor, numpy array or PIL image, got list"),
@@ -198,14 +218,26 @@ IMG_NAN[3, 4] = np.nan
         (dict(connectivity=5), ValueError, r"connectivity: expected 4 or 8 \(2D\) or 6, 18 or 26 \(3D\), got 5"),
         (dict(connectivity=6, ndim=2), ValueError, r"connectivity: expected 4 or 8 for ndim=2, got 6"),
         (dict(ndim=4), ValueError, r"ndim: expected 2 or 3 spatial dimensions, got 4"),
-        (dict(connectivity=6), ValueError, r"seeds: expected shape \[D, H, W\] or \[B, D, H, W\] for ndim=3, got \(10, 12\)"),
+        (
+            dict(connectivity=6),
+            ValueError,
+            r"seeds: expected shape \[D, H, W\] or \[B, D, H, W\] for ndim=3, got \(10, 12\)",
+        ),
         (dict(lam=-1.0), ValueError, r"lam: expected a finite number >= 0, got -1.0"),
         (dict(sigma=0.0), ValueError, r"sigma: expected a finite number > 0 or None, got 0.0"),
         (dict(scale=float("nan")), ValueError, r"scale: expected a finite number > 0 or None, got nan"),
         (dict(scale=1e9), ValueError, r"scale: lam \* scale = .* exceed the int32 range"),
         (dict(bins=0), ValueError, r"bins: expected a positive int, got 0"),
-        (dict(lam=0, scale=1e9), ValueError, r"scale: the data term can reach \d+ integer units at scale 1e\+09, beyond the int32 range"),
-        (dict(channel_axis=0), ValueError, r"channel_axis: expected an axis of an image with one axis more than the seeds"),
+        (
+            dict(lam=0, scale=1e9),
+            ValueError,
+            r"scale: the data term can reach \d+ integer units at scale 1e\+09, beyond the int32 range",
+        ),
+        (
+            dict(channel_axis=0),
+            ValueError,
+            r"channel_axis: expected an axis of an image with one axis more than the seeds",
+        ),
     ],
 )
 def test_errors_name_the_argument(kwargs, exc, match):
@@ -220,7 +252,9 @@ def test_ambiguous_3d_seeds_raise():
     vol = np.zeros((4, 5, 6), np.float32)
     seeds = np.zeros((4, 5, 6), np.uint8)
     seeds[0, 0, 0], seeds[3, 4, 5] = 1, 2
-    with pytest.raises(ValueError, match=r"seeds: shape \(4, 5, 6\) is ambiguous: a batch of 2D images .* pass ndim=2 or ndim=3"):
+    with pytest.raises(
+        ValueError, match=r"seeds: shape \(4, 5, 6\) is ambiguous: a batch of 2D images .* pass ndim=2 or ndim=3"
+    ):
         segmentation_graph(vol, seeds)
     assert segmentation_graph(vol, seeds, ndim=3).ndim == 3
     assert segmentation_graph(vol, seeds, connectivity=26).ndim == 3
@@ -233,7 +267,9 @@ def test_ambiguous_channel_axis_raises():
     img = np.zeros((4, 4, 4), np.float32)
     seeds = np.zeros((4, 4), np.uint8)
     seeds[0, 0], seeds[3, 3] = 1, 2
-    with pytest.raises(ValueError, match=r"image: shape \(4, 4, 4\) with seeds of shape \(4, 4\) is ambiguous.*pass channel_axis"):
+    with pytest.raises(
+        ValueError, match=r"image: shape \(4, 4, 4\) with seeds of shape \(4, 4\) is ambiguous.*pass channel_axis"
+    ):
         segmentation_graph(img, seeds)
     a = segmentation_graph(img, seeds, channel_axis=-1)
     assert a.energy.channel_axis == 2
@@ -305,7 +341,9 @@ def test_spacing_scales_the_distances():
     for k in inplane:
         assert torch.equal(thick.caps[0, k], iso.caps[0, k])
     assert thick.energy.hard > int(thick.caps.to(torch.int64).sum(1).max())
-    with pytest.raises(ValueError, match=r"spacing: expected 3 positive finite numbers \(one per spatial axis\), got \(1.0, 1.0\)"):
+    with pytest.raises(
+        ValueError, match=r"spacing: expected 3 positive finite numbers \(one per spatial axis\), got \(1.0, 1.0\)"
+    ):
         segmentation_graph(vol, seeds, connectivity=6, spacing=(1, 1))
 
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 import torchcut
 from torchcut import energy
 
-pytestmark = pytest.mark.skipif(not energy._native_ops(torch.device("cpu"), 1),
-                                reason="the compiled library has no seg_ ops")
+pytestmark = pytest.mark.skipif(
+    not energy._native_ops(torch.device("cpu"), 1), reason="the compiled library has no seg_ ops"
+)
 
 DTYPES = {"uint8": np.uint8, "int16": np.int16, "int64": np.int64, "float32": np.float32, "float64": np.float64}
 
@@ -62,10 +63,18 @@ def make_case(rng, ndim, batch, channels, dtype, last, cover):
     return image, seeds, shape
 
 
-CASES = {"seed": st.integers(0, 2**32 - 1), "ndim": st.sampled_from((2, 3)), "batch": st.sampled_from((0, 0, 2)),
-         "channels": st.sampled_from((1, 2, 3, 4)), "dtype": st.sampled_from(sorted(DTYPES)), "last": st.booleans(),
-         "cover": st.sampled_from((0.0, 0.05, 0.9)), "given_sigma": st.booleans(),
-         "lam": st.sampled_from((0.0, 0.5, 8.0, 40.0)), "spaced": st.booleans()}
+CASES = {
+    "seed": st.integers(0, 2**32 - 1),
+    "ndim": st.sampled_from((2, 3)),
+    "batch": st.sampled_from((0, 0, 2)),
+    "channels": st.sampled_from((1, 2, 3, 4)),
+    "dtype": st.sampled_from(sorted(DTYPES)),
+    "last": st.booleans(),
+    "cover": st.sampled_from((0.0, 0.05, 0.9)),
+    "given_sigma": st.booleans(),
+    "lam": st.sampled_from((0.0, 0.5, 8.0, 40.0)),
+    "spaced": st.booleans(),
+}
 
 
 def check_case(device, seed, ndim, batch, channels, dtype, last, cover, given_sigma, lam, spaced):
@@ -164,20 +173,40 @@ SEEDS = np.zeros((8, 9), np.int64)
 SEEDS[0, 0], SEEDS[7, 8] = 1, 2
 
 
-@pytest.mark.parametrize("image, seeds, kw, match", [
-    (np.where(IMG > 200, np.nan, IMG), SEEDS, {}, r"image: expected finite pixel values, got \d+ NaN or infinite"),
-    (np.where(IMG > 100, np.inf, IMG).astype(np.float16), SEEDS, {},
-     r"image: expected finite pixel values, got \d+ NaN or infinite"),
-    (np.where(IMG > 100, -np.inf, IMG).astype(np.float64), SEEDS, {},
-     r"image: expected finite pixel values, got \d+ NaN or infinite"),
-    (IMG, SEEDS - 1, {}, r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 \(background\), got values in \[-1, 1\]"),
-    (IMG, SEEDS * 3, {}, r"got values in \[0, 6\]"),
-    (IMG, np.where(SEEDS == 1, 0, SEEDS), {}, r"seeds: expected at least one object \(label 1\) seed, got none"),
-    (np.stack([IMG, IMG]), np.stack([SEEDS, np.where(SEEDS == 2, 0, SEEDS)]), {"ndim": 2},
-     r"seeds: expected at least one background \(label 2\) seed in batch item 1, got none"),
-    (np.where(IMG > 200, np.nan, IMG), SEEDS * 3, {}, r"image: expected finite pixel values"),  # image first
-    (IMG, np.zeros_like(SEEDS), {"scale": 1e9}, r"scale: lam \* scale"),  # the scale before the seeds
-])
+@pytest.mark.parametrize(
+    "image, seeds, kw, match",
+    [
+        (np.where(IMG > 200, np.nan, IMG), SEEDS, {}, r"image: expected finite pixel values, got \d+ NaN or infinite"),
+        (
+            np.where(IMG > 100, np.inf, IMG).astype(np.float16),
+            SEEDS,
+            {},
+            r"image: expected finite pixel values, got \d+ NaN or infinite",
+        ),
+        (
+            np.where(IMG > 100, -np.inf, IMG).astype(np.float64),
+            SEEDS,
+            {},
+            r"image: expected finite pixel values, got \d+ NaN or infinite",
+        ),
+        (
+            IMG,
+            SEEDS - 1,
+            {},
+            r"seeds: expected labels 0 \(unknown\), 1 \(object\) and 2 \(background\), got values in \[-1, 1\]",
+        ),
+        (IMG, SEEDS * 3, {}, r"got values in \[0, 6\]"),
+        (IMG, np.where(SEEDS == 1, 0, SEEDS), {}, r"seeds: expected at least one object \(label 1\) seed, got none"),
+        (
+            np.stack([IMG, IMG]),
+            np.stack([SEEDS, np.where(SEEDS == 2, 0, SEEDS)]),
+            {"ndim": 2},
+            r"seeds: expected at least one background \(label 2\) seed in batch item 1, got none",
+        ),
+        (np.where(IMG > 200, np.nan, IMG), SEEDS * 3, {}, r"image: expected finite pixel values"),  # image first
+        (IMG, np.zeros_like(SEEDS), {"scale": 1e9}, r"scale: lam \* scale"),  # the scale before the seeds
+    ],
+)
 def test_errors_are_the_reference_errors(image, seeds, kw, match):
     for build in (energy.segmentation_graph, energy._reference_graph):
         with pytest.raises(ValueError, match=match):

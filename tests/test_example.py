@@ -76,8 +76,10 @@ def test_fallback_without_tsukuba(example, monkeypatch, tmp_path, capsys):
     assert example.main(["--size", "64", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "Tsukuba not available" in out and "no network in this test" in out
-    assert ("Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); object: the astronaut "
-            "(hair, face and suit).") in out
+    assert (
+        "Segmenting scikit-image's 'astronaut' image instead (bundled with scikit-image); object: the astronaut "
+        "(hair, face and suit)."
+    ) in out
     assert "astronaut: (64, 64) on cpu" in out and "desk lamp" not in out
     mask = read_mask(tmp_path / "out" / "astronaut_mask.png")
     assert (tmp_path / "out" / "astronaut_overlay.png").is_file()
@@ -114,8 +116,22 @@ def test_command_line(tmp_path):
     env = dict(os.environ, TORCHCUT_DATA=str(tmp_path / "none"), TORCHCUT_CACHE=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--size", "48", "--out", str(tmp_path / "out"), "--no-download", "--device", "cpu"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--size",
+            "48",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-download",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "downloads are disabled" in proc.stdout

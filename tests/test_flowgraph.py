@@ -77,8 +77,11 @@ def test_zero_flow_cases():
         (5, [1, 2, 3], [0, 1, 2], [9, 9, 9], 0, 4, [True, True, True]),  # arcs into the source only
     ]
     for n, t_, h_, c_, s, t, mask in cases:
-        _, r = solve((n, np.array(t_, dtype=np.int64), np.array(h_, dtype=np.int64), np.array(c_, dtype=np.int64), s, t),
-                     backend="reference", lattice=False)
+        _, r = solve(
+            (n, np.array(t_, dtype=np.int64), np.array(h_, dtype=np.int64), np.array(c_, dtype=np.int64), s, t),
+            backend="reference",
+            lattice=False,
+        )
         assert r.flow_value == 0
         assert r.mask.tolist() == mask  # source side = nodes that cannot reach the sink
 
@@ -313,7 +316,14 @@ def lattice_graph(rng, H, W, p_missing=0.2):
     u2, v2 = np.where(flip, v, u), np.where(flip, u, v)
     c2, r2 = np.where(flip, rcap, cap), np.where(flip, cap, rcap)
     perm = rng.permutation(u.size)
-    return FlowGraph.from_edges(u2[perm], v2[perm], c2[perm], r2[perm], source=src, sink=snk, num_nodes=N), (u, v, cap, rcap, src, snk)
+    return FlowGraph.from_edges(u2[perm], v2[perm], c2[perm], r2[perm], source=src, sink=snk, num_nodes=N), (
+        u,
+        v,
+        cap,
+        rcap,
+        src,
+        snk,
+    )
 
 
 def test_lattice_detection_and_routing():

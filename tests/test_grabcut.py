@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchcut
-from torchcut.energy import to_pymaxflow
 from torchcut._grabcut import _component_loglik, _fit, _kmeans, grabcut
+from torchcut.energy import to_pymaxflow
 
 maxflow = pytest.importorskip("maxflow")
 
@@ -92,13 +92,14 @@ small = st.integers(6, 12)
 def test_final_cut_is_minimal_and_respects_seeds(h, w, seed, conn, k):
     g = np.random.default_rng(seed)
     img = g.integers(0, 256, (3, h, w)).astype(np.float32)
-    img[:, h // 3: 2 * h // 3 + 1] += 60
+    img[:, h // 3 : 2 * h // 3 + 1] += 60
     seeds = np.zeros((h, w), np.uint8)
     seeds[h // 2, w // 2] = 1
     seeds[0, :] = 2
     before = (img.copy(), seeds.copy())
-    mask, res = grabcut(torch.from_numpy(img), torch.from_numpy(seeds), components=k,
-                                 connectivity=conn, return_result=True)
+    mask, res = grabcut(
+        torch.from_numpy(img), torch.from_numpy(seeds), components=k, connectivity=conn, return_result=True
+    )
     np.testing.assert_array_equal(img, before[0])
     np.testing.assert_array_equal(seeds, before[1])
     assert res.verify()
@@ -110,20 +111,33 @@ def test_final_cut_is_minimal_and_respects_seeds(h, w, seed, conn, k):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(h=small, w=small, seed=st.integers(0, 10_000), conn=st.sampled_from([4, 8]),
-       backend=st.sampled_from(["cpu", "reference"]))
+@given(
+    h=small,
+    w=small,
+    seed=st.integers(0, 10_000),
+    conn=st.sampled_from([4, 8]),
+    backend=st.sampled_from(["cpu", "reference"]),
+)
 def test_warm_started_cuts_equal_cuts_from_zero_flow(h, w, seed, conn, backend):
     # every iteration's cut starts from the last one's flow; the masks must be those of cold solves
     g = np.random.default_rng(seed)
     img = torch.from_numpy(g.integers(0, 256, (3, 3, h, w)).astype(np.float32))
-    img[:, :, h // 3: 2 * h // 3 + 1] += 50
+    img[:, :, h // 3 : 2 * h // 3 + 1] += 50
     seeds = torch.zeros((3, h, w), dtype=torch.uint8)
     seeds[:, h // 2, w // 2] = 1
     seeds[:, 0, :] = 2
     out = {}
     for warm in (True, False):
-        out[warm] = grabcut(img, seeds, components=2, connectivity=conn, max_iter=6, backend=backend,
-                            return_result=True, warm_start=warm)
+        out[warm] = grabcut(
+            img,
+            seeds,
+            components=2,
+            connectivity=conn,
+            max_iter=6,
+            backend=backend,
+            return_result=True,
+            warm_start=warm,
+        )
     assert torch.equal(out[True][0], out[False][0])
     assert out[True][1].stats["grabcut_iterations"] == out[False][1].stats["grabcut_iterations"]
 
@@ -187,12 +201,18 @@ def test_real_image_beats_histogram(shared_data):
     [
         (dict(box=(40, 0, 50, 10)), r"box: expected a box that overlaps the 40 x 40 image .*, got \(40, 0, 50, 10\)"),
         (dict(box=(-9, -5, -1, 10)), r"box: expected a box that overlaps the 40 x 40 image .*, got \(-9, -5, -1, 10\)"),
-        (dict(box=(5, 5, 5, 10)), r"box: expected x0 < x1 and y0 < y1 \(an empty box selects nothing\), got \(5, 5, 5, 10\)"),
+        (
+            dict(box=(5, 5, 5, 10)),
+            r"box: expected x0 < x1 and y0 < y1 \(an empty box selects nothing\), got \(5, 5, 5, 10\)",
+        ),
         (dict(box=(5, 9, 10, 3)), r"box: expected x0 < x1 and y0 < y1"),
         (dict(box=(5.5, 5, 5.2, 10)), r"box: expected x0 < x1 and y0 < y1 .* got \(5.5, 5, 5.2, 10\)"),
         (dict(box=(1, 1, float("nan"), 9)), r"box: expected finite coordinates, got \[1.0, 1.0, nan, 9.0\]"),
         (dict(box=(1, 1, 9)), r"box: expected \(x0, y0, x1, y1\), got shape \(3,\)"),
-        (dict(box="1 1 9 9"), r"box: expected \(x0, y0, x1, y1\) as 4 numbers, or one such box per image, got '1 1 9 9'"),
+        (
+            dict(box="1 1 9 9"),
+            r"box: expected \(x0, y0, x1, y1\) as 4 numbers, or one such box per image, got '1 1 9 9'",
+        ),
         (dict(), r"seeds, box: expected seeds .* or a box, got neither"),
         (dict(box=(0, 0, 40, 40)), r"expected some background"),
         (dict(box=(1, 1, 9, 9), components=0), r"components: expected an int >= 1, got 0"),
@@ -219,7 +239,9 @@ def test_bad_seeds_and_lists():
         grabcut(img, torch.full((10, 10), 3))
     with pytest.raises(ValueError, match=r"seeds: expected a list of 2 seed arrays"):
         grabcut([img, img], full)
-    with pytest.raises(ValueError, match=r"box: expected \(x0, y0, x1, y1\) or 2 such boxes \(shape \(2, 4\)\), got shape \(3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"box: expected \(x0, y0, x1, y1\) or 2 such boxes \(shape \(2, 4\)\), got shape \(3, 4\)"
+    ):
         grabcut([img, img], box=[(1, 1, 5, 5)] * 3)
     with pytest.raises(ValueError, match=r"image: expected at least one image"):
         grabcut([], box=(1, 1, 5, 5))
@@ -337,8 +359,13 @@ def test_box_past_the_border_is_clipped_and_float_boxes_round_outward():
     img, truth = two_colour_textures()  # 40 x 40, object rows 10:30, columns 12:32
     want = grabcut(img, box=(8, 6, 36, 34))
     assert iou(want, truth) > 0.99
-    for box in ((8.0, 6.0, 36.0, 34.0), (8.7, 6.2, 35.1, 33.5), np.array([8.5, 6.9, 35.01, 33.2]),
-                torch.tensor([8.2, 6.5, 35.5, 33.9]), [np.float32(8.1), 6, 35.3, torch.tensor(34)]):
+    for box in (
+        (8.0, 6.0, 36.0, 34.0),
+        (8.7, 6.2, 35.1, 33.5),
+        np.array([8.5, 6.9, 35.01, 33.2]),
+        torch.tensor([8.2, 6.5, 35.5, 33.9]),
+        [np.float32(8.1), 6, 35.3, torch.tensor(34)],
+    ):
         assert torch.equal(grabcut(img, box=box), want), box
     wide = grabcut(img, box=(0, 0, 40, 34))
     for box in ((-20, -7, 500, 34), (-0.5, -3.2, 40.0001, 33.7), torch.tensor([-100.0, -1e9, 1e9, 34.0])):
@@ -351,15 +378,22 @@ def test_batched_and_listed_boxes_accept_floats_tensors_and_border_crossings():
     batch = torch.from_numpy(np.stack([a, b]))
     boxes = [(8, 6, 36, 34), (0, 0, 40, 34)]
     want = grabcut(batch, box=boxes)
-    for given in (torch.tensor([[8.5, 6.0, 35.5, 34.0], [-3.0, -9.0, 45.0, 33.2]]),
-                  np.array([[8, 6, 36, 34], [-1, -1, 41, 34]]), [(8, 6, 35.2, 34), torch.tensor([-5, -5, 99, 34])]):
-        assert torch.equal(grabcut(batch, box=given), want)
-        assert all(torch.equal(m, w) for m, w in zip(grabcut([a, b], box=given), want))
+    for boxes in (
+        torch.tensor([[8.5, 6.0, 35.5, 34.0], [-3.0, -9.0, 45.0, 33.2]]),
+        np.array([[8, 6, 36, 34], [-1, -1, 41, 34]]),
+        [(8, 6, 35.2, 34), torch.tensor([-5, -5, 99, 34])],
+    ):
+        assert torch.equal(grabcut(batch, box=boxes), want)
+        assert all(torch.equal(m, w) for m, w in zip(grabcut([a, b], box=boxes), want))
     one = grabcut(batch, box=torch.tensor([8.5, 6.0, 35.5, 34.0]))  # one box for every image
     assert torch.equal(one, grabcut(batch, box=[(8, 6, 36, 34)] * 2))
-    with pytest.raises(ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"):
+    with pytest.raises(
+        ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"
+    ):
         grabcut(batch, box=[(8, 6, 36, 34), (50, 0, 60, 10)])
-    with pytest.raises(ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"):
+    with pytest.raises(
+        ValueError, match=r"box: expected a box that overlaps the 40 x 40 image .*got \(50, 0, 60, 10\) \(image 1\)"
+    ):
         grabcut([a, b], box=[(8, 6, 36, 34), (50, 0, 60, 10)])
 
 
@@ -385,8 +419,8 @@ def corner_crop(shared_data, name, corner, transpose, box=(10, 10, 60, 50)):
     r0 = ys.min() - y0 if corner in (0, 1) else ys.max() - (y1 - 1)
     c0 = xs.min() - x0 if corner in (0, 2) else xs.max() - (x1 - 1)
     H, W = (70, 60) if transpose else (60, 70)
-    img = np.pad(img, ((100, 100), (100, 100), (0, 0)), mode="edge")[r0 + 100:r0 + 100 + H, c0 + 100:c0 + 100 + W]
-    gt = np.pad(gt, 100)[r0 + 100:r0 + 100 + H, c0 + 100:c0 + 100 + W]
+    img = np.pad(img, ((100, 100), (100, 100), (0, 0)), mode="edge")[r0 + 100 : r0 + 100 + H, c0 + 100 : c0 + 100 + W]
+    gt = np.pad(gt, 100)[r0 + 100 : r0 + 100 + H, c0 + 100 : c0 + 100 + W]
     return np.ascontiguousarray(img), gt
 
 
@@ -434,11 +468,17 @@ def test_empty_mask_comes_with_a_warning_naming_the_box(shared_data):
 
 def test_unknown_keyword_names_grabcut():
     img, _ = two_colour_textures()
-    with pytest.raises(TypeError, match=r"^grabcut\(\): unexpected keyword argument 'max_iters' \(did you mean "
-                                        r"'max_iter'\?\)\. grabcut\(\) takes image, seeds, box, max_iter, .*; "
-                                        r"further keywords go to the max-flow backend, here 'cpu'"):
+    with pytest.raises(
+        TypeError,
+        match=r"^grabcut\(\): unexpected keyword argument 'max_iters' \(did you mean "
+        r"'max_iter'\?\)\. grabcut\(\) takes image, seeds, box, max_iter, .*; "
+        r"further keywords go to the max-flow backend, here 'cpu'",
+    ):
         grabcut(img, box=(8, 6, 36, 34), max_iters=3)
-    with pytest.raises(TypeError, match=r"^grabcut\(\): keyword argument 'threads' is an option of the 'cpu' backend, "
-                                        r"not of the 'reference' backend"):
+    with pytest.raises(
+        TypeError,
+        match=r"^grabcut\(\): keyword argument 'threads' is an option of the 'cpu' backend, "
+        r"not of the 'reference' backend",
+    ):
         grabcut([img], box=(8, 6, 36, 34), backend="reference", threads=2)
     assert torch.equal(grabcut(img, box=(8, 6, 36, 34), threads=1), grabcut(img, box=(8, 6, 36, 34)))

@@ -36,8 +36,11 @@ def random_problem(g, table, max_nodes=6, max_labels=3, integer=True):
         w = torch.rand(E, generator=g, dtype=torch.float64) * 5
     a = torch.arange(L)
     d = (a[:, None] - a[None]).abs()
-    V = {"potts": 3 * (1 - torch.eye(L, dtype=torch.int64)), "trunc": 2 * torch.minimum(d, torch.tensor(2)),
-         "linear": d}[table]
+    V = {
+        "potts": 3 * (1 - torch.eye(L, dtype=torch.int64)),
+        "trunc": 2 * torch.minimum(d, torch.tensor(2)),
+        "linear": d,
+    }[table]
     if not integer:
         V = V.to(torch.float64) * 1.5
     return U, V, edges, w
@@ -196,8 +199,9 @@ def test_parallel_edges_add_up():
 def _move_problems():
     g = torch.Generator().manual_seed(7)
     for trial in range(24):
-        U, V, edges, w = random_problem(g, ["potts", "trunc", "linear"][trial % 3], max_nodes=9, max_labels=4,
-                                        integer=trial % 2 == 0)
+        U, V, edges, w = random_problem(
+            g, ["potts", "trunc", "linear"][trial % 3], max_nodes=9, max_labels=4, integer=trial % 2 == 0
+        )
         if trial % 4 == 1:  # repeated edges, in both orientations
             edges = torch.cat([edges, edges.flip(1)])
             w = torch.cat([w, w])
@@ -256,8 +260,10 @@ def test_a_move_is_a_flowgraph_whose_cut_is_the_move():
             moved = torch.where(take, alpha, f)
             assert int(G.energy(moved)) == e0 + r.flow_value - int(sink.sum())
             # the minimum over every switch set (brute force) is what the cut found
-            best = min(int(G.energy(torch.where(torch.tensor(x, dtype=torch.bool), alpha, f)))
-                       for x in itertools.product([0, 1], repeat=G.N))
+            best = min(
+                int(G.energy(torch.where(torch.tensor(x, dtype=torch.bool), alpha, f)))
+                for x in itertools.product([0, 1], repeat=G.N)
+            )
             assert int(G.energy(moved)) == best
 
 
@@ -267,24 +273,42 @@ def _ok():
     return U, 1 - torch.eye(2, dtype=torch.int64), torch.tensor([[0, 1], [1, 2]]), torch.tensor([1, 2])
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(edges=torch.tensor([[0, 1], [1, 3]])), r"edges: expected node indices in \[0, 3\) .* got edges\[1, 1\] = 3"),
-    (dict(edges=torch.tensor([[0, 1], [-1, 2]])), r"got edges\[1, 0\] = -1"),
-    (dict(edges=torch.tensor([[0, 1], [2, 2]])), r"edges: expected two different nodes per edge, got a self-loop edges\[1\] = \(2, 2\)"),
-    (dict(edges=torch.tensor([0, 1, 2])), r"edges: expected shape \[E, 2\]"),
-    (dict(edge_weights=torch.tensor([1, -2])), r"edge_weights: expected non-negative weights, got edge_weights\[1\] = -2"),
-    (dict(edge_weights=torch.tensor([1.0, float("nan")])), r"edge_weights: expected finite values"),
-    (dict(edge_weights=torch.tensor([1, 2, 3])), r"edge_weights: expected shape \[E\] = \(2,\)"),
-    (dict(pairwise=torch.tensor([[0, 1], [2, 0]])), r"pairwise: expected a symmetric table"),
-    (dict(pairwise=torch.tensor([[1, 1], [1, 1]])), r"pairwise: expected V\[a, a\] = 0"),
-    (dict(pairwise=torch.ones(3, 3)), r"pairwise: expected shape \[L, L\] = \(2, 2\) or per-edge \[E, L, L\] = \(2, 2, 2\)"),
-    (dict(unary=torch.zeros(2, 3, 1)), r"unary: expected shape \[L, N\]"),
-    (dict(init=torch.tensor([0, 1])), r"init: expected labels of shape \[N\] = \(3,\)"),
-    (dict(init=torch.tensor([0, 1, 2])), r"init: expected labels in \[0, 1\]"),
-    (dict(init=5), r"init: expected a label in \[0, 1\], got 5"),
-    (dict(edge_weights=torch.ones(2, device="meta")), r"edge_weights: expected a tensor on cpu \(the unary's device\), got one on meta"),
-    (dict(edges=torch.tensor([[0, 1]], device="meta")), r"edges: expected a tensor on cpu"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            dict(edges=torch.tensor([[0, 1], [1, 3]])),
+            r"edges: expected node indices in \[0, 3\) .* got edges\[1, 1\] = 3",
+        ),
+        (dict(edges=torch.tensor([[0, 1], [-1, 2]])), r"got edges\[1, 0\] = -1"),
+        (
+            dict(edges=torch.tensor([[0, 1], [2, 2]])),
+            r"edges: expected two different nodes per edge, got a self-loop edges\[1\] = \(2, 2\)",
+        ),
+        (dict(edges=torch.tensor([0, 1, 2])), r"edges: expected shape \[E, 2\]"),
+        (
+            dict(edge_weights=torch.tensor([1, -2])),
+            r"edge_weights: expected non-negative weights, got edge_weights\[1\] = -2",
+        ),
+        (dict(edge_weights=torch.tensor([1.0, float("nan")])), r"edge_weights: expected finite values"),
+        (dict(edge_weights=torch.tensor([1, 2, 3])), r"edge_weights: expected shape \[E\] = \(2,\)"),
+        (dict(pairwise=torch.tensor([[0, 1], [2, 0]])), r"pairwise: expected a symmetric table"),
+        (dict(pairwise=torch.tensor([[1, 1], [1, 1]])), r"pairwise: expected V\[a, a\] = 0"),
+        (
+            dict(pairwise=torch.ones(3, 3)),
+            r"pairwise: expected shape \[L, L\] = \(2, 2\) or per-edge \[E, L, L\] = \(2, 2, 2\)",
+        ),
+        (dict(unary=torch.zeros(2, 3, 1)), r"unary: expected shape \[L, N\]"),
+        (dict(init=torch.tensor([0, 1])), r"init: expected labels of shape \[N\] = \(3,\)"),
+        (dict(init=torch.tensor([0, 1, 2])), r"init: expected labels in \[0, 1\]"),
+        (dict(init=5), r"init: expected a label in \[0, 1\], got 5"),
+        (
+            dict(edge_weights=torch.ones(2, device="meta")),
+            r"edge_weights: expected a tensor on cpu \(the unary's device\), got one on meta",
+        ),
+        (dict(edges=torch.tensor([[0, 1]], device="meta")), r"edges: expected a tensor on cpu"),
+    ],
+)
 def test_bad_input_is_named(change, match):
     U, V, edges, w = _ok()
     args = dict(unary=U, pairwise=V, edges=edges, edge_weights=w)
@@ -304,7 +328,9 @@ def test_non_metric_tables_are_refused_by_expansion_not_by_swap():
     U = torch.zeros(3, 4, dtype=torch.int64)
     edges = torch.tensor([[0, 1], [1, 2], [2, 3]])
     sq = torch.tensor([[0, 1, 4], [1, 0, 1], [4, 1, 0]])
-    with pytest.raises(ValueError, match=r"pairwise: expected a metric, got V\[0, 2\] = 4 > V\[0, 1\] \+ V\[1, 2\] = 2"):
+    with pytest.raises(
+        ValueError, match=r"pairwise: expected a metric, got V\[0, 2\] = 4 > V\[0, 1\] \+ V\[1, 2\] = 2"
+    ):
         gm.expansion(U, sq, edges)
     with pytest.raises(ValueError, match=r"pairwise: expected a metric on every edge, got pairwise\[1, 0, 2\] = 4"):
         gm.expansion(U, torch.stack([sq.clamp(max=1), sq, sq.clamp(max=1)]), edges)
@@ -317,7 +343,9 @@ def test_grid_arguments_with_edges_are_refused():
     U, V, edges, w = _ok()
     with pytest.raises(ValueError, match=r"connectivity: applies to grid energies only"):
         torchcut.expansion(U, V, edges=edges, connectivity=4)
-    with pytest.raises(ValueError, match=r"weights: applies to grid energies only; with edges, pass per-edge weights as edge_weights"):
+    with pytest.raises(
+        ValueError, match=r"weights: applies to grid energies only; with edges, pass per-edge weights as edge_weights"
+    ):
         torchcut.expansion(U, V, edges=edges, weights=w)
     with pytest.raises(ValueError, match=r"warm_start: not available"):
         torchcut.expansion(U, V, edges=edges, warm_start=True)
@@ -361,12 +389,17 @@ def test_energies_match_or_beat_gco(integer):
         a = np.arange(L)
         for V in (1 - np.eye(L, dtype=np.int64), np.minimum(np.abs(a[:, None] - a[None]), 2)):
             if integer:
-                lg = gco.cut_general_graph(e.astype(np.int32), w.astype(np.int32), U.astype(np.int32),
-                                           V.astype(np.int32), down_weight_factor=1)
+                lg = gco.cut_general_graph(
+                    e.astype(np.int32), w.astype(np.int32), U.astype(np.int32), V.astype(np.int32), down_weight_factor=1
+                )
             else:
                 lg = gco.cut_general_graph(e.astype(np.int32), w, U, V.astype(np.float64))
-            f = torchcut.expansion(torch.from_numpy(U.T.copy()), torch.from_numpy(V), edges=torch.from_numpy(e),
-                                   edge_weights=torch.from_numpy(w))
+            f = torchcut.expansion(
+                torch.from_numpy(U.T.copy()),
+                torch.from_numpy(V),
+                edges=torch.from_numpy(e),
+                edge_weights=torch.from_numpy(w),
+            )
             mine = energies_np(U.T, V, e, w, f.numpy()[None])[0]
             theirs = energies_np(U.T, V, e, w, np.asarray(lg, dtype=np.int64)[None])[0]
             assert mine <= 1.01 * theirs
@@ -404,7 +437,12 @@ def test_the_benchmark_script_runs_and_reports_every_case(tmp_path, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     rows = bench.main(["--sizes", "2e3", "--rag-sizes", "", "--repeat", "1", "--out", str(tmp_path)])
-    assert [r["case"] for r in rows] == ["rgg-2e3 potts", "rgg-2e3 trunc-linear", "knn-2e3 potts", "knn-2e3 trunc-linear"]
+    assert [r["case"] for r in rows] == [
+        "rgg-2e3 potts",
+        "rgg-2e3 trunc-linear",
+        "knn-2e3 potts",
+        "knn-2e3 trunc-linear",
+    ]
     for r in rows:  # the energies printed are those of the labels, evaluated exactly
         assert r["nodes"] == 2000 and r["ours_energy"] > 0
         if "gco_energy" in r:

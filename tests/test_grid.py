@@ -76,7 +76,9 @@ def test_accepted_dtypes(dtype):
 
 def test_bad_dtype():
     src, snk, edges = small()
-    with pytest.raises(ValueError, match="source: expected dtype int32, int64, float32 or float64, got torch.complex64"):
+    with pytest.raises(
+        ValueError, match="source: expected dtype int32, int64, float32 or float64, got torch.complex64"
+    ):
         GridGraph(src.to(torch.complex64), snk, edges, OFF4)
     with pytest.raises(TypeError, match="sink: expected a torch tensor or numpy array, got str"):
         GridGraph(src, "nope", edges, OFF4)
@@ -215,8 +217,11 @@ def test_in_place_netting_in_chunks_equals_the_netting_into_new_tensors(chunk, c
 def test_consume_mask_nets_a_batch_in_place_and_agrees_with_maxflow():
     g = torch.Generator().manual_seed(4)
     shape = (3, 9, 10)
-    args = (torch.randint(0, 20, shape, generator=g), torch.randint(0, 20, shape, generator=g),
-            torch.randint(0, 10, (2,) + shape, generator=g))
+    args = (
+        torch.randint(0, 20, shape, generator=g),
+        torch.randint(0, 20, shape, generator=g),
+        torch.randint(0, 10, (2,) + shape, generator=g),
+    )
     want = torchcut.maxflow(GridGraph(*args, grid_offsets(2, 4)), backend="reference")
     graph = GridGraph(*args, grid_offsets(2, 4))
     mask = torchcut.solvers.consume_mask(graph, backend="reference")

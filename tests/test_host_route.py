@@ -30,8 +30,14 @@ def test_wants_host_rules():
 
 
 def test_transfer_packs_every_dtype_and_shape():
-    ts = [torch.arange(5), torch.tensor([True, False, True]), torch.arange(7, dtype=torch.int32).view(7, 1),
-          torch.tensor(3), torch.zeros(0, 4, dtype=torch.int16), torch.arange(6, dtype=torch.int64).view(2, 3)[:, 1:]]
+    ts = [
+        torch.arange(5),
+        torch.tensor([True, False, True]),
+        torch.arange(7, dtype=torch.int32).view(7, 1),
+        torch.tensor(3),
+        torch.zeros(0, 4, dtype=torch.int16),
+        torch.arange(6, dtype=torch.int64).view(2, 3)[:, 1:],
+    ]
     out = _host._transfer(ts, torch.device("cpu"))
     for a, b in zip(ts, out):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -77,8 +83,13 @@ def test_small_cuda_flowgraph_goes_to_host():
     n, m = 60, 300
     u = torch.randint(0, n, (m,), generator=g)
     v = (u + torch.randint(1, n, (m,), generator=g)) % n
-    fg = FlowGraph.from_edges(u, v, torch.randint(1, 9, (m,), generator=g),
-                              source=torch.randint(0, 30, (n,), generator=g), sink=torch.randint(0, 30, (n,), generator=g))
+    fg = FlowGraph.from_edges(
+        u,
+        v,
+        torch.randint(1, 9, (m,), generator=g),
+        source=torch.randint(0, 30, (n,), generator=g),
+        sink=torch.randint(0, 30, (n,), generator=g),
+    )
     host, dev = fg.to("cpu"), fg.to("cuda")
     r = torchcut.maxflow(dev)
     assert r.stats["route"].startswith("host") and r.mask.is_cuda and r.verify()

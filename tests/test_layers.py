@@ -39,8 +39,11 @@ def _imports(path: Path, name: str) -> set[str]:
             if not mod.startswith("torchcut"):
                 continue
             folder = PKG.parent.joinpath(*mod.split("."))
-            submodules = {a.name for a in node.names
-                          if (folder / f"{a.name}.py").exists() or (folder / a.name / "__init__.py").exists()}
+            submodules = {
+                a.name
+                for a in node.names
+                if (folder / f"{a.name}.py").exists() or (folder / a.name / "__init__.py").exists()
+            }
             if len(submodules) < len(node.names):  # a name defined in mod itself
                 out.add(mod)
             out.update(f"{mod}.{a}" for a in submodules)  # "from . import x" names a module
@@ -65,7 +68,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
-                found.append(stack[stack.index(dep):] + [dep])
+                found.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, stack)
         stack.pop()
@@ -91,9 +94,11 @@ def test_the_cycle_finder_finds_cycles():
 
 
 def test_import_is_cheap_and_touches_no_cuda():
-    code = ("import sys, torch; before = set(sys.modules); import torchcut; new = set(sys.modules) - before; "
-            "bad = sorted(m for m in new if m.startswith(('torch._dynamo', 'torch.utils.cpp_extension', 'torch._inductor')));"
-            "print(bad, torch.cuda.is_initialized())")
+    code = (
+        "import sys, torch; before = set(sys.modules); import torchcut; new = set(sys.modules) - before; "
+        "bad = sorted(m for m in new if m.startswith(('torch._dynamo', 'torch.utils.cpp_extension', 'torch._inductor')));"
+        "print(bad, torch.cuda.is_initialized())"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=os.environ)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[0] == "[] False"

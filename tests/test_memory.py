@@ -7,15 +7,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import pymaxflow_grid
 
 import torchcut
 from torchcut import energy
 from torchcut.solvers import consume_mask
-from oracles import pymaxflow_grid
 
 
-@pytest.mark.parametrize("shape, kw", [((3, 11, 13), {"channel_axis": 0}), ((9, 8, 7), {"connectivity": 6}),
-                                       ((2, 6, 7, 5), {"ndim": 3})])
+@pytest.mark.parametrize(
+    "shape, kw", [((3, 11, 13), {"channel_axis": 0}), ((9, 8, 7), {"connectivity": 6}), ((2, 6, 7, 5), {"ndim": 3})]
+)
 def test_chunked_data_term_equals_one_chunk(monkeypatch, shape, kw):
     rng = np.random.default_rng(0)
     image = torch.from_numpy(rng.random(shape).astype(np.float32))

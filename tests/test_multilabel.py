@@ -1,7 +1,6 @@
 """Multi-label energies: expansion moves against brute force, PyMaxflow's aexpansion_grid and GCO."""
 
 import itertools
-import math
 
 import numpy as np
 import pytest
@@ -166,11 +165,13 @@ def test_per_edge_weights_against_gco():
     V = trunc_linear(L, 2)
     lab = expansion(torch.tensor(U), V, weights=torch.tensor(W))
     ids = np.arange(H * Wd).reshape(H, Wd)
-    edges = np.concatenate([np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1),
-                            np.stack([ids[:-1].ravel(), ids[1:].ravel()], 1)]).astype(np.int32)
+    edges = np.concatenate(
+        [np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1), np.stack([ids[:-1].ravel(), ids[1:].ravel()], 1)]
+    ).astype(np.int32)
     ew = np.concatenate([W[0, :, :-1].ravel(), W[1, :-1, :].ravel()]).astype(np.int32)
-    ref = gco.cut_general_graph(edges, ew, U.reshape(L, -1).T.astype(np.int32).copy(), V.numpy().astype(np.int32),
-                                down_weight_factor=1)
+    ref = gco.cut_general_graph(
+        edges, ew, U.reshape(L, -1).T.astype(np.int32).copy(), V.numpy().astype(np.int32), down_weight_factor=1
+    )
     ref = torch.from_numpy(ref.reshape(H, Wd).astype(np.int64))
     e_gco = int(labeling_energy(torch.tensor(U), V, ref, weights=torch.tensor(W)))
     e_ours = int(labeling_energy(torch.tensor(U), V, lab, weights=torch.tensor(W)))
@@ -261,7 +262,7 @@ def _noisy_maps(seed, C=3, B=1, H=48, W=48, noise=1.2):
     truth = torch.zeros(B, H, W, dtype=torch.int64)
     for c in range(1, C):
         y0, x0 = (torch.randint(0, H // 2, (2,), generator=g)).tolist()
-        truth[:, y0:y0 + H // 2, x0:x0 + W // 2] = c
+        truth[:, y0 : y0 + H // 2, x0 : x0 + W // 2] = c
     colours = torch.rand(C, 3, generator=g) * 200
     image = colours[truth].permute(0, 3, 1, 2) + torch.randn(B, 3, H, W, generator=g) * 5
     logits = torch.nn.functional.one_hot(truth, C).permute(0, 3, 1, 2).float() * 1.0
@@ -281,8 +282,13 @@ def test_refine_beats_argmax_on_noisy_maps():
     from torchcut.energy import estimate_sigma
 
     s = estimate_sigma(image).view(2, 1, 1)
-    Wt = torch.stack([torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / (2 * s**2)) * 2.0
-                      for o in torchcut.grid_offsets(2, 4)], 1).double()
+    Wt = torch.stack(
+        [
+            torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / (2 * s**2)) * 2.0
+            for o in torchcut.grid_offsets(2, 4)
+        ],
+        1,
+    ).double()
     V = 1 - torch.eye(4, dtype=torch.float64)
     assert bool((labeling_energy(U, V, lab, weights=Wt) < labeling_energy(U, V, arg, weights=Wt)).all())
 
@@ -298,11 +304,12 @@ def test_refine_two_classes_is_the_exact_cut():
     H, W = lab.shape
     g = maxflow.Graph[float]()
     ids = g.add_grid_nodes((H, W))
-    for (dy, dx) in ((0, 1), (1, 0)):
+    for dy, dx in ((0, 1), (1, 0)):
         w = np.zeros((H, W))
         d2 = ((x[:, : H - dy, : W - dx] - x[:, dy:, dx:]) ** 2).sum(0)
         w[: H - dy, : W - dx] = lam * np.exp(-d2 / (2 * sigma**2))
-        st = np.zeros((3, 3)); st[1 + dy, 1 + dx] = 1
+        st = np.zeros((3, 3))
+        st[1 + dy, 1 + dx] = 1
         g.add_grid_edges(ids, weights=w, structure=st, symmetric=True)
     g.add_grid_tedges(ids, U[1], U[0])  # source side = class 0 pays U[0] via the sink arc
     opt = g.maxflow()
@@ -353,17 +360,25 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="schedule: expected"):
         expansion(U, V, schedule="fast")
     P = torch.full((3, 4, 5), 1 / 3)
-    with pytest.raises(ValueError, match=r"seeds: expected -1 \(free\) or a class in \[0, 2\], got values in \[-1, 3\]"):
+    with pytest.raises(
+        ValueError, match=r"seeds: expected -1 \(free\) or a class in \[0, 2\], got values in \[-1, 3\]"
+    ):
         refine(torch.zeros(4, 5), P, seeds=torch.tensor([[3, -1, -1, -1, -1]] * 4))
     with pytest.raises(ValueError, match=r"seeds: expected shape \(4, 5\)"):
         refine(torch.zeros(4, 5), P, seeds=torch.full((4, 4), -1))
     with pytest.raises(ValueError, match="probs: expected finite values"):
         refine(torch.zeros(4, 5), torch.full((3, 4, 5), float("nan")))
-    with pytest.raises(ValueError, match=r"probs: expected shape \(3, 5, 5\), from the image's spatial shape "
-                                         r"\(image of shape \(5, 5\)\), got \(3, 4, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"probs: expected shape \(3, 5, 5\), from the image's spatial shape "
+        r"\(image of shape \(5, 5\)\), got \(3, 4, 5\)",
+    ):
         refine(torch.zeros(5, 5), P)
-    with pytest.raises(ValueError, match=r"probs: expected shape \(2, 3, 5, 5\), from the image's spatial shape "
-                                         r"\(image of shape \(2, 5, 5, 3\)\), got \(2, 3, 4, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"probs: expected shape \(2, 3, 5, 5\), from the image's spatial shape "
+        r"\(image of shape \(2, 5, 5, 3\)\), got \(2, 3, 4, 5\)",
+    ):
         refine(torch.zeros(2, 5, 5, 3), P.expand(2, 3, 4, 5))
 
 
@@ -413,8 +428,13 @@ def test_cuda_refine_and_tsukuba(shared_data):
     assert gpu.device.type == "cuda"
     # exp() may round differently on the two devices, so compare energies, not label bits
     U = -torch.log(probs.clamp(min=1e-6)).double()
-    Wt = torch.stack([torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / 800.0) * 2.0
-                      for o in torchcut.grid_offsets(2, 4)], 1).double()
+    Wt = torch.stack(
+        [
+            torch.exp(-(image - torchcut.grid.shift(image, o, 0.0)).square().sum(1) / 800.0) * 2.0
+            for o in torchcut.grid_offsets(2, 4)
+        ],
+        1,
+    ).double()
     V = 1 - torch.eye(4, dtype=torch.float64)
     e_gpu, e_cpu = (labeling_energy(U, V, x.cpu(), weights=Wt) for x in (gpu, cpu))
     assert torch.allclose(e_gpu, e_cpu, rtol=1e-3)
@@ -425,8 +445,6 @@ def test_cuda_refine_and_tsukuba(shared_data):
     assert bad_pixel_rates(d, t)["nonocc"] <= 1.9
 
 
-
-
 def _kernel_case(case):
     """(unary, pairwise, weights, connectivity) for the move-kernel comparisons."""
     g = torch.Generator().manual_seed(len(case))
@@ -434,14 +452,26 @@ def _kernel_case(case):
         U, W = random_problem(3, (3, 24, 31), 5, 30, 6)
         return U, trunc_linear(5, 2, 3), W, None
     if case == "int Potts 8c batch":
-        return (torch.randint(0, 40, (2, 4, 20, 22), generator=g), 5 * (1 - torch.eye(4, dtype=torch.int64)),
-                torch.randint(0, 6, (2, 4, 20, 22), generator=g), 8)
+        return (
+            torch.randint(0, 40, (2, 4, 20, 22), generator=g),
+            5 * (1 - torch.eye(4, dtype=torch.int64)),
+            torch.randint(0, 6, (2, 4, 20, 22), generator=g),
+            8,
+        )
     if case == "float truncated-linear":
-        return (torch.rand(4, 18, 25, generator=g, dtype=torch.float64) * 10, 1.5 * trunc_linear(4, 2).double(),
-                torch.rand(2, 18, 25, generator=g, dtype=torch.float64), None)
+        return (
+            torch.rand(4, 18, 25, generator=g, dtype=torch.float64) * 10,
+            1.5 * trunc_linear(4, 2).double(),
+            torch.rand(2, 18, 25, generator=g, dtype=torch.float64),
+            None,
+        )
     if case == "int64 capacities":  # unary terms beyond int32: the moves are built in int64
-        return (torch.randint(0, 1 << 33, (3, 12, 14), generator=g), (1 << 30) * (1 - torch.eye(3, dtype=torch.int64)),
-                torch.randint(0, 3, (2, 12, 14), generator=g), None)
+        return (
+            torch.randint(0, 1 << 33, (3, 12, 14), generator=g),
+            (1 << 30) * (1 - torch.eye(3, dtype=torch.int64)),
+            torch.randint(0, 3, (2, 12, 14), generator=g),
+            None,
+        )
     if case == "3D 6c":
         return torch.randint(0, 25, (3, 6, 7, 8), generator=g), trunc_linear(3, 1, 4), None, 6
     return torch.randint(0, 25, (3, 5, 6, 7), generator=g), 2 * (1 - torch.eye(3, dtype=torch.int64)), None, 26
@@ -449,8 +479,17 @@ def _kernel_case(case):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("schedule", SCHEDULES)
-@pytest.mark.parametrize("case", ["int truncated-linear 4c batch", "int Potts 8c batch", "float truncated-linear",
-                                  "int64 capacities", "3D 6c", "3D 26c"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "int truncated-linear 4c batch",
+        "int Potts 8c batch",
+        "float truncated-linear",
+        "int64 capacities",
+        "3D 6c",
+        "3D 26c",
+    ],
+)
 def test_cuda_move_kernels_equal_the_tensor_ops(monkeypatch, case, schedule):
     """The move kernels (graph build with the warm re-fit, move application) give the labels, energy
     traces and solve counts of the tensor-op path, warm and cold, on every pair mode and cap type."""
@@ -473,9 +512,15 @@ def test_cuda_move_kernels_equal_the_tensor_ops(monkeypatch, case, schedule):
         assert info["solves"] == plain[1]["solves"]
         assert len(info["energies"]) == len(plain[1]["energies"])
         assert all(torch.equal(a, b) for a, b in zip(info["energies"], plain[1]["energies"]))
-    assert torch.equal(plain[0].cpu(), expansion(*(t.cpu() if isinstance(t, torch.Tensor) else t
-                                                   for t in (U, V)), weights=None if W is None else W.cpu(),
-                                                 connectivity=conn, schedule=schedule))
+    assert torch.equal(
+        plain[0].cpu(),
+        expansion(
+            *(t.cpu() if isinstance(t, torch.Tensor) else t for t in (U, V)),
+            weights=None if W is None else W.cpu(),
+            connectivity=conn,
+            schedule=schedule,
+        ),
+    )
 
 
 @pytest.mark.cuda

@@ -66,8 +66,9 @@ def test_refine_head_matches_expansion():
     image = torch.rand(2, 1, 7, 8)
     y = head(logits, image)
     w = 0.6 * contrast_weights(image, 4, 0.3)
-    want = torchcut.expansion(-torch.log_softmax(logits.detach(), 1).double(), 1 - torch.eye(3, dtype=torch.float64),
-                              weights=w.double())
+    want = torchcut.expansion(
+        -torch.log_softmax(logits.detach(), 1).double(), 1 - torch.eye(3, dtype=torch.float64), weights=w.double()
+    )
     assert torch.equal(y.argmax(1), want)
     head.train()
     y = head(logits, image)
@@ -112,8 +113,12 @@ def test_scribble_loss_matches_enumeration(connectivity):
     for b in range(B):
         free, x = _best(scores[b].detach(), w[b].detach(), offsets, lambda m: True)
         sc = scribbles[b]
-        held, xc = _best(scores[b].detach(), w[b].detach(), offsets,
-                         lambda m: all(m[p] == (int(sc[p]) == 1) for p in m if int(sc[p]) > 0))
+        held, xc = _best(
+            scores[b].detach(),
+            w[b].detach(),
+            offsets,
+            lambda m: all(m[p] == (int(sc[p]) == 1) for p in m if int(sc[p]) > 0),
+        )
         assert loss[b].item() == pytest.approx(free - held, abs=1e-6)
         assert free - held >= 0
         want = x.double() - xc.double()
@@ -140,7 +145,8 @@ def test_scribble_loss_zero_when_the_cut_agrees_and_reductions():
     per = ScribbleCutLoss(reduction="none")(two, torch.cat([scribbles, scribbles]), 0.3)
     assert per[0].item() == 0.0 and per[1].item() > 0
     assert ScribbleCutLoss(reduction="sum")(two, torch.cat([scribbles, scribbles]), 0.3).item() == pytest.approx(
-        per.sum().item())
+        per.sum().item()
+    )
     with pytest.raises(ValueError, match="scribbles: expected 0 .*got 3"):
         ScribbleCutLoss()(scores, torch.tensor([[[3, 0, 0, 0]]]), 0.3)
     with pytest.raises(ValueError, match="weights: expected non-negative edge weights"):

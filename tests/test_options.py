@@ -21,12 +21,16 @@ def test_backend_options_follow_the_backends():
 
 def test_check_options_for_maxflow():
     # maxflow() passes **options to the backend: the check it can call names maxflow()
-    check_options(torchcut.maxflow, {"lattice": False, "max_iter": 9}, "cpu", "reference", layout="csr",
-                  also=("lattice",))
-    with pytest.raises(TypeError, match=r"^maxflow\(\): unexpected keyword argument 'max_iters' \(did you mean "
-                                        r"'max_iter'\?\)\. maxflow\(\) takes graph, backend; further keywords go to "
-                                        r"the max-flow backend, here 'reference' \(backend='reference' on cpu\), "
-                                        r"which takes lattice, max_iter, relabel_period, on_relabel$"):
+    check_options(
+        torchcut.maxflow, {"lattice": False, "max_iter": 9}, "cpu", "reference", layout="csr", also=("lattice",)
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"^maxflow\(\): unexpected keyword argument 'max_iters' \(did you mean "
+        r"'max_iter'\?\)\. maxflow\(\) takes graph, backend; further keywords go to "
+        r"the max-flow backend, here 'reference' \(backend='reference' on cpu\), "
+        r"which takes lattice, max_iter, relabel_period, on_relabel$",
+    ):
         check_options(torchcut.maxflow, {"max_iters": 9}, "cpu", "reference", layout="csr", also=("lattice",))
     with pytest.raises(TypeError, match=r"^maxflow\(\): keyword argument 'iters' is an option of the 'cuda' backend"):
         check_options(torchcut.maxflow, {"iters": 2}, torch.device("cpu"), "cpu", layout="csr")

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 import torchcut
 from torchcut import multilabel as ML
-from torchcut.energy import estimate_sigma
-from torchcut.energy import _grid_graph
+from torchcut.energy import _grid_graph, estimate_sigma
 from torchcut.grid import grid_offsets, shift
 
 
@@ -21,9 +20,8 @@ def _both(x, P, S, lam, sigma, conn):
     offsets = grid_offsets(2, conn)
     s = estimate_sigma(x.to(torch.float32)) if sigma is None else torch.full((B,), float(sigma), device=P.device)
     mult = [lam / math.sqrt(sum(v * v for v in o)) for o in offsets]
-    denom = (2 * s ** 2).view(B, 1).expand(B, len(offsets)).contiguous()
-    out = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o], ML.PROB_FLOOR, S,
-                                          C == 2)
+    denom = (2 * s**2).view(B, 1).expand(B, len(offsets)).contiguous()
+    out = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o], ML.PROB_FLOOR, S, C == 2)
     return out, ML._refine_energy(x, P, S, s, mult, offsets, conn)
 
 
@@ -34,8 +32,9 @@ def _assert_same(out, E):
     if E.L == 2:
         # the op's graph: the quantised energy's terms on both arcs of each pair and on the terminals
         U, W = E.U.to(torch.int64), E.W
-        caps = torch.cat([W, torch.stack([shift(W[:, k], tuple(-v for v in o), 0)
-                                          for k, o in enumerate(E.offsets)], 1)], 1)
+        caps = torch.cat(
+            [W, torch.stack([shift(W[:, k], tuple(-v for v in o), 0) for k, o in enumerate(E.offsets)], 1)], 1
+        )
         low = torch.minimum(U[:, 0], U[:, 1])
         assert torch.equal(a, caps) and torch.equal(b, U[:, 1] - low) and torch.equal(c, (U[:, 0] - low).int())
         # the same canonical cut as the move graph (Kolmogorov-Zabih) of the tensor version
@@ -47,7 +46,7 @@ def _assert_same(out, E):
         # both flows are the minimum energy less what each graph netted away (and the move graph's
         # construction adds each pair cost once): E_min = ours + sum(low) = theirs + sum(low') - sum(W)
         src = U[:, 1] + W.to(torch.int64).sum(1)
-        snk = U[:, 0] + caps[:, E.K:].to(torch.int64).sum(1)
+        snk = U[:, 0] + caps[:, E.K :].to(torch.int64).sum(1)
         low_kz = torch.minimum(src, snk)
         per_item = lambda t: t.reshape(E.B, -1).sum(1).cpu()  # noqa: E731
         e_ours = ours.flow_values.cpu() + per_item(low)
@@ -100,8 +99,10 @@ def test_native_energy_equals_tensor_version(problem):
     _assert_same(*_both(x, P, S, lam, sigma, conn))
 
 
-@pytest.mark.parametrize("shape, C, Ch, conn", [((1, 300, 301), 2, 3, 4), ((2, 129, 257), 2, 1, 8),
-                                               ((2, 70, 90), 3, 3, 8), ((1, 33, 65), 5, 4, 4)])
+@pytest.mark.parametrize(
+    "shape, C, Ch, conn",
+    [((1, 300, 301), 2, 3, 4), ((2, 129, 257), 2, 1, 8), ((2, 70, 90), 3, 3, 8), ((1, 33, 65), 5, 4, 4)],
+)
 def test_native_energy_large(shape, C, Ch, conn):
     """Sizes where torch's exp and log run vectorised over several threads' ranges, with tails."""
     B, H, W = shape
@@ -178,10 +179,14 @@ def test_native_errors_are_the_tensor_versions():
         (dict(image=torch.zeros(4, 5), probs=neg), r"probs: expected non-negative probabilities, got minimum -0\.25"),
         (dict(image=img_bad, probs=P, sigma=5.0), r"image: expected finite pixel values"),
         (dict(image=img_bad, probs=P), r"image: expected finite pixel values"),
-        (dict(image=torch.zeros(4, 5), probs=P, seeds=seeds),
-         r"seeds: expected -1 \(free\) or a class in \[0, 2\], got values in \[-1, 3\]"),
-        (dict(image=torch.zeros(4, 5), probs=P[:2], seeds=seeds - 2),
-         r"seeds: expected -1 \(free\) or a class in \[0, 1\], got values in \[-3, 1\]"),
+        (
+            dict(image=torch.zeros(4, 5), probs=P, seeds=seeds),
+            r"seeds: expected -1 \(free\) or a class in \[0, 2\], got values in \[-1, 3\]",
+        ),
+        (
+            dict(image=torch.zeros(4, 5), probs=P[:2], seeds=seeds - 2),
+            r"seeds: expected -1 \(free\) or a class in \[0, 1\], got values in \[-3, 1\]",
+        ),
     ]
     for kw, msg in cases:
         for native in (True, False):
@@ -205,8 +210,9 @@ def test_op_checks_its_arguments():
     with pytest.raises(RuntimeError, match="image: expected 1 to 16 channels"):
         torch.ops.torchcut.potts_energy(torch.zeros(1, 17, 4, 5), P, denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, True)
     with pytest.raises(RuntimeError, match="graph: expected 2 classes"):
-        torch.ops.torchcut.potts_energy(x, torch.full((1, 3, 4, 5), 0.3), denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6,
-                                        None, True)
+        torch.ops.torchcut.potts_energy(
+            x, torch.full((1, 3, 4, 5), 0.3), denom, [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, True
+        )
     with pytest.raises(RuntimeError, match="denom: expected float32"):
         torch.ops.torchcut.potts_energy(x, P, torch.ones(1, 3), [1.0, 1.0], [0, 1, 1, 0], 1e-6, None, True)
 
@@ -214,7 +220,7 @@ def test_op_checks_its_arguments():
 @pytest.mark.cuda
 def test_cuda_native_energy_equals_tensor_version():
     g = torch.Generator().manual_seed(11)
-    for (B, C, Ch, H, W, conn) in ((1, 2, 3, 300, 301, 4), (2, 2, 1, 64, 80, 8), (2, 4, 3, 50, 61, 8)):
+    for B, C, Ch, H, W, conn in ((1, 2, 3, 300, 301, 4), (2, 2, 1, 64, 80, 8), (2, 4, 3, 50, 61, 8)):
         x = (torch.rand(B, Ch, H, W, generator=g) * 255).cuda()
         P = torch.softmax(torch.randn(B, C, H, W, generator=g) * 3, 1).cuda()
         S = torch.full((B, H, W), -1, device="cuda")
@@ -238,6 +244,7 @@ def test_fake_matches_the_op():
         args = (denom, [1.0] * 4, [0, 1, 1, 0, 1, 1, 1, -1], 1e-6, None, C == 2)
         real = torch.ops.torchcut.potts_energy(x, P, *args)
         with FakeTensorMode() as mode:
-            fake = torch.ops.torchcut.potts_energy(mode.from_tensor(x), mode.from_tensor(P), mode.from_tensor(denom),
-                                                   *args[1:])
+            fake = torch.ops.torchcut.potts_energy(
+                mode.from_tensor(x), mode.from_tensor(P), mode.from_tensor(denom), *args[1:]
+            )
         assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real]

@@ -32,8 +32,21 @@ MODULES = {
     "stereo": "disparity",
 }
 # Imported by ``import torchcut`` only when something asks for them.
-LAZY = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "graph", "graph_multilabel",
-        "interactive", "multilabel", "nn", "stereo")
+LAZY = (
+    "build",
+    "cli",
+    "compat",
+    "datasets",
+    "diff",
+    "dimacs",
+    "distributed",
+    "graph",
+    "graph_multilabel",
+    "interactive",
+    "multilabel",
+    "nn",
+    "stereo",
+)
 
 
 def run_fresh(code: str) -> dict:
@@ -89,9 +102,18 @@ print(json.dumps({
     "dir": all(n in dir(torchcut) for n in torchcut.__all__),
 }))
 """)
-    assert got == {"disparity": pytest.approx(got["disparity"]), "pymaxflow": 3, "fastmin": True, "flowgraph": 3,
-                   "dimacs": [True, True], "multilabel": [True, True], "distributed": True, "datasets": True,
-                   "segment_is_function": True, "dir": True}
+    assert got == {
+        "disparity": pytest.approx(got["disparity"]),
+        "pymaxflow": 3,
+        "fastmin": True,
+        "flowgraph": 3,
+        "dimacs": [True, True],
+        "multilabel": [True, True],
+        "distributed": True,
+        "datasets": True,
+        "segment_is_function": True,
+        "dir": True,
+    }
     assert got["disparity"] > 0.9
 
 

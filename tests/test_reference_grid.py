@@ -7,10 +7,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import pymaxflow_grid
 
 import torchcut
 from torchcut import GridGraph, grid_offsets
-from oracles import pymaxflow_grid
 
 pytest.importorskip("maxflow")
 

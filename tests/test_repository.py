@@ -49,9 +49,16 @@ def _patterns() -> list[tuple[str, re.Pattern]]:
     issue = "iss" + "ue"
     return [
         (period, re.compile(r"\b" + period + r"s?\b", re.I)),
-        (stop + " (process)", re.compile(
-            r"\b(?:this|that|last|next|previous|same)\s+" + stop + r"\b(?!\s+(?:test|rule|criterion|condition|reason))"
-            r"|\b" + stop + r"'s\b", re.I)),
+        (
+            stop + " (process)",
+            re.compile(
+                r"\b(?:this|that|last|next|previous|same)\s+"
+                + stop
+                + r"\b(?!\s+(?:test|rule|criterion|condition|reason))"
+                r"|\b" + stop + r"'s\b",
+                re.I,
+            ),
+        ),
         (issue + " number", re.compile(issue + r"s?[\s_#-]*\d+", re.I)),
         ("#number", re.compile(r"(?<![\w&])#\d+\b")),
         ("outside path", re.compile(r"\.\./" + "shared" + r"|/" + "work" + r"/")),
@@ -123,18 +130,42 @@ def test_patterns_match_what_they_mean():
     """The patterns catch the process words and leave the technical ones alone."""
     period, stop, issue = "ses" + "sion", "st" + "op", "iss" + "ue"
     flagged = [
-        f"see {period} 11", f"the last {stop}'s run", f"in that {stop}'s runs", f"the next {stop} starts",
-        f"{issue} 10's targets", f"({issue} 3)", f"{issue}s 11-13", f"memory_{issue}14.py", f"({issue} " + "#" + "11)",
-        "closes " + "#" + "14", "../" + "shared/data", "/" + "work/venv", "METH" + "OD.md", "DES" + "IGN.md",
-        "Fire" + "cracker machines", "NOTES" + "-grid.md, v8",
+        f"see {period} 11",
+        f"the last {stop}'s run",
+        f"in that {stop}'s runs",
+        f"the next {stop} starts",
+        f"{issue} 10's targets",
+        f"({issue} 3)",
+        f"{issue}s 11-13",
+        f"memory_{issue}14.py",
+        f"({issue} " + "#" + "11)",
+        "closes " + "#" + "14",
+        "../" + "shared/data",
+        "/" + "work/venv",
+        "METH" + "OD.md",
+        "DES" + "IGN.md",
+        "Fire" + "cracker machines",
+        "NOTES" + "-grid.md, v8",
     ]
     for text in flagged:
         assert _hits(text), text
     clean = [
-        f'@pytest.fixture(scope="{period}")', f"a {stop} test", f"each image {stop}s when its mask repeats",
-        f"its early {stop}", f"the {stop}ping rule", f'"{stop}": "rule"', f"{stop} = kStopIters",
-        "docs/design.md", "#pragma unroll", "&#39;", "{x:#04x}", "color='#1f77b4'", "# 1. a comment",
-        f"{issue}d by the driver", "tissue", f"slice(s.start, s.{stop})",
+        f'@pytest.fixture(scope="{period}")',
+        f"a {stop} test",
+        f"each image {stop}s when its mask repeats",
+        f"its early {stop}",
+        f"the {stop}ping rule",
+        f'"{stop}": "rule"',
+        f"{stop} = kStopIters",
+        "docs/design.md",
+        "#pragma unroll",
+        "&#39;",
+        "{x:#04x}",
+        "color='#1f77b4'",
+        "# 1. a comment",
+        f"{issue}d by the driver",
+        "tissue",
+        f"slice(s.start, s.{stop})",
     ]
     for text in clean:
         assert not _hits(text), (text, _hits(text))
@@ -150,7 +181,9 @@ def test_tracked_files_speak_of_the_project_alone():
         pytest.fail(
             f"{len(hits)} process words, tracker numbers or outside paths in {len(per_file)} tracked files "
             f"(patterns: tests/test_repository.py docstring); rewrite them in the project's own terms.\n"
-            "Files (hits):\n" + "\n".join(f"  {n} ({c})" for n, c in per_file.items())
-            + "\nHits (file:line: pattern: text):\n" + "\n".join(hits),
+            "Files (hits):\n"
+            + "\n".join(f"  {n} ({c})" for n, c in per_file.items())
+            + "\nHits (file:line: pattern: text):\n"
+            + "\n".join(hits),
             pytrace=False,
         )

@@ -26,7 +26,7 @@ def noisy_disk(n=40, radius=11, noise=0.12, seed=0, colour=False):
     else:
         img = np.where(truth, 0.7, 0.3) + rng.normal(0, noise, (n, n))
     seeds = np.zeros((n, n), np.uint8)
-    seeds[int(cy) - 2:int(cy) + 3, int(cx) - 2:int(cx) + 3] = 1
+    seeds[int(cy) - 2 : int(cy) + 3, int(cx) - 2 : int(cx) + 3] = 1
     seeds[:2, :] = seeds[-2:, :] = seeds[:, :2] = seeds[:, -2:] = 2
     return img.astype(np.float32), seeds, truth
 
@@ -119,6 +119,7 @@ def test_tensor_numpy_and_pil_inputs_give_the_same_mask():
         (torch.from_numpy(u8).float(), seeds.astype(np.int32)),  # float values, int32 seeds
         (u8, palette(seeds)),  # palette seeds: the indices are the labels
     ]
+
     def snapshot(x):
         return x.numpy().copy() if isinstance(x, torch.Tensor) else np.array(x)
 
@@ -161,7 +162,7 @@ def noisy_ball(n=14, radius=4.5, seed=0):
     vol = np.where(truth, 0.7, 0.3) + rng.normal(0, 0.1, truth.shape)
     seeds = np.zeros(truth.shape, np.uint8)
     ci = int(round(c))
-    seeds[ci - 1:ci + 2, ci - 1:ci + 2, ci:ci + 3] = 1
+    seeds[ci - 1 : ci + 2, ci - 1 : ci + 2, ci : ci + 3] = 1
     seeds[0], seeds[-1] = 2, 2
     return vol.astype(np.float32), seeds, truth
 
@@ -189,19 +190,30 @@ def test_errors_reach_the_user():
     img, seeds, _ = noisy_disk(n=12, radius=3)
     with pytest.raises(ValueError, match=r"seeds: shape \(2, 12, 12\) is ambiguous"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, seeds]))
-    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
-                                         r"\(image of shape \(12, 12\)\), got \(12, 11\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+        r"\(image of shape \(12, 12\)\), got \(12, 11\)",
+    ):
         torchcut.segment(img, seeds[:, :11])
     rgb = np.stack([img] * 3, -1)
-    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
-                                         r"\(image of shape \(12, 12, 3\)\), got \(11, 12\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+        r"\(image of shape \(12, 12, 3\)\), got \(11, 12\)",
+    ):
         torchcut.segment(rgb, seeds[:11])
-    with pytest.raises(ValueError, match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
-                                         r"\(image of shape \(3, 12, 12\), channel_axis=0\), got \(12, 11\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"seeds: expected shape \(12, 12\), from the image's spatial shape "
+        r"\(image of shape \(3, 12, 12\), channel_axis=0\), got \(12, 11\)",
+    ):
         torchcut.segment(np.moveaxis(rgb, -1, 0), seeds[:, :11], channel_axis=0)
     with pytest.raises(ValueError, match=r"seeds: expected at least one object \(label 1\) seed in batch item 1"):
         torchcut.segment(np.stack([img, img]), np.stack([seeds, np.where(seeds == 1, 0, seeds)]), ndim=2)
-    with pytest.raises(TypeError, match=r"seeds: expected a one-channel PIL image \(mode L, P or I\) of labels, got mode RGB"):
+    with pytest.raises(
+        TypeError, match=r"seeds: expected a one-channel PIL image \(mode L, P or I\) of labels, got mode RGB"
+    ):
         torchcut.segment(img, Image.fromarray(seeds).convert("RGB"))
     with pytest.raises(ValueError, match=r"backend: expected one of"):
         torchcut.segment(img, seeds, backend="nope")
@@ -233,22 +245,33 @@ def test_cuda_volume():
 
 def test_unknown_keyword_names_segment_and_lists_what_it_takes():
     img, seeds, _ = noisy_disk(n=12, radius=3)
-    with pytest.raises(TypeError, match=r"^segment\(\): unexpected keyword argument 'lamda' \(did you mean 'lam'\?\)\. "
-                                        r"segment\(\) takes image, seeds, lam, sigma, .*, backend, return_result; "
-                                        r"further keywords go to the max-flow backend, here 'reference' "
-                                        r"\(backend='reference' on cpu\), which takes max_iter, relabel_period"):
+    with pytest.raises(
+        TypeError,
+        match=r"^segment\(\): unexpected keyword argument 'lamda' \(did you mean 'lam'\?\)\. "
+        r"segment\(\) takes image, seeds, lam, sigma, .*, backend, return_result; "
+        r"further keywords go to the max-flow backend, here 'reference' "
+        r"\(backend='reference' on cpu\), which takes max_iter, relabel_period",
+    ):
         torchcut.segment(img, seeds, lamda=2, backend="reference")
-    with pytest.raises(TypeError, match=r"^segment\(\): keyword argument 'tile_x' is an option of the 'cuda' backend, "
-                                        r"not of the 'reference' backend that runs here"):
+    with pytest.raises(
+        TypeError,
+        match=r"^segment\(\): keyword argument 'tile_x' is an option of the 'cuda' backend, "
+        r"not of the 'reference' backend that runs here",
+    ):
         torchcut.segment(img, seeds, tile_x=32, backend="reference")
     for name in ("max_iter", "max_rounds"):  # max_rounds: the option's former name
-        with pytest.raises(TypeError, match=rf"^segment\(\): keyword argument '{name}' is an option of the 'reference' "
-                                            r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
-                                            r"which takes threads, algorithm"):
+        with pytest.raises(
+            TypeError,
+            match=rf"^segment\(\): keyword argument '{name}' is an option of the 'reference' "
+            r"backend, not of the 'cpu' backend that runs here \(backend='cpu' on cpu\), "
+            r"which takes threads, algorithm",
+        ):
             torchcut.segment(img, seeds, **{name: 5}, backend="cpu")
     # the backend's own options still reach it
     want = torchcut.segment(img, seeds, backend="reference")
     assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_iter=10**6), want)
-    with pytest.warns(FutureWarning, match=r"the reference backend's options: the keyword max_rounds= is deprecated; use max_iter="):
+    with pytest.warns(
+        FutureWarning, match=r"the reference backend's options: the keyword max_rounds= is deprecated; use max_iter="
+    ):
         assert torch.equal(torchcut.segment(img, seeds, backend="reference", max_rounds=10**6), want)
     assert torch.equal(torchcut.segment(img, seeds, backend="cpu", threads=1, algorithm="pseudoflow"), want)

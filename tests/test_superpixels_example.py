@@ -18,11 +18,30 @@ def load_example():
 
 def test_superpixels_are_labelled_and_painted(tmp_path, capsys):
     ex = load_example()
-    assert ex.main(["--image", "coffee", "--size", "200", "--segments", "300", "--clusters", "4", "--lam", "3",
-                    "--out", str(tmp_path)]) == 0
+    assert (
+        ex.main(
+            [
+                "--image",
+                "coffee",
+                "--size",
+                "200",
+                "--segments",
+                "300",
+                "--clusters",
+                "4",
+                "--lam",
+                "3",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "coffee: 200x133 pixels" in out and "4 colour clusters, lam 3" in out
-    before, after = (float(x) for x in out.split("best cluster per superpixel ")[1].split(" (")[0].split(", expansion "))
+    before, after = (
+        float(x) for x in out.split("best cluster per superpixel ")[1].split(" (")[0].split(", expansion ")
+    )
     assert after < before
     png = np.array(Image.open(tmp_path / "coffee_superpixels.png"))
     assert png.shape == (133, 400, 3)

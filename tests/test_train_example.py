@@ -29,10 +29,32 @@ def test_shapes_are_generated_with_their_masks(example):
 @pytest.mark.parametrize("estimator", ["blackbox", "perturbed"])
 def test_trains_and_reports_iou(example, estimator, capsys):
     torch.manual_seed(0)
-    results, lam, seconds = example.main(["--size", "16", "--train", "8", "--test", "4", "--steps", "3", "--batch", "4",
-                                          "--estimator", estimator, "--samples", "2", "--threads", "0"])
-    assert set(results) == {"cnn", "cnn + cut (post hoc)", "cnn + cut (end to end)",
-                            "cnn of the end-to-end model, no cut"}
+    results, lam, seconds = example.main(
+        [
+            "--size",
+            "16",
+            "--train",
+            "8",
+            "--test",
+            "4",
+            "--steps",
+            "3",
+            "--batch",
+            "4",
+            "--estimator",
+            estimator,
+            "--samples",
+            "2",
+            "--threads",
+            "0",
+        ]
+    )
+    assert set(results) == {
+        "cnn",
+        "cnn + cut (post hoc)",
+        "cnn + cut (end to end)",
+        "cnn of the end-to-end model, no cut",
+    }
     assert all(0.0 <= v <= 1.0 for v in results.values())
     assert lam > 0 and lam != 0.5  # the head's strength was trained
     out = capsys.readouterr().out
@@ -48,6 +70,22 @@ def test_iou(example):
 
 @pytest.mark.cuda
 def test_trains_on_cuda(example):
-    results, lam, _ = example.main(["--size", "24", "--train", "16", "--test", "8", "--steps", "5", "--batch", "4",
-                                    "--device", "cuda", "--threads", "0"])
+    results, lam, _ = example.main(
+        [
+            "--size",
+            "24",
+            "--train",
+            "16",
+            "--test",
+            "8",
+            "--steps",
+            "5",
+            "--batch",
+            "4",
+            "--device",
+            "cuda",
+            "--threads",
+            "0",
+        ]
+    )
     assert all(0.0 <= v <= 1.0 for v in results.values()) and lam > 0

@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchcut
-from torchcut import GridGraph, grid_offsets
-from torchcut import multilabel
+from torchcut import GridGraph, grid_offsets, multilabel
 from torchcut.grid import _arc_layout
 from torchcut.solvers.warm import WarmGrid
 
@@ -32,8 +31,13 @@ def _cold_mask(caps, src, snk, offsets):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**31 - 1), conn=st.sampled_from([4, 8, 6]), directed=st.booleans(),
-       backend=st.sampled_from(CPU_BACKENDS), dtype=st.sampled_from([torch.int32, torch.int64]))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    conn=st.sampled_from([4, 8, 6]),
+    directed=st.booleans(),
+    backend=st.sampled_from(CPU_BACKENDS),
+    dtype=st.sampled_from([torch.int32, torch.int64]),
+)
 def test_warm_solves_give_the_masks_of_cold_solves(seed, conn, directed, backend, dtype):
     """A sequence of networks on one grid (capacities raised, lowered below the last flow, zeroed):
     every warm-started mask equals the mask of a solve from zero flow, and the inputs stay as given."""
@@ -109,8 +113,10 @@ def test_expansion_from_the_last_flows_gives_the_same_labels(schedule, backend, 
     """Items that reach their local minimum at different cycles leave the warm state (``keep``)."""
     U, V, Wt = _problem(3, 3, 5, 14, 17, float_energy)
     U[1] = U[1] // 7 * 7  # a flatter item: it stops at another cycle than the others
-    out = {w: torchcut.expansion(U, V, weights=Wt, schedule=schedule, backend=backend, return_result=True,
-                                 warm_start=w) for w in (True, False)}
+    out = {
+        w: torchcut.expansion(U, V, weights=Wt, schedule=schedule, backend=backend, return_result=True, warm_start=w)
+        for w in (True, False)
+    }
     assert torch.equal(out[True][0], out[False][0])
     assert out[True][1]["solves"] == out[False][1]["solves"]
     assert torch.equal(out[True][1]["energy"], out[False][1]["energy"])
@@ -148,8 +154,7 @@ def test_sequential_skips_moves_whose_graph_did_not_change():
     assert len(info["energies"]) == 1 + info["cycles"] * 5
     f = U.argmin(1)
     for _ in range(50):  # cycle by cycle from the last labels until a cycle changes nothing
-        nxt, one = torchcut.expansion(U, V, weights=Wt, init=f, max_iter=1, schedule="sequential",
-                                      return_result=True)
+        nxt, one = torchcut.expansion(U, V, weights=Wt, init=f, max_iter=1, schedule="sequential", return_result=True)
         assert one["skipped"] == 0
         if torch.equal(nxt, f):
             break

@@ -18,12 +18,13 @@ from . import _ops
 
 _ops._load_at_import()  # the installed CPU library, when it fits this torch (nothing is compiled here)
 
+from ._grabcut import EmptyMaskWarning, grabcut  # noqa: E402
+
+# ``torchcut.segment`` and ``torchcut.grabcut`` are functions; their modules are private.
+from ._segment import segment  # noqa: E402
 from .grid import GridGraph, grid_offsets  # noqa: E402
 from .result import CertificateError, CutResult  # noqa: E402
 from .solvers import maxflow  # noqa: E402
-# ``torchcut.segment`` and ``torchcut.grabcut`` are functions; their modules are private.
-from ._segment import segment  # noqa: E402
-from ._grabcut import EmptyMaskWarning, grabcut  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -43,11 +44,35 @@ _LAZY = {
 }
 # Public modules reachable as ``torchcut.<name>`` after a plain ``import torchcut``, imported on first
 # use (``grid``, ``result`` and ``solvers`` are imported above).
-_MODULES = ("build", "cli", "compat", "datasets", "diff", "dimacs", "distributed", "energy", "graph", "graph_multilabel",
-            "interactive", "multilabel", "nn", "stereo")
+_MODULES = (
+    "build",
+    "cli",
+    "compat",
+    "datasets",
+    "diff",
+    "dimacs",
+    "distributed",
+    "energy",
+    "graph",
+    "graph_multilabel",
+    "interactive",
+    "multilabel",
+    "nn",
+    "stereo",
+)
 
-__all__ = ["GridGraph", "grid_offsets", "maxflow", "segment", "grabcut", "EmptyMaskWarning", "CutResult",
-           "CertificateError", *_LAZY, *_MODULES]
+__all__ = [
+    "GridGraph",
+    "grid_offsets",
+    "maxflow",
+    "segment",
+    "grabcut",
+    "EmptyMaskWarning",
+    "CutResult",
+    "CertificateError",
+    *_LAZY,
+    *_MODULES,
+]
 
 
 class _MovedModule(types.ModuleType):
@@ -63,8 +88,12 @@ class _MovedModule(types.ModuleType):
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
         short = self.__name__.rsplit(".", 1)[1]
         where = f"torchcut.{attr}" if attr in __all__ else f"{self._target.__name__}.{attr}"
-        warnings.warn(f"the module {self.__name__} is deprecated: import {attr} as {where} (the name "
-                      f"torchcut.{short} is the function {short}())", FutureWarning, stacklevel=2)
+        warnings.warn(
+            f"the module {self.__name__} is deprecated: import {attr} as {where} (the name "
+            f"torchcut.{short} is the function {short}())",
+            FutureWarning,
+            stacklevel=2,
+        )
         return getattr(self._target, attr)
 
 

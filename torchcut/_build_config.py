@@ -8,12 +8,31 @@ This module imports nothing, so that ``setup.py`` can run it without importing t
 """
 
 # paths inside torchcut/csrc
-CPU_SOURCES = ["torchcut.cpp", "cpu/grid_solve.cpp", "cpu/csr_solve.cpp", "cpu/csr_layout.cpp", "cpu/cpu_grabcut.cpp",
-               "cpu/energy.cpp", "cpu/energy_potts.cpp", "cpu/cpu_graph_moves.cpp"]
-CUDA_SOURCES = ["cuda/grid_ops.cpp", "cuda/grid_solve.cpp", "cuda/grid_push_i32.cu", "cuda/grid_push_i64.cu",
-                "cuda/grid_bfs.cu", "cuda/grid_slab.cpp", "cuda/grid_slab_kernels.cu", "cuda/grid_moves.cu",
-                "cuda/csr_ops.cpp", "cuda/csr_kernels.cu", "cuda/energy_ops.cpp", "cuda/energy.cu",
-                "cuda/energy_potts.cu"]
+CPU_SOURCES = [
+    "torchcut.cpp",
+    "cpu/grid_solve.cpp",
+    "cpu/csr_solve.cpp",
+    "cpu/csr_layout.cpp",
+    "cpu/cpu_grabcut.cpp",
+    "cpu/energy.cpp",
+    "cpu/energy_potts.cpp",
+    "cpu/cpu_graph_moves.cpp",
+]
+CUDA_SOURCES = [
+    "cuda/grid_ops.cpp",
+    "cuda/grid_solve.cpp",
+    "cuda/grid_push_i32.cu",
+    "cuda/grid_push_i64.cu",
+    "cuda/grid_bfs.cu",
+    "cuda/grid_slab.cpp",
+    "cuda/grid_slab_kernels.cu",
+    "cuda/grid_moves.cu",
+    "cuda/csr_ops.cpp",
+    "cuda/csr_kernels.cu",
+    "cuda/energy_ops.cpp",
+    "cuda/energy.cu",
+    "cuda/energy_potts.cu",
+]
 CXX_FLAGS = ["-O3", "-g0", "-ffp-contract=off"]  # the C++ standard is the one torch asks for; no debug info
 # (the build 20% faster); no fused multiply-adds, so float formulas round as the tensor ops they repeat
 NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]

@@ -87,8 +87,7 @@ class GraphCache:
 
     def run(self, key, fn, inputs):
         """``fn(*inputs)`` (a tuple of tensors), replayed from a graph once ``key`` comes back on CUDA."""
-        if (inputs[0].device.type != "cuda" or torch.compiler.is_compiling()
-                or torch.cuda.is_current_stream_capturing()):
+        if inputs[0].device.type != "cuda" or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
             return fn(*inputs)
         key = (inputs[0].device,) + tuple(key)
         with self.lock:  # one thread at a time: the graphs' inputs and outputs are shared

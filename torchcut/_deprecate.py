@@ -43,8 +43,11 @@ def renamed_keywords(_where: str | None = None, **renames):
                     if old in kwargs:
                         if new in kwargs:
                             raise TypeError(f"{where}: got both {old}= (deprecated) and {new}=; pass {new}= only")
-                        warnings.warn(f"{where}: the keyword {old}= is deprecated; use {new}= (same meaning)",
-                                      FutureWarning, stacklevel=2)
+                        warnings.warn(
+                            f"{where}: the keyword {old}= is deprecated; use {new}= (same meaning)",
+                            FutureWarning,
+                            stacklevel=2,
+                        )
                         kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
 

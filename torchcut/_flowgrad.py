@@ -12,6 +12,7 @@ from .grid import GridGraph, shift
 
 __all__ = ["flow_value"]
 
+
 def _float_dtype(tensors) -> torch.dtype:
     dts = [t.dtype for t in tensors if t is not None and t.is_floating_point()]
     return torch.float64 if torch.float64 in dts or not dts else dts[0]

@@ -32,13 +32,13 @@ import warnings
 import numpy as np
 import torch
 
-from ._deprecate import renamed_keywords
 from ._cudagraph import GraphCache
-from .solvers._options import check_options, device_of
+from ._deprecate import renamed_keywords
 from ._validate import describe
 from .energy import _as_image_tensor, _prepare
 from .grid import GridGraph, _arc_layout, grid_offsets, overlap_slices
 from .solvers import maxflow
+from .solvers._options import check_options, device_of
 from .solvers.warm import WarmGrid
 
 __all__ = ["grabcut", "EmptyMaskWarning"]
@@ -65,10 +65,14 @@ def _spatial_shape(img: torch.Tensor, channel_axis) -> tuple:
     shape = tuple(img.shape)
     if channel_axis is not None:
         n = len(shape)
-        if isinstance(channel_axis, bool) or not isinstance(channel_axis, (int, np.integer)) or not -n <= channel_axis < n:
+        if (
+            isinstance(channel_axis, bool)
+            or not isinstance(channel_axis, (int, np.integer))
+            or not -n <= channel_axis < n
+        ):
             raise ValueError(f"channel_axis: expected an axis of the image (shape {shape}), got {channel_axis!r}")
         ax = int(channel_axis) % n
-        return shape[:ax] + shape[ax + 1:]
+        return shape[:ax] + shape[ax + 1 :]
     if len(shape) == 2:
         return shape
     if len(shape) in (3, 4):
@@ -81,7 +85,7 @@ def _spatial_shape(img: torch.Tensor, channel_axis) -> tuple:
                 f"({'[B, H, W, C]' if lead else '[H, W, C]'}); pass channel_axis (or seeds)"
             )
         if first:
-            return shape[:lead] + shape[lead + 1:]
+            return shape[:lead] + shape[lead + 1 :]
         if last:
             return shape[:-1]
     raise ValueError(
@@ -201,8 +205,7 @@ def _kmeans(x: torch.Tensor, cls: torch.Tensor, K: int) -> torch.Tensor:
     n_cls = counts.gather(1, c_idx).clamp(min=1)
     comp = (within * K // n_cls).clamp_(0, K - 1)
     if _use_cpu_ops(x):  # the Lloyd iterations in one compiled pass per iteration (cpu_grabcut.cpp)
-        return torch.ops.torchcut.grabcut_lloyd(x.contiguous(), cls.contiguous(), comp.contiguous(), K,
-                                                KMEANS_ITERS)
+        return torch.ops.torchcut.grabcut_lloyd(x.contiguous(), cls.contiguous(), comp.contiguous(), K, KMEANS_ITERS)
     # per pixel: the first group of its class (2K for pixels of no class), and whether it is an object pixel
     first = torch.where(cls < 2, c_idx * K, 2 * K)
     obj = (c_idx == 0).unsqueeze(2)
@@ -233,8 +236,8 @@ def _fit(x: torch.Tensor, cls: torch.Tensor, comp: torch.Tensor, K: int):
     outer = (xd.unsqueeze(3) * xd.unsqueeze(2)).reshape(B, N, C * C)
     sums = _segment_sum(torch.cat([torch.ones_like(xd[:, :, :1]), xd, outer], 2), group, 2 * K).view(G, -1)
     cnt = sums[:, 0]
-    mean = sums[:, 1:1 + C] / cnt.clamp(min=1).unsqueeze(1)
-    cov = sums[:, 1 + C:].view(G, C, C) / cnt.clamp(min=1).view(G, 1, 1) - mean.unsqueeze(2) * mean.unsqueeze(1)
+    mean = sums[:, 1 : 1 + C] / cnt.clamp(min=1).unsqueeze(1)
+    cov = sums[:, 1 + C :].view(G, C, C) / cnt.clamp(min=1).view(G, 1, 1) - mean.unsqueeze(2) * mean.unsqueeze(1)
     eye = torch.eye(C, dtype=torch.float64, device=dev)
     cov = torch.where(cnt.view(G, 1, 1) > 0, cov, eye) + COV_REG * eye
     L = torch.linalg.cholesky_ex(cov).L  # positive definite (COV_REG); _ex skips the error read-back
@@ -243,8 +246,12 @@ def _fit(x: torch.Tensor, cls: torch.Tensor, comp: torch.Tensor, K: int):
     tot = cnt.view(B, 2, K).sum(2, keepdim=True)
     logw = torch.log(cnt.view(B, 2, K) / tot.clamp(min=1))  # -inf for empty components
     f32 = torch.float32
-    return (logw.to(f32), mean.view(B, 2, K, C).to(f32), Linv.view(B, 2, K, C, C).to(f32),
-            lognorm.view(B, 2, K).to(f32))
+    return (
+        logw.to(f32),
+        mean.view(B, 2, K, C).to(f32),
+        Linv.view(B, 2, K, C, C).to(f32),
+        lognorm.view(B, 2, K).to(f32),
+    )
 
 
 def _component_loglik(x: torch.Tensor, params) -> torch.Tensor:
@@ -265,7 +272,11 @@ def _component_loglik(x: torch.Tensor, params) -> torch.Tensor:
 def _smoothness(x: torch.Tensor, valid: torch.Tensor, offsets, lam: float) -> torch.Tensor:
     """Integer n-link capacities [K, B, H, W] (arc p -> p + o, symmetric); pairs touching padding are 0."""
     B, C, H, W = x.shape
-    d2s, total, count = [], torch.zeros(B, dtype=torch.float64, device=x.device), torch.zeros(B, dtype=torch.float64, device=x.device)
+    d2s, total, count = (
+        [],
+        torch.zeros(B, dtype=torch.float64, device=x.device),
+        torch.zeros(B, dtype=torch.float64, device=x.device),
+    )
     for o in offsets:
         here, there = overlap_slices((H, W), o)
         idx = (slice(None), slice(None))
@@ -336,8 +347,17 @@ def _models(x, cls, loglik, seeds, valid, K: int, hard: int):
     if _use_cpu_ops(x):  # fit, log-likelihoods and terminals in two compiled passes (cpu_grabcut.cpp)
         B = x.shape[0]
         loglik, src, snk = torch.ops.torchcut.grabcut_models(
-            x.contiguous(), cls.contiguous(), comp.contiguous(), seeds.reshape(B, -1).contiguous(),
-            valid.reshape(B, -1).contiguous(), K, hard, COV_REG, SCALE, DATA_CAP)
+            x.contiguous(),
+            cls.contiguous(),
+            comp.contiguous(),
+            seeds.reshape(B, -1).contiguous(),
+            valid.reshape(B, -1).contiguous(),
+            K,
+            hard,
+            COV_REG,
+            SCALE,
+            DATA_CAP,
+        )
         return loglik, src.view(seeds.shape), snk.view(seeds.shape)
     loglik = _component_loglik(x, _fit(x, cls, comp, K))
     return (loglik,) + _terminals(loglik, seeds, valid, hard)
@@ -637,20 +657,33 @@ def grabcut(
         if n == 0:
             raise ValueError("image: expected at least one image, got an empty list")
         if seeds is not None and (not isinstance(seeds, (list, tuple)) or len(seeds) != n):
-            raise ValueError(f"seeds: expected a list of {n} seed arrays for a list of {n} images, got {describe(seeds)}")
+            raise ValueError(
+                f"seeds: expected a list of {n} seed arrays for a list of {n} images, got {describe(seeds)}"
+            )
         boxes = None if box is None else _as_boxes(box, n)
         parts, clipped = [], []
         for i in range(n):
-            xi, si, batched, bi = _one(image[i], None if seeds is None else seeds[i],
-                                       None if boxes is None else boxes[i], channel_axis, connectivity, i)
+            xi, si, batched, bi = _one(
+                image[i],
+                None if seeds is None else seeds[i],
+                None if boxes is None else boxes[i],
+                channel_axis,
+                connectivity,
+                i,
+            )
             if batched:
-                raise ValueError(f"image: expected a list of single images, got a batch at index {i} (shape {tuple(xi.shape)})")
+                raise ValueError(
+                    f"image: expected a list of single images, got a batch at index {i} (shape {tuple(xi.shape)})"
+                )
             parts.append((xi, si))
             clipped.append(None if bi is None else bi[0])
         chans = {p[0].shape[1] for p in parts}
         devs = {p[0].device for p in parts}
         if len(chans) > 1 or len(devs) > 1:
-            raise ValueError(f"image: expected the same number of channels and device for every image, got {sorted(chans)} channels on {sorted(map(str, devs))}")
+            raise ValueError(
+                f"image: expected the same number of channels and device for every image, got {sorted(chans)} "
+                f"channels on {sorted(map(str, devs))}"
+            )
         H = max(p[1].shape[1] for p in parts)
         W = max(p[1].shape[2] for p in parts)
         x = torch.zeros((n, parts[0][0].shape[1], H, W), dtype=torch.float32, device=parts[0][0].device)
@@ -674,11 +707,22 @@ def grabcut(
         if not has_unknown:
             raise ValueError(f"seeds: expected some unknown pixels (label 0) to segment{where}, got none")
         if not has_background:
-            raise ValueError(f"seeds, box: expected some background (seeds labelled 2 or pixels outside the box){where}, got none")
+            raise ValueError(
+                f"seeds, box: expected some background (seeds labelled 2 or pixels outside the box){where}, got none"
+            )
     x = _normalise(x, valid)
     masks, src, snk, edges, offsets, ran = _grabcut(
-        x, s, valid, int(max_iter), int(components), float(lam), connectivity, backend, solver_options,
-        bool(cuda_graphs), bool(warm_start),
+        x,
+        s,
+        valid,
+        int(max_iter),
+        int(components),
+        float(lam),
+        connectivity,
+        backend,
+        solver_options,
+        bool(cuda_graphs),
+        bool(warm_start),
     )
     empty = (~masks.flatten(1).any(1)).tolist()
     if any(empty):

@@ -20,7 +20,9 @@ def _tensor(x, name: str, device=None, finite: bool = True) -> torch.Tensor:
         try:
             x = torch.as_tensor(x)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}") from exc
+            raise TypeError(
+                f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}"
+            ) from exc
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
     if x.dtype == torch.bool or x.is_complex():

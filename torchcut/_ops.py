@@ -94,9 +94,12 @@ def _warn_if_stale(path: Path) -> None:
     if newer:
         import warnings
 
-        warnings.warn(f"torchcut: {path.name} is older than {', '.join(sorted(newer)[:3])}"
-                      f"{' ...' if len(newer) > 3 else ''}; rebuild it with `python setup.py build_ext --inplace`",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"torchcut: {path.name} is older than {', '.join(sorted(newer)[:3])}"
+            f"{' ...' if len(newer) > 3 else ''}; rebuild it with `python setup.py build_ext --inplace`",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _load_installed(kind: str) -> str | None:
@@ -162,8 +165,12 @@ def _build(kind: str, why: str) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     what = "CPU solvers" if kind == "cpu" else "CUDA kernels"
     took = "about 30 s on two cores" if kind == "cpu" else "1-2 minutes"
-    print(f"torchcut: the compiled {what} are not usable ({why}); compiling them once into {folder} ({took}; "
-          "`pip install --no-build-isolation .` builds them at install time) ...", file=sys.stderr, flush=True)
+    print(
+        f"torchcut: the compiled {what} are not usable ({why}); compiling them once into {folder} ({took}; "
+        "`pip install --no-build-isolation .` builds them at install time) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     t0 = time.perf_counter()
     # the flag carries a hash of the headers: cpp_extension versions the sources and flags, not the headers
     tag = f"-DTORCHCUT_HEADERS={_headers_hash()}"
@@ -243,7 +250,9 @@ def ensure(kind: str, *, build: bool = True) -> None:
             _state[kind] = _build(kind, why)
         except Exception as exc:  # compiler missing, nvcc error, no CUDA toolkit ...
             text = str(exc).strip()
-            _state[kind] = f"{why}; compiling it failed: {type(exc).__name__}: {text.splitlines()[-1] if text else exc!r}"
+            _state[kind] = (
+                f"{why}; compiling it failed: {type(exc).__name__}: {text.splitlines()[-1] if text else exc!r}"
+            )
             raise RuntimeError(_state[kind]) from exc
     if kind == "cpu":
         _register_fakes()
@@ -297,7 +306,11 @@ def _register_fakes() -> None:
     """Fake implementations of the solver ops, so that ``torch.compile`` traces around them."""
     if "fakes" in _state:
         return
-    cpu_stats, grid_stats, csr_stats = len(names("cpu_stats")), len(names("grid_cuda_stats")), len(names("csr_cuda_stats"))
+    cpu_stats, grid_stats, csr_stats = (
+        len(names("cpu_stats")),
+        len(names("grid_cuda_stats")),
+        len(names("csr_cuda_stats")),
+    )
 
     def stats(t: torch.Tensor, B: int, cuda_len: int) -> torch.Tensor:
         shape = (cuda_len,) if t.device.type == "cuda" else (B, cpu_stats)
@@ -306,13 +319,19 @@ def _register_fakes() -> None:
     # grid_solve is the CPU form (counters per item), grid_solve_ the CUDA form (one vector)
     def grid_solve(caps, source, sink, shape, offsets, options):
         B, n = caps.shape[0], source.numel() // caps.shape[0]
-        return (source.new_empty((B, n), dtype=torch.bool), torch.empty((B, cpu_stats), dtype=torch.int64),
-                torch.empty_like(caps, memory_format=torch.contiguous_format), source.new_empty((B, n)),
-                sink.new_empty((B, n)))
+        return (
+            source.new_empty((B, n), dtype=torch.bool),
+            torch.empty((B, cpu_stats), dtype=torch.int64),
+            torch.empty_like(caps, memory_format=torch.contiguous_format),
+            source.new_empty((B, n)),
+            sink.new_empty((B, n)),
+        )
 
     def grid_solve_(caps, excess, sink, shape, offsets, options):
         B = caps.shape[0]
-        return excess.new_empty((B, excess.numel() // B), dtype=torch.bool), torch.empty((grid_stats,), dtype=torch.int64)
+        return excess.new_empty((B, excess.numel() // B), dtype=torch.bool), torch.empty(
+            (grid_stats,), dtype=torch.int64
+        )
 
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
@@ -322,13 +341,25 @@ def _register_fakes() -> None:
         K = len(offsets) // len(S)
         checks = torch.empty(8, dtype=torch.float64, device="cpu")  # always on the host (energy_potts.cpp)
         if graph:
-            return (probs.new_empty((B, 2 * K) + S, dtype=torch.int32), probs.new_empty((B,) + S, dtype=torch.int64),
-                    probs.new_empty((B,) + S, dtype=torch.int32), checks)
-        return (probs.new_empty((B, C) + S, dtype=torch.int32), probs.new_empty((B, K) + S, dtype=torch.int32),
-                probs.new_empty((B,), dtype=torch.float64), checks)
+            return (
+                probs.new_empty((B, 2 * K) + S, dtype=torch.int32),
+                probs.new_empty((B,) + S, dtype=torch.int64),
+                probs.new_empty((B,) + S, dtype=torch.int32),
+                checks,
+            )
+        return (
+            probs.new_empty((B, C) + S, dtype=torch.int32),
+            probs.new_empty((B, K) + S, dtype=torch.int32),
+            probs.new_empty((B,), dtype=torch.float64),
+            checks,
+        )
 
-    for name, fake in (("grid_solve", grid_solve), ("grid_solve_", grid_solve_), ("csr_solve_", csr_solve_),
-                       ("potts_energy", potts_energy)):
+    for name, fake in (
+        ("grid_solve", grid_solve),
+        ("grid_solve_", grid_solve_),
+        ("csr_solve_", csr_solve_),
+        ("potts_energy", potts_energy),
+    ):
         torch.library.register_fake(f"torchcut::{name}")(fake)
     if hasattr(torch.ops.torchcut, "seg_energy"):
         _register_segmentation_fakes()
@@ -349,8 +380,11 @@ def _register_segmentation_fakes() -> None:
 
     def seg_energy(x, seeds, table, lo, span, coef, bins, scale, hard, shape, offsets, weights):
         B, full = x.shape[0], tuple(shape)
-        return (x.new_empty((B,) + full, dtype=torch.int64), x.new_empty((B,) + full, dtype=torch.int32),
-                x.new_empty((B, 2 * len(weights)) + full, dtype=torch.int32))
+        return (
+            x.new_empty((B,) + full, dtype=torch.int64),
+            x.new_empty((B,) + full, dtype=torch.int32),
+            x.new_empty((B, 2 * len(weights)) + full, dtype=torch.int32),
+        )
 
     for name, fake in (("seg_check", seg_check), ("seg_hist", seg_hist), ("seg_energy", seg_energy)):
         torch.library.register_fake(f"torchcut::{name}")(fake)

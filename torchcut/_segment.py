@@ -7,15 +7,14 @@ source side of the minimum cut. Everything runs on the image's device.
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import torch
 from torch import Tensor
 
-from .solvers._options import check_options, device_of
-from .energy import DEFAULT_LAM, segmentation_graph
 from ._ops import CUDAGRAPH_UNSAFE
+from .energy import DEFAULT_LAM, segmentation_graph
 from .solvers import consume_mask, maxflow
+from .solvers._options import check_options, device_of
 
 __all__ = ["segment"]
 
@@ -123,9 +122,20 @@ def segment(
         # One opaque custom op: the energy's checks and estimates depend on the data.
         from .solvers.ops import options_string
 
-        return segment_mask(image, seeds, float(lam), sigma, connectivity, ndim, channel_axis, bins, scale,
-                            None if spacing is None else [float(v) for v in spacing], backend,
-                            options_string(solver_options))
+        return segment_mask(
+            image,
+            seeds,
+            float(lam),
+            sigma,
+            connectivity,
+            ndim,
+            channel_axis,
+            bins,
+            scale,
+            None if spacing is None else [float(v) for v in spacing],
+            backend,
+            options_string(solver_options),
+        )
     if solver_options:
         check_options(segment, solver_options, device_of(image), backend)
     graph = segmentation_graph(
@@ -151,9 +161,20 @@ def segment(
 
 
 @torch.library.custom_op("torchcut::segment_mask", mutates_args=(), tags=CUDAGRAPH_UNSAFE)
-def segment_mask(image: Tensor, seeds: Tensor, lam: float, sigma: Optional[float], connectivity: Optional[int],
-                 ndim: Optional[int], channel_axis: Optional[int], bins: Optional[int], scale: Optional[float],
-                 spacing: Optional[list[float]], backend: str, options: str) -> Tensor:
+def segment_mask(
+    image: Tensor,
+    seeds: Tensor,
+    lam: float,
+    sigma: float | None,
+    connectivity: int | None,
+    ndim: int | None,
+    channel_axis: int | None,
+    bins: int | None,
+    scale: float | None,
+    spacing: list[float] | None,
+    backend: str,
+    options: str,
+) -> Tensor:
     """``torchcut.segment(image, seeds, ...)`` as one op: what ``segment`` calls inside ``torch.compile``.
 
     Examples
@@ -164,9 +185,20 @@ def segment_mask(image: Tensor, seeds: Tensor, lam: float, sigma: Optional[float
     >>> segment_mask(image, seeds, 8.0, None, None, None, None, None, None, None, "auto", "{}").sum().item()
     8
     """
-    return segment(image, seeds, lam=lam, sigma=sigma, connectivity=connectivity, ndim=ndim,
-                   channel_axis=channel_axis, bins=bins, scale=scale, spacing=spacing, backend=backend,
-                   **json.loads(options))
+    return segment(
+        image,
+        seeds,
+        lam=lam,
+        sigma=sigma,
+        connectivity=connectivity,
+        ndim=ndim,
+        channel_axis=channel_axis,
+        bins=bins,
+        scale=scale,
+        spacing=spacing,
+        backend=backend,
+        **json.loads(options),
+    )
 
 
 @segment_mask.register_fake

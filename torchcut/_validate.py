@@ -37,8 +37,10 @@ def check_has_data(t: torch.Tensor, name: str) -> torch.Tensor:
     ValueError: seeds: expected a tensor with values (on the CPU or a CUDA device), got one on the meta device, which holds only a shape
     """
     if t.device.type == "meta":
-        raise ValueError(f"{name}: expected a tensor with values (on the CPU or a CUDA device), got one on the meta "
-                         "device, which holds only a shape")
+        raise ValueError(
+            f"{name}: expected a tensor with values (on the CPU or a CUDA device), got one on the meta "
+            "device, which holds only a shape"
+        )
     return t
 
 
@@ -54,7 +56,9 @@ def as_tensor(x: Any, name: str, device: torch.device | None = None) -> torch.Te
         try:
             t = torch.as_tensor(x)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}") from exc
+            raise TypeError(
+                f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}"
+            ) from exc
     else:
         raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
     if device is not None:
@@ -67,9 +71,7 @@ def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
     if t.dtype in (torch.uint8, torch.int8, torch.int16):
         t = t.to(torch.int64)
     if t.dtype not in CAPACITY_DTYPES:
-        raise ValueError(
-            f"{name}: expected dtype int32, int64, float32 or float64, got {t.dtype}"
-        )
+        raise ValueError(f"{name}: expected dtype int32, int64, float32 or float64, got {t.dtype}")
     if t.numel() == 0:
         return t
     if t.is_floating_point():

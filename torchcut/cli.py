@@ -46,8 +46,9 @@ def _load_solver(device, backend: str, reader: bool = False) -> None:
 
 
 def _startup_line(seconds: float) -> str:
-    return (f"c start-up: {seconds:.4f} s, once per process (imports, loading the compiled solver), "
-            "not in the times above")
+    return (
+        f"c start-up: {seconds:.4f} s, once per process (imports, loading the compiled solver), not in the times above"
+    )
 
 
 def _cmd_maxflow(args) -> int:
@@ -73,17 +74,23 @@ def _cmd_maxflow(args) -> int:
         torch.cuda.synchronize()
     t3 = time.perf_counter()
     n_src, n_snk = (int((t[0] != 0).sum()) for t in (g.source, g.sink))
-    print(f"c {args.file}: {g.num_nodes + 2} nodes, {g.num_pairs} arc pairs, {n_src + n_snk} terminal arcs "
-          f"({n_src} from the source, {n_snk} to the sink)")
+    print(
+        f"c {args.file}: {g.num_nodes + 2} nodes, {g.num_pairs} arc pairs, {n_src + n_snk} terminal arcs "
+        f"({n_src} from the source, {n_snk} to the sink)"
+    )
     route = r.stats.get("route", "csr")
     print(f"s {r.flow_value}")
     copy = f" (+ {t2 - t1:.4f} s to copy it to {device})" if device != "cpu" else ""
-    print(f"c time: read {t1 - t0:.4f} s{copy}, solve {t3 - t2:.4f} s on {device} "
-          f"(backend {r.stats.get('backend')}, route {route})")
+    print(
+        f"c time: read {t1 - t0:.4f} s{copy}, solve {t3 - t2:.4f} s on {device} "
+        f"(backend {r.stats.get('backend')}, route {route})"
+    )
     print(_startup_line(t0 - t_start))
     if device == "cpu" and r.stats.get("backend") == "reference" and g.num_nodes > 50_000:
-        print("c note: the compiled CPU solver is unavailable, so torchcut ran its reference solver (torch "
-              "ops), which is slow on large graphs; install a C++ compiler and ninja, or use --device cuda")
+        print(
+            "c note: the compiled CPU solver is unavailable, so torchcut ran its reference solver (torch "
+            "ops), which is slow on large graphs; install a C++ compiler and ninja, or use --device cuda"
+        )
     if args.verify:
         r.verify()
         print("c verified: the flow and the cut certify each other")
@@ -118,15 +125,24 @@ def _cmd_segment(args) -> int:
         seeds = np.array(im, dtype=np.int64)
     read = time.perf_counter() - t_read
     t0 = time.perf_counter()
-    mask, r = segment(torch.as_tensor(image, device=device), torch.as_tensor(seeds, device=device),
-                      lam=args.lam, connectivity=args.connectivity, return_result=True)
+    mask, r = segment(
+        torch.as_tensor(image, device=device),
+        torch.as_tensor(seeds, device=device),
+        lam=args.lam,
+        connectivity=args.connectivity,
+        return_result=True,
+    )
     mask = mask.cpu()
     t1 = time.perf_counter()
     Image.fromarray(mask.numpy().astype(np.uint8) * 255).save(args.out)
-    print(f"c {args.image}: {image.shape[1]}x{image.shape[0]}, {args.connectivity}-connected, {int(mask.sum())} "
-          f"object pixels ({float(mask.float().mean()) * 100:.1f}%), cut {r.flow_value} (integer energy units)")
-    print(f"c time: read {read:.4f} s, segment {t1 - t0:.4f} s on {device} (backend {r.stats.get('backend')}; "
-          f"energy, graph and cut); mask written to {args.out}")
+    print(
+        f"c {args.image}: {image.shape[1]}x{image.shape[0]}, {args.connectivity}-connected, {int(mask.sum())} "
+        f"object pixels ({float(mask.float().mean()) * 100:.1f}%), cut {r.flow_value} (integer energy units)"
+    )
+    print(
+        f"c time: read {read:.4f} s, segment {t1 - t0:.4f} s on {device} (backend {r.stats.get('backend')}; "
+        f"energy, graph and cut); mask written to {args.out}"
+    )
     print(_startup_line(startup))
     if args.verify:
         r.verify()
@@ -152,8 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    m = sub.add_parser("maxflow", help="solve a DIMACS max-flow file", description="Solve a DIMACS max-flow "
-                       "file (.max, .max.gz, .max.bz2); print 's VALUE' and 'c' comment lines.")
+    m = sub.add_parser(
+        "maxflow",
+        help="solve a DIMACS max-flow file",
+        description="Solve a DIMACS max-flow file (.max, .max.gz, .max.bz2); print 's VALUE' and 'c' comment lines.",
+    )
     m.add_argument("file", help="DIMACS max-flow file")
     m.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     m.add_argument("--backend", choices=("auto", "reference", "cpu", "cuda"), default="auto")
@@ -162,24 +181,35 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--cut", metavar="OUT", help="write the DIMACS ids of the source side, one per line")
     m.set_defaults(func=_cmd_maxflow)
 
-    sg = sub.add_parser("segment", help="segment an image from seed scribbles",
-                        description="Segment an image with a graph cut from a seed PNG (0 unknown, 1 object, "
-                        "2 background); write the mask as a PNG (255 = object).")
+    sg = sub.add_parser(
+        "segment",
+        help="segment an image from seed scribbles",
+        description="Segment an image with a graph cut from a seed PNG (0 unknown, 1 object, "
+        "2 background); write the mask as a PNG (255 = object).",
+    )
     sg.add_argument("image", help="image file (gray or colour)")
     sg.add_argument("seeds", help="one-channel PNG of labels 0/1/2, the size of the image")
     sg.add_argument("--out", required=True, help="mask PNG to write")
     sg.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     sg.add_argument("--lam", type=float, default=8.0, help="smoothness weight (default 8)")
-    sg.add_argument("--connectivity", type=int, choices=(4, 8), default=4,
-                    help="4 or 8 neighbours per pixel (default 4, as torchcut.segment)")
+    sg.add_argument(
+        "--connectivity",
+        type=int,
+        choices=(4, 8),
+        default=4,
+        help="4 or 8 neighbours per pixel (default 4, as torchcut.segment)",
+    )
     sg.add_argument("--verify", action="store_true", help="check the flow/cut certificate")
     sg.set_defaults(func=_cmd_segment)
 
     from .stereo import add_arguments
 
-    b = sub.add_parser("bvz", help="write BVZ-style stereo expansion instances",
-                       description="Write the max-flow instances of the first alpha-expansion pass of Potts "
-                       "stereo (Boykov-Veksler-Zabih) as DIMACS files, one per label.")
+    b = sub.add_parser(
+        "bvz",
+        help="write BVZ-style stereo expansion instances",
+        description="Write the max-flow instances of the first alpha-expansion pass of Potts "
+        "stereo (Boykov-Veksler-Zabih) as DIMACS files, one per label.",
+    )
     add_arguments(b)
     b.set_defaults(func=_cmd_bvz)
     return p

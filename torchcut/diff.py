@@ -58,8 +58,9 @@ _CONN_NDIM = {4: 2, 8: 2, 6: 3, 18: 3, 26: 3}
 def _check_estimator(estimator, lambda_, samples, noise):
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-    if not (isinstance(lambda_, (int, float)) and not isinstance(lambda_, bool) and math.isfinite(lambda_)
-            and lambda_ > 0):
+    if not (
+        isinstance(lambda_, (int, float)) and not isinstance(lambda_, bool) and math.isfinite(lambda_) and lambda_ > 0
+    ):
         raise ValueError(f"lambda_: expected a positive finite number, got {lambda_!r}")
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples: expected a positive int, got {samples!r}")
@@ -93,12 +94,15 @@ def _layout(scores: torch.Tensor, connectivity, ndim, extra: int):
     if connectivity is None:
         connectivity = 4 if ndim == 2 else 6
     if _CONN_NDIM[connectivity] != ndim:
-        raise ValueError(f"connectivity: expected {'4 or 8' if ndim == 2 else '6, 18 or 26'} for ndim={ndim}, "
-                         f"got {connectivity}")
+        raise ValueError(
+            f"connectivity: expected {'4 or 8' if ndim == 2 else '6, 18 or 26'} for ndim={ndim}, got {connectivity}"
+        )
     if scores.dim() not in (ndim + extra, ndim + extra + 1):
         lead = "" if not extra else "L, "
-        raise ValueError(f"scores: expected shape [{lead}*spatial] or [B, {lead}*spatial] with {ndim} spatial dims, "
-                         f"got shape {tuple(scores.shape)}")
+        raise ValueError(
+            f"scores: expected shape [{lead}*spatial] or [B, {lead}*spatial] with {ndim} spatial dims, "
+            f"got shape {tuple(scores.shape)}"
+        )
     if any(n == 0 for n in scores.shape):
         raise ValueError(f"scores: expected a non-empty tensor, got shape {tuple(scores.shape)}")
     return ndim, grid_offsets(ndim, connectivity), scores.dim() == ndim + extra + 1
@@ -229,8 +233,10 @@ class _BinaryCut(torch.autograd.Function):
             inside = _inside(mask.shape[1:], offsets, mask.device)
 
             def change(kind):
-                return (_pair_changes(shifted, offsets, inside, grad.dtype, kind)
-                        - _pair_changes(mask, offsets, inside, grad.dtype, kind)) / lam
+                return (
+                    _pair_changes(shifted, offsets, inside, grad.dtype, kind)
+                    - _pair_changes(mask, offsets, inside, grad.dtype, kind)
+                ) / lam
 
             g_w = change(kinds[0]) if need_w else None
             g_r = change(kinds[1]) if need_r else None
@@ -256,9 +262,21 @@ def _apply_binary(*args):
     return _BinaryCut.apply(*args)
 
 
-def cut_mask(scores, weights, *, reverse=None, connectivity: int | None = None, ndim: int | None = None,
-             estimator: str = "blackbox", lambda_: float = 10.0, samples: int = 8, noise: float = 1.0,
-             generator: torch.Generator | None = None, backend: str = "auto", **solver_options):
+def cut_mask(
+    scores,
+    weights,
+    *,
+    reverse=None,
+    connectivity: int | None = None,
+    ndim: int | None = None,
+    estimator: str = "blackbox",
+    lambda_: float = 10.0,
+    samples: int = 8,
+    noise: float = 1.0,
+    generator: torch.Generator | None = None,
+    backend: str = "auto",
+    **solver_options,
+):
     """The minimum cut of a binary labelling as a differentiable float mask.
 
     Maximises ``sum_p scores[p] x_p - sum_k sum_p weights[k, p] [x_p != x_{p + offsets[k]}]`` over
@@ -322,11 +340,15 @@ def cut_mask(scores, weights, *, reverse=None, connectivity: int | None = None, 
     nd, offsets, batched = _layout(s, connectivity, ndim, 0)
     s3 = s if batched else s.unsqueeze(0)
     w = _weights_full(weights, s3.shape[0], len(offsets), s3.shape[1:], batched, s.device)
-    r = None if reverse is None else _weights_full(reverse, s3.shape[0], len(offsets), s3.shape[1:], batched,
-                                                   s.device, "reverse")
+    r = (
+        None
+        if reverse is None
+        else _weights_full(reverse, s3.shape[0], len(offsets), s3.shape[1:], batched, s.device, "reverse")
+    )
     seed = _seed(generator) if estimator == "perturbed" else 0
-    out = _apply_binary(s3, w, r, offsets, estimator, float(lambda_), samples, float(noise), seed, backend,
-                        solver_options)
+    out = _apply_binary(
+        s3, w, r, offsets, estimator, float(lambda_), samples, float(noise), seed, backend, solver_options
+    )
     return out if batched else out[0]
 
 
@@ -341,8 +363,7 @@ def _solve_labels(scores, weights, V, connectivity, backend, init, max_cycles):
         if init is None and U.shape[1] == 2:
             # from all-zero labels, the move to label 1 reaches every labelling: exact in one cut
             init = torch.zeros((U.shape[0],) + tuple(U.shape[2:]), dtype=torch.int64, device=U.device)
-        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_iter=max_cycles,
-                         backend=backend)
+        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_iter=max_cycles, backend=backend)
 
 
 def _one_hot(labels: torch.Tensor, L: int, dtype) -> torch.Tensor:
@@ -361,8 +382,9 @@ def _pair_costs(labels: torch.Tensor, V: torch.Tensor, offsets, inside) -> torch
 
 class _Labels(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, scores, weights, V, connectivity, offsets, estimator, lambda_, samples, noise, seed, backend,
-                max_cycles):
+    def forward(
+        ctx, scores, weights, V, connectivity, offsets, estimator, lambda_, samples, noise, seed, backend, max_cycles
+    ):
         ctx.conf = (V, connectivity, offsets, estimator, lambda_, noise, seed, backend, max_cycles)
         B, L = scores.shape[:2]
         if estimator == "blackbox":
@@ -414,9 +436,21 @@ def _apply_labels(*args):
     return _Labels.apply(*args)
 
 
-def cut_labels(scores, weights=None, *, pairwise=None, connectivity: int | None = None, ndim: int | None = None,
-               estimator: str = "blackbox", lambda_: float = 10.0, samples: int = 8, noise: float = 1.0,
-               generator: torch.Generator | None = None, backend: str = "auto", max_cycles: int | None = None):
+def cut_labels(
+    scores,
+    weights=None,
+    *,
+    pairwise=None,
+    connectivity: int | None = None,
+    ndim: int | None = None,
+    estimator: str = "blackbox",
+    lambda_: float = 10.0,
+    samples: int = 8,
+    noise: float = 1.0,
+    generator: torch.Generator | None = None,
+    backend: str = "auto",
+    max_cycles: int | None = None,
+):
     """A multi-label labelling by alpha-expansion (:func:`torchcut.expansion`) as a differentiable one-hot.
 
     Minimises ``sum_p -scores[f_p, p] + sum_k sum_p weights[k, p] * pairwise[f_p, f_{p + offsets[k]}]``
@@ -470,15 +504,18 @@ def cut_labels(scores, weights=None, *, pairwise=None, connectivity: int | None 
         V = 1.0 - torch.eye(L, dtype=torch.float64, device=s.device)
     else:
         if isinstance(pairwise, torch.Tensor) and pairwise.requires_grad:
-            raise ValueError("pairwise: expected a constant label table; gradients w.r.t. it are not computed "
-                             "(scale the edges through weights instead), got a tensor that requires grad")
+            raise ValueError(
+                "pairwise: expected a constant label table; gradients w.r.t. it are not computed "
+                "(scale the edges through weights instead), got a tensor that requires grad"
+            )
         V = torch.as_tensor(pairwise, device=s.device).to(torch.float64)
         if tuple(V.shape) != (L, L):
             raise ValueError(f"pairwise: expected shape ({L}, {L}) for {L} labels, got {tuple(V.shape)}")
     w = None if weights is None else _weights_full(weights, B, len(offsets), s4.shape[2:], batched, s.device)
     seed = _seed(generator) if estimator == "perturbed" else 0
-    out = _apply_labels(s4, w, V, connectivity, offsets, estimator, float(lambda_), samples, float(noise), seed,
-                        backend, max_cycles)
+    out = _apply_labels(
+        s4, w, V, connectivity, offsets, estimator, float(lambda_), samples, float(noise), seed, backend, max_cycles
+    )
     return out if batched else out[0]
 
 
@@ -533,8 +570,20 @@ def contrast_weights(image, connectivity: int = 4, sigma=None) -> torch.Tensor:
     return w if batched else w[0]
 
 
-def refine(image, probs, *, lam=1.0, sigma=None, connectivity: int = 4, estimator: str = "blackbox",
-           lambda_: float = 10.0, samples: int = 8, noise: float = 1.0, generator=None, backend: str = "auto"):
+def refine(
+    image,
+    probs,
+    *,
+    lam=1.0,
+    sigma=None,
+    connectivity: int = 4,
+    estimator: str = "blackbox",
+    lambda_: float = 10.0,
+    samples: int = 8,
+    noise: float = 1.0,
+    generator=None,
+    backend: str = "auto",
+):
     """:func:`torchcut.refine` with gradients: contrast-sensitive Potts labels of class probabilities.
 
     The energy of :func:`torchcut.refine` (``-log(max(probs, 1e-6))`` per pixel, ``lam * w_pq`` per
@@ -578,5 +627,14 @@ def refine(image, probs, *, lam=1.0, sigma=None, connectivity: int = 4, estimato
     if p.dim() == 4 and w.dim() == 3:
         w = w.unsqueeze(0).expand((p.shape[0],) + tuple(w.shape))
     scores = torch.log(p.clamp(min=1e-6))
-    return cut_labels(scores, w, connectivity=connectivity, estimator=estimator, lambda_=lambda_, samples=samples,
-                      noise=noise, generator=generator, backend=backend)
+    return cut_labels(
+        scores,
+        w,
+        connectivity=connectivity,
+        estimator=estimator,
+        lambda_=lambda_,
+        samples=samples,
+        noise=noise,
+        generator=generator,
+        backend=backend,
+    )

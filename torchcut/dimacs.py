@@ -109,7 +109,7 @@ class _Lines:
         self._nd_cum = np.concatenate(([0], np.cumsum(nondigit, dtype=np.int64)))
 
     def token(self, i: int) -> str:
-        return bytes(self.buf[self.tok_start[i]:self.tok_end[i]]).decode("latin-1")
+        return bytes(self.buf[self.tok_start[i] : self.tok_end[i]]).decode("latin-1")
 
     def line_tokens(self, line: int) -> list[str]:
         f = self.first_tok[line]
@@ -170,12 +170,18 @@ def _parse_fast(data: bytes):
     n_nodes = n_arcs = source = sink = None
     p_line = None
     for i in other.tolist():
-        tk = bytes(buf[ls[i]:nl[i]]).split()
-        if tk and tk[0] == b"p" and len(tk) == 4 and tk[1] == b"max" and tk[2].isdigit() and tk[3].isdigit() \
-                and p_line is None:
+        tk = bytes(buf[ls[i] : nl[i]]).split()
+        if (
+            tk
+            and tk[0] == b"p"
+            and len(tk) == 4
+            and tk[1] == b"max"
+            and tk[2].isdigit()
+            and tk[3].isdigit()
+            and p_line is None
+        ):
             n_nodes, n_arcs, p_line = int(tk[2]), int(tk[3]), i
-        elif tk and tk[0] == b"n" and len(tk) == 3 and tk[1].isdigit() and tk[2] in (b"s", b"t") \
-                and p_line is not None:
+        elif tk and tk[0] == b"n" and len(tk) == 3 and tk[1].isdigit() and tk[2] in (b"s", b"t") and p_line is not None:
             if tk[2] == b"s":
                 if source is not None:
                     return None
@@ -221,8 +227,15 @@ def _parse_fast(data: bytes):
     tail, head, cap = vals[:, 0], vals[:, 1], vals[:, 2]
     if ((tail < 1) | (tail > n_nodes) | (head < 1) | (head > n_nodes)).any():
         return None
-    return {"num_nodes": n_nodes, "num_arcs": n_arcs, "source": source, "sink": sink,
-            "tail": np.ascontiguousarray(tail), "head": np.ascontiguousarray(head), "cap": np.ascontiguousarray(cap)}
+    return {
+        "num_nodes": n_nodes,
+        "num_arcs": n_arcs,
+        "source": source,
+        "sink": sink,
+        "tail": np.ascontiguousarray(tail),
+        "head": np.ascontiguousarray(head),
+        "cap": np.ascontiguousarray(cap),
+    }
 
 
 def _parse_checked(data: bytes):
@@ -311,13 +324,23 @@ def _parse_checked(data: bytes):
     if a_lines.size != n_arcs:
         _fail(pl, f"the problem line declares {n_arcs} arcs, the file has {a_lines.size} 'a' lines")
     if source is None or sink is None:
-        _fail(pl, f"no 'n ID {'s' if source is None else 't'}' line: the {'source' if source is None else 'sink'} is not given")
+        _fail(
+            pl,
+            f"no 'n ID {'s' if source is None else 't'}' line: the {'source' if source is None else 'sink'} is not given",
+        )
     if source == sink:
         _fail(t_line if t_line > s_line else s_line, f"source and sink are the same node ({source})")
     if n_nodes < 3:
         _fail(pl, f"expected at least 3 nodes (source, sink and one more), got {n_nodes}")
-    return {"num_nodes": n_nodes, "num_arcs": n_arcs, "source": source, "sink": sink,
-            "tail": tail, "head": head, "cap": cap}
+    return {
+        "num_nodes": n_nodes,
+        "num_arcs": n_arcs,
+        "source": source,
+        "sink": sink,
+        "tail": tail,
+        "head": head,
+        "cap": cap,
+    }
 
 
 def read_dimacs(path, *, device=None):
@@ -369,7 +392,7 @@ def _format_ints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pw = 10 ** np.arange(19, dtype=np.int64)[::-1]  # 10^18 .. 10^0
     nd = np.maximum(1, np.searchsorted(10 ** np.arange(1, 19, dtype=np.int64), x, side="right") + 1)
     W = int(nd.max()) if x.size else 1
-    digits = (x[:, None] // pw[None, 19 - W:]) % 10 + 48
+    digits = (x[:, None] // pw[None, 19 - W :]) % 10 + 48
     col = np.arange(W)[None, :]
     return np.where(col >= W - nd[:, None], digits, 0).astype(np.uint8), nd
 
@@ -380,7 +403,7 @@ def _format_rows(prefix: bytes, cols: list[np.ndarray]) -> bytes:
     if n == 0:
         return b""
     parts = [np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (n, len(prefix)))]
-    for k, c in enumerate(cols):
+    for _k, c in enumerate(cols):
         parts.append(np.full((n, 1), 32, np.uint8))
         parts.append(_format_ints(c)[0])
     parts.append(np.full((n, 1), 10, np.uint8))
@@ -394,7 +417,8 @@ def write_dimacs(graph, path, *, comment: str | None = None) -> None:
     Node ids: the graph's ``node_ids``/``terminal_ids`` when it has them (a graph read from DIMACS is
     written back with its own ids), else source = 1, sink = 2, node ``p`` = ``p + 3`` (the BVZ
     layout). Terminal capacities become arcs from the source and into the sink; arcs of zero capacity
-    are left out (a pair that is zero both ways is written as one zero arc). ``.gz`` and ``.bz2`` suffixes compress. Float graphs are written in their quantized
+    are left out (a pair that is zero both ways is written as one zero arc). ``.gz`` and ``.bz2``
+    suffixes compress. Float graphs are written in their quantized
     integer units.
 
     Examples
@@ -478,9 +502,15 @@ def _grid_to_flowgraph(grid):
         vs.append(q)
         cf.append(grid.caps[0, k].reshape(-1)[p].to(torch.int64))
         cb.append(grid.caps[0, K + k].reshape(-1)[q].to(torch.int64))
-    return FlowGraph.from_edges(torch.cat(us), torch.cat(vs), torch.cat(cf), torch.cat(cb),
-                                source=grid.source.reshape(-1), sink=grid.sink.reshape(-1).to(torch.int64),
-                                num_nodes=N)
+    return FlowGraph.from_edges(
+        torch.cat(us),
+        torch.cat(vs),
+        torch.cat(cf),
+        torch.cat(cb),
+        source=grid.source.reshape(-1),
+        sink=grid.sink.reshape(-1).to(torch.int64),
+        num_nodes=N,
+    )
 
 
 def read_dimacs_solution(path) -> int:

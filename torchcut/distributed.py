@@ -108,20 +108,26 @@ def _solver_setup(fn, backend, device, axis: int, options: dict) -> tuple:
     """``(kernels, slab options)`` for a call of ``fn`` with ``backend`` and ``**options`` on slabs of
     ``device`` split along ``axis``; raises naming ``fn`` and the argument."""
     if backend not in BACKENDS:
-        hint = " (the compiled CPU solvers do not run split grids; 'reference' runs CPU slabs)" if backend == "cpu" else ""
+        hint = (
+            " (the compiled CPU solvers do not run split grids; 'reference' runs CPU slabs)" if backend == "cpu" else ""
+        )
         raise ValueError(f"backend: expected one of {', '.join(map(repr, BACKENDS))}, got {backend!r}{hint}")
     if backend == "cuda" and not _kernels(device, axis):
-        raise ValueError(f"backend: 'cuda' runs the grid kernels on CUDA slabs split along axis 0, got slabs on "
-                         f"{device} split along axis {axis}; pass backend='auto' or 'reference'")
+        raise ValueError(
+            f"backend: 'cuda' runs the grid kernels on CUDA slabs split along axis 0, got slabs on "
+            f"{device} split along axis {axis}; pass backend='auto' or 'reference'"
+        )
     kernels = backend != "reference" and _kernels(device, axis)
     bad = sorted(set(options) - set(SLAB_OPTIONS))
     if bad or (options and not kernels):
         key = bad[0] if bad else sorted(options)[0]
         takes = ", ".join(SLAB_OPTIONS) if kernels else "none"
-        raise TypeError(f"{fn.__name__}(): unexpected keyword argument {key!r}; further keywords go to the CUDA "
-                        f"kernels of the slabs, which take {', '.join(SLAB_OPTIONS)} (here they "
-                        f"{'run' if kernels else 'do not run'}: backend={backend!r}, {device.type} slabs along axis "
-                        f"{axis}; options taken here: {takes})")
+        raise TypeError(
+            f"{fn.__name__}(): unexpected keyword argument {key!r}; further keywords go to the CUDA "
+            f"kernels of the slabs, which take {', '.join(SLAB_OPTIONS)} (here they "
+            f"{'run' if kernels else 'do not run'}: backend={backend!r}, {device.type} slabs along axis "
+            f"{axis}; options taken here: {takes})"
+        )
     if not options:
         return kernels, list(_slab_options)
     from . import _ops
@@ -243,7 +249,9 @@ class _Geometry:
         self.dirs = tuple(offsets) + tuple(tuple(-v for v in o) for o in offsets)
         self.shape, self.axis, self.comm = tuple(shape), axis, comm
         # crossing[side] = directions d whose arcs leave the slab towards the neighbour at side
-        self.crossing = {side: [d for d, v in enumerate(self.dirs) if v[axis] == side and comm.has(side)] for side in (-1, 1)}
+        self.crossing = {
+            side: [d for d, v in enumerate(self.dirs) if v[axis] == side and comm.has(side)] for side in (-1, 1)
+        }
 
     def layer(self, side: int) -> int:
         return 0 if side < 0 else self.shape[self.axis] - 1
@@ -289,8 +297,10 @@ def _header(source, sink, edges, reverse, offsets, axis, start) -> tuple[dict, t
         dev = src.device
         snk = as_tensor(sink, "sink", dev)
         if src.dim() != ndim:
-            raise ValueError(f"source: expected shape [*shape] with {ndim} spatial dims (from offsets; batches are "
-                             f"not supported), got shape {tuple(src.shape)}")
+            raise ValueError(
+                f"source: expected shape [*shape] with {ndim} spatial dims (from offsets; batches are "
+                f"not supported), got shape {tuple(src.shape)}"
+            )
         shape = tuple(src.shape)
         if any(n == 0 for n in shape):
             raise ValueError(f"source: expected a non-empty slab, got shape {shape}")
@@ -301,13 +311,21 @@ def _header(source, sink, edges, reverse, offsets, axis, start) -> tuple[dict, t
         parts = [check_capacity(t, n) for t, n in ((src, "source"), (snk, "sink"), (e, "edges"), (r, "reverse"))]
         for t, n in zip(parts, ("source", "sink", "edges", "reverse")):
             if t.is_floating_point():
-                raise TypeError(f"{n}: expected integer capacities (int32 or int64), got {t.dtype}; "
-                                "quantize float capacities first (e.g. with torchcut.GridGraph's scale)")
+                raise TypeError(
+                    f"{n}: expected integer capacities (int32 or int64), got {t.dtype}; "
+                    "quantize float capacities first (e.g. with torchcut.GridGraph's scale)"
+                )
         if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
-            raise ValueError(f"start: expected a non-negative int (the slab's first index along axis) or None, got {start!r}")
-        head.update(shape=shape, start=start, device=dev.type,
-                    peak=max(int(e.max()) + int(r.max()), int(snk.max())),
-                    bound=sum(int(t.max()) * t.numel() for t in parts))
+            raise ValueError(
+                f"start: expected a non-negative int (the slab's first index along axis) or None, got {start!r}"
+            )
+        head.update(
+            shape=shape,
+            start=start,
+            device=dev.type,
+            peak=max(int(e.max()) + int(r.max()), int(snk.max())),
+            bound=sum(int(t.max()) * t.numel() for t in parts),
+        )
         return head, tuple(parts)
     except (TypeError, ValueError) as exc:
         head["error"] = (type(exc).__name__, str(exc))
@@ -329,18 +347,26 @@ def _check_headers(heads: list, me: int) -> None:
     h0 = heads[0]
     for r, h in enumerate(heads):
         if h["offsets"] != h0["offsets"]:
-            raise ValueError(f"offsets: expected the same offsets on every rank, got {h0['offsets']!r} on rank 0 "
-                             f"and {h['offsets']!r} on rank {r}")
+            raise ValueError(
+                f"offsets: expected the same offsets on every rank, got {h0['offsets']!r} on rank 0 "
+                f"and {h['offsets']!r} on rank {r}"
+            )
         if h["axis"] != h0["axis"]:
-            raise ValueError(f"axis: expected the same axis on every rank, got {h0['axis']} on rank 0 and {h['axis']} on rank {r}")
+            raise ValueError(
+                f"axis: expected the same axis on every rank, got {h0['axis']} on rank 0 and {h['axis']} on rank {r}"
+            )
         if h["device"] != h0["device"]:
-            raise ValueError(f"source: expected tensors on one device type on every rank, got {h0['device']} on "
-                             f"rank 0 and {h['device']} on rank {r}")
+            raise ValueError(
+                f"source: expected tensors on one device type on every rank, got {h0['device']} on "
+                f"rank 0 and {h['device']} on rank {r}"
+            )
         a = h["axis"]
-        other = lambda s: s[:a] + s[a + 1:]  # noqa: E731
+        other = lambda s: s[:a] + s[a + 1 :]  # noqa: E731
         if other(h["shape"]) != other(h0["shape"]):
-            raise ValueError(f"source: expected slabs whose shapes differ only along axis {a}, got {h0['shape']} on "
-                             f"rank 0 and {h['shape']} on rank {r}")
+            raise ValueError(
+                f"source: expected slabs whose shapes differ only along axis {a}, got {h0['shape']} on "
+                f"rank 0 and {h['shape']} on rank {r}"
+            )
     starts = [h["start"] for h in heads]
     if any(s is not None for s in starts):
         if any(s is None for s in starts):
@@ -348,8 +374,10 @@ def _check_headers(heads: list, me: int) -> None:
         expect = 0
         for r, h in enumerate(heads):
             if h["start"] != expect:
-                raise ValueError(f"start: expected slabs in rank order, rank {r} starting at {expect} along axis "
-                                 f"{h['axis']}, got start={h['start']} (starts {starts})")
+                raise ValueError(
+                    f"start: expected slabs in rank order, rank {r} starting at {expect} along axis "
+                    f"{h['axis']}, got start={h['start']} (starts {starts})"
+                )
             expect += h["shape"][h["axis"]]
 
 
@@ -386,8 +414,13 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_iter, stats) -> torch.Ten
 
     def pad_view(buf, side):
         """The padding layer of ``buf`` beyond the border at ``side``: the neighbour's border layer."""
-        return buf[(0,) + tuple((slice(p - 1, p) if side < 0 else slice(p + n, p + n + 1)) if i == axis
-                                else slice(p, p + n) for i, n in enumerate(shape))].squeeze(axis)
+        return buf[
+            (0,)
+            + tuple(
+                (slice(p - 1, p) if side < 0 else slice(p + n, p + n + 1)) if i == axis else slice(p, p + n)
+                for i, n in enumerate(shape)
+            )
+        ].squeeze(axis)
 
     def swap_faces(buf):
         """The neighbours' border layers of ``buf`` into its padding; True if any of them changed."""
@@ -447,9 +480,11 @@ def _push_relabel(R, excess, sink, geo: _Geometry, max_iter, stats) -> torch.Ten
                 pad_view(e_buf, side).zero_()
             relabel_round(grid, c, s, h_buf, dirs, INF, (e > 0) & (h < INF))
             # the round's border flows and the new border heights to the neighbours
-            out = {side: torch.stack([sent[d] for d in geo.crossing[side]] +
-                                     [geo.face(h[0], side).to(torch.int64)])
-                   for side in (-1, 1) if geo.crossing[side]}
+            out = {
+                side: torch.stack([sent[d] for d in geo.crossing[side]] + [geo.face(h[0], side).to(torch.int64)])
+                for side in (-1, 1)
+                if geo.crossing[side]
+            }
             for side, msg in comm.swap(out).items():
                 for j, d_nb in enumerate(geo.nb_crossing(side)):
                     amount = geo.to_heads(msg[j], d_nb)
@@ -472,13 +507,14 @@ def _pad_planes(ndim: int) -> int:
 def _padded(t: torch.Tensor, lead: int, lo: int, hi: int) -> torch.Tensor:
     """``t`` (``lead`` leading dims, then the split axis) with ``lo`` zero planes before and ``hi`` after."""
     n = t.shape[lead]
-    out = torch.zeros(t.shape[:lead] + (lo + n + hi,) + t.shape[lead + 1:], dtype=t.dtype, device=t.device)
+    out = torch.zeros(t.shape[:lead] + (lo + n + hi,) + t.shape[lead + 1 :], dtype=t.dtype, device=t.device)
     out.narrow(lead, lo, n).copy_(t)
     return out
 
 
-def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_iter: int, stats,
-                       slab_options=()) -> torch.Tensor:
+def _push_relabel_cuda(
+    R, excess, sink, lo: int, hi: int, geo: _Geometry, max_iter: int, stats, slab_options=()
+) -> torch.Tensor:
     """The bulk-synchronous push-relabel with the CUDA grid kernels, in place; the source side of the real planes.
 
     ``R`` ``[2K, Z, ...]``, ``excess`` (int64) and ``sink`` are the padded slab: real planes ``[lo, hi)``
@@ -510,7 +546,7 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_it
     sides = [s for s in (0, 1) if comm.has(step[s])]
     peer = {s: comm.peer(comm.rank + step[s]) for s in sides}
     heights = slab.heights()
-    border = {0: heights[lo * P:(lo + 1) * P], 1: heights[(hi - 1) * P:hi * P]}
+    border = {0: heights[lo * P : (lo + 1) * P], 1: heights[(hi - 1) * P : hi * P]}
     msg_out = {s: torch.empty((slab.directions(s) + 1, P), dtype=R.dtype, device=dev) for s in sides}
     msg_in = {s: torch.empty_like(msg_out[s]) for s in sides}
     dist_in = {s: torch.empty(P, dtype=torch.int32, device=dev) for s in sides}
@@ -558,8 +594,9 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_it
         if active == 0:
             break
         if relabels > max_iter:
-            raise RuntimeError(f"max_iter: the solve did not finish in {max_iter} global relabels; pass a "
-                               "larger max_iter")
+            raise RuntimeError(
+                f"max_iter: the solve did not finish in {max_iter} global relabels; pass a larger max_iter"
+            )
         n = max(push_min, min(push_cap, depth // 2))
         if tiles * 4 <= push_blocks:  # few active tiles: launches are cheap, relabels are not
             n = max(n, min(24, max(6, depth)))
@@ -577,8 +614,15 @@ def _push_relabel_cuda(R, excess, sink, lo: int, hi: int, geo: _Geometry, max_it
     visits, _, repairs = slab.counters()  # waits for the device
     relabel_ms = sum(a.elapsed_time(b) for a, b in marks)
     push_ms = sum(b.elapsed_time(c[0]) for (_, b), c in zip(marks[:-1], marks[1:]))
-    stats.update(rounds=launches, global_relabels=relabels, repairs=repairs, bfs_rounds=bfs_rounds, bfs_visits=visits,
-                 relabel_ms=round(relabel_ms, 3), push_ms=round(push_ms, 3))
+    stats.update(
+        rounds=launches,
+        global_relabels=relabels,
+        repairs=repairs,
+        bfs_rounds=bfs_rounds,
+        bfs_visits=visits,
+        relabel_ms=round(relabel_ms, 3),
+        push_ms=round(push_ms, 3),
+    )
     return heights.view(ext)[lo:hi] >= INF
 
 
@@ -649,15 +693,31 @@ class DistributedCutResult(CutResult):
             inside = shift(ones, v, False)  # head in this slab
             exists = inside.clone()
             # (tail side, residual, capacity, reverse residual, reverse capacity, head side) per arc
-            arcs = [(S[inside], res[d][inside], caps[d][inside], shift(res[back], v, 0)[inside],
-                     shift(caps[back], v, 0)[inside], shift(T, v, False)[inside])]
+            arcs = [
+                (
+                    S[inside],
+                    res[d][inside],
+                    caps[d][inside],
+                    shift(res[back], v, 0)[inside],
+                    shift(caps[back], v, 0)[inside],
+                    shift(T, v, False)[inside],
+                )
+            ]
             if d in self.ghost_residual:  # border arcs: the reverse arc and the head live on the neighbour
                 side = v[g.axis]
                 there = self.ghost_exists[d]
                 exists.select(g.axis, layer[side]).logical_or_(there)
                 on_face = lambda x: x.select(g.axis, layer[side])[there]  # noqa: E731
-                arcs.append((on_face(S), on_face(res[d]), on_face(caps[d]), self.ghost_residual[d][there].to(i64),
-                             self.ghost_caps[d][there].to(i64), ~self.ghost_mask[d][there]))
+                arcs.append(
+                    (
+                        on_face(S),
+                        on_face(res[d]),
+                        on_face(caps[d]),
+                        self.ghost_residual[d][there].to(i64),
+                        self.ghost_caps[d][there].to(i64),
+                        ~self.ghost_mask[d][there],
+                    )
+                )
             count("capacity on an arc that leaves the grid", (~exists) & (caps[d] != 0))
             for tail_S, r_f, c_f, r_b, c_b, head_T in arcs:
                 count("arc pair residuals do not sum to the pair's capacities", (r_f + r_b) != (c_f + c_b))
@@ -679,8 +739,20 @@ class DistributedCutResult(CutResult):
 
 # ---------------------------------------------------------------------------------------------- entry point
 @renamed_keywords(max_sweeps="max_iter")
-def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=None, start: int | None = None,
-            backend: str = "auto", max_iter: int = DEFAULT_MAX_ITER, **solver_options) -> DistributedCutResult:
+def maxflow(
+    source,
+    sink,
+    edges,
+    offsets,
+    reverse=None,
+    *,
+    axis: int = 0,
+    group=None,
+    start: int | None = None,
+    backend: str = "auto",
+    max_iter: int = DEFAULT_MAX_ITER,
+    **solver_options,
+) -> DistributedCutResult:
     """Exact maximum flow of a grid network split into slabs over the ranks of a process group.
 
     A collective call: every rank of ``group`` calls it with its own slab.
@@ -762,8 +834,10 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
     _check_headers(heads, rank)
     bound = sum(h["bound"] for h in heads)
     if bound >= SUM_LIMIT:
-        raise ValueError(f"source: the capacities of all slabs could sum to {bound}, at or above 2**62 (int64 "
-                         "flows); scale them down")
+        raise ValueError(
+            f"source: the capacities of all slabs could sum to {bound}, at or above 2**62 (int64 "
+            "flows); scale them down"
+        )
     cap_dtype = torch.int32 if max(h["peak"] for h in heads) <= INT32_MAX else torch.int64
     src, snk, e, rv = parts
     offs = head["offsets"]
@@ -780,9 +854,13 @@ def maxflow(source, sink, edges, offsets, reverse=None, *, axis: int = 0, group=
         caps[K + k].copy_(shift(rv[k], tuple(-v for v in o), 0))  # reverse[k][p - o], inside the slab
     # A border pair is described by the rank of its tail p (p + o in the neighbour): send reverse[k][p]
     # to the neighbour, which stores it at the head as the capacity of its arc in direction K + k.
-    out = {side: torch.stack([geo.face(rv[d] if d < K else torch.zeros_like(rv[0]), side)
-                              for d in geo.crossing[side]]).to(cap_dtype)
-           for side in (-1, 1) if geo.crossing[side]}
+    out = {
+        side: torch.stack([geo.face(rv[d] if d < K else torch.zeros_like(rv[0]), side) for d in geo.crossing[side]]).to(
+            cap_dtype
+        )
+        for side in (-1, 1)
+        if geo.crossing[side]
+    }
     for side, msg in comm.swap(out).items():
         for j, d_nb in enumerate(geo.nb_crossing(side)):
             if d_nb < K:
@@ -808,8 +886,8 @@ def _run(caps, src, snk, geo: _Geometry, start, max_iter, t0, certificate, lo=No
     dtype of ``caps``). Without ``certificate`` the solve works in ``caps``, ``src`` and ``snk``
     themselves (used up) and only the mask is returned. ``lo``: the tensors are in the padded layout of
     the CUDA kernels (:func:`_push_relabel_cuda`, split axis 0), their real planes start at ``lo``."""
-    comm, offs, shape, axis, K = geo.comm, geo.offsets, geo.shape, geo.axis, geo.K
-    dev, cap_dtype = caps.device, caps.dtype
+    comm, offs, shape, axis = geo.comm, geo.offsets, geo.shape, geo.axis
+    dev = caps.device
     stats = {}
     src64 = src.to(torch.int64)
     snk_c = snk
@@ -822,13 +900,23 @@ def _run(caps, src, snk, geo: _Geometry, start, max_iter, t0, certificate, lo=No
         n = shape[0]
         mask = _push_relabel_cuda(R, excess, sink_res, lo, lo + n, geo, max_iter, stats, slab_options)
         real = lambda t, lead=0: t.narrow(lead, lo, n)  # noqa: E731
-        caps, src64, snk_c, R, excess, sink_res = (real(caps, 1), real(src64), real(snk_c), real(R, 1), real(excess),
-                                                   real(sink_res))
+        caps, src64, snk_c, R, excess, sink_res = (
+            real(caps, 1),
+            real(src64),
+            real(snk_c),
+            real(R, 1),
+            real(excess),
+            real(sink_res),
+        )
     else:
         if dev.type == "cuda" and axis != 0:
-            warnings.warn(f"axis: CUDA slabs split along axis {axis} run the push-relabel in torch ops, far slower "
-                          "and larger than the CUDA kernels, which need the split along axis 0; move that axis first "
-                          "(x.movedim(axis, 0)) to use them", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"axis: CUDA slabs split along axis {axis} run the push-relabel in torch ops, far slower "
+                "and larger than the CUDA kernels, which need the split along axis 0; move that axis first "
+                "(x.movedim(axis, 0)) to use them",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         mask = _push_relabel(R, excess, sink_res, geo, max_iter, stats)
     solve_bytes = comm.sent_bytes - sent_before
     stats.update(kernels=lo is not None, ranks=comm.size, border_bytes=solve_bytes, seconds=time.perf_counter() - t0)
@@ -840,10 +928,17 @@ def _run(caps, src, snk, geo: _Geometry, start, max_iter, t0, certificate, lo=No
     flow = comm.total([int(sink_flow.sum())])[0]
 
     # ghost copies for the certificate: the neighbour's border residuals, capacities and mask face
-    out = {side: torch.cat([torch.stack([geo.face(R[d], side) for d in geo.crossing[side]]).to(torch.int64),
-                            torch.stack([geo.face(caps[d], side) for d in geo.crossing[side]]).to(torch.int64),
-                            geo.face(mask, side).to(torch.int64).unsqueeze(0)])
-           for side in (-1, 1) if geo.crossing[side]}
+    out = {
+        side: torch.cat(
+            [
+                torch.stack([geo.face(R[d], side) for d in geo.crossing[side]]).to(torch.int64),
+                torch.stack([geo.face(caps[d], side) for d in geo.crossing[side]]).to(torch.int64),
+                geo.face(mask, side).to(torch.int64).unsqueeze(0),
+            ]
+        )
+        for side in (-1, 1)
+        if geo.crossing[side]
+    }
     gres, gcaps, gmask, gexists = {}, {}, {}, {}
     for side, msg in comm.swap(out).items():
         nb = geo.nb_crossing(side)
@@ -897,8 +992,9 @@ def _global_sigma(x, lower, axis: int, ndim: int, reduce) -> float:
             count += n
     inf = total == math.inf
     limbs = [0, 0] if inf else [total >> 31, total & (2**31 - 1)]
-    hi, low, count, inf = reduce(torch.tensor(limbs + [count, int(inf)], dtype=torch.int64, device=x.device),
-                                 "sum").tolist()
+    hi, low, count, inf = reduce(
+        torch.tensor(limbs + [count, int(inf)], dtype=torch.int64, device=x.device), "sum"
+    ).tolist()
     total = math.inf if inf else (hi << 31) + low
     return float(energy._sigma_value([total], count, exps, x.device)[0])
 
@@ -942,10 +1038,24 @@ def _border_links(g, pairs, geo: _Geometry, spacing) -> None:
                     geo.face(g.caps[0, d], side).copy_(links[j].select(geo.axis, mine))
 
 
-def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None, sigma: float | None = None,
-            connectivity: int | None = None, ndim: int | None = None, channel_axis: int | None = None,
-            bins: int | None = None, scale: float | None = None, spacing=None, backend: str = "auto",
-            return_result: bool = False, **solver_options):
+def segment(
+    image,
+    seeds,
+    *,
+    axis: int = 0,
+    group=None,
+    lam: float | None = None,
+    sigma: float | None = None,
+    connectivity: int | None = None,
+    ndim: int | None = None,
+    channel_axis: int | None = None,
+    bins: int | None = None,
+    scale: float | None = None,
+    spacing=None,
+    backend: str = "auto",
+    return_result: bool = False,
+    **solver_options,
+):
     """Seeded segmentation of a volume (or image) split into slabs over the ranks of a process group.
 
     A collective call: rank ``r`` passes slab ``r`` of the image and of the seeds along spatial
@@ -1011,8 +1121,9 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
         if nd not in (2, 3):
             raise ValueError(f"seeds: expected one slab [*S] with 2 or 3 spatial dims, got {nd} dims")
         if ndim is not None and ndim != nd:
-            raise ValueError(f"ndim: expected None or {nd} (seeds.dim(): a slab is one grid, never a batch), "
-                             f"got {ndim!r}")
+            raise ValueError(
+                f"ndim: expected None or {nd} (seeds.dim(): a slab is one grid, never a batch), got {ndim!r}"
+            )
         x, s, ndim, conn, _, _ = energy._prepare(image, seeds, nd, connectivity, channel_axis)
         if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < ndim:
             raise ValueError(f"axis: expected a spatial axis in [0, {ndim}), got {axis!r}")
@@ -1027,18 +1138,24 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     _raise_first([e for e, _ in heads], dist.get_rank(group))
     ref = heads[0][1]
     for r, (_, h) in enumerate(heads):
-        other = lambda t: t[:axis] + t[axis + 1:]  # noqa: E731
+        other = lambda t: t[:axis] + t[axis + 1 :]  # noqa: E731
         if other(h["shape"]) != other(ref["shape"]) or h["channels"] != ref["channels"] or h["conn"] != ref["conn"]:
-            raise ValueError(f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
-                             f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}")
+            raise ValueError(
+                f"image: expected slabs that differ only along axis {axis}, got shape {ref['shape']} "
+                f"with {ref['channels']} channel(s) on rank 0 and {h['shape']} with {h['channels']} on rank {r}"
+            )
     t0 = time.perf_counter()
     comm = _Comm(group, x.device)
     n = s.shape[axis]
     # one border layer of the image from each neighbour (halo)
     halo = comm.swap({side: x.select(1 + axis, 0 if side < 0 else n - 1) for side in (-1, 1) if comm.has(side)})
     # the pairs of neighbouring voxels on both sides of a border, as two-layer images in global order
-    pairs = {side: torch.stack([halo[-1], x.select(1 + axis, 0)] if side < 0 else
-                               [x.select(1 + axis, n - 1), halo[1]], 1 + axis) for side in halo}
+    pairs = {
+        side: torch.stack(
+            [halo[-1], x.select(1 + axis, 0)] if side < 0 else [x.select(1 + axis, n - 1), halo[1]], 1 + axis
+        )
+        for side in halo
+    }
     ops = {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}
 
     def reduce(t, op):
@@ -1088,7 +1205,6 @@ def segment(image, seeds, *, axis: int = 0, group=None, lam: float | None = None
     if lo is not None and not kernels:  # torch ops: the real planes alone
         real = lambda t, lead=0: t.narrow(lead, lo, shape[0])  # noqa: E731
         caps, src, snk, lo = real(caps, 1), real(src), real(snk), None
-    result = _run(caps, src, snk, geo, None, max_iter, t0, certificate=return_result, lo=lo,
-                  slab_options=slab_opts)
+    result = _run(caps, src, snk, geo, None, max_iter, t0, certificate=return_result, lo=lo, slab_options=slab_opts)
     last_stats["build_seconds"] = built
     return (result.mask, result) if return_result else result

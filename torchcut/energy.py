@@ -176,15 +176,12 @@ def _as_image_tensor(x: Any, name: str) -> torch.Tensor:
 def _as_seed_tensor(x: Any, device: torch.device) -> torch.Tensor:
     if _pil_array(x) is not None:  # a PIL image: its values (palette indices for mode P) are the labels
         if not (x.mode in ("L", "P", "I") or x.mode.startswith("I;16")):
-            raise TypeError(
-                f"seeds: expected a one-channel PIL image (mode L, P or I) of labels, got mode {x.mode}"
-            )
+            raise TypeError(f"seeds: expected a one-channel PIL image (mode L, P or I) of labels, got mode {x.mode}")
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "iu":
             raise TypeError(
-                f"seeds: expected an integer array of labels 0 (unknown), 1 (object), 2 (background), "
-                f"got {describe(x)}"
+                f"seeds: expected an integer array of labels 0 (unknown), 1 (object), 2 (background), got {describe(x)}"
             )
         x = np.ascontiguousarray(x.astype(np.int64) if x.dtype.kind == "u" and x.itemsize > 1 else x)
         x = torch.from_numpy(x if x.flags.writeable else x.copy())
@@ -219,9 +216,7 @@ def _resolve_ndim(seed_shape: tuple, ndim, connectivity) -> tuple[int, int]:
                 "[D, H, W]; pass ndim=2 or ndim=3 (or connectivity=4/8 for 2D, 6/18/26 for 3D)"
             )
         else:
-            raise ValueError(
-                f"seeds: expected shape [H, W], [B, H, W], [D, H, W] or [B, D, H, W], got {seed_shape}"
-            )
+            raise ValueError(f"seeds: expected shape [H, W], [B, H, W], [D, H, W] or [B, D, H, W], got {seed_shape}")
     if len(seed_shape) not in (ndim, ndim + 1):
         names = "[H, W] or [B, H, W]" if ndim == 2 else "[D, H, W] or [B, D, H, W]"
         raise ValueError(f"seeds: expected shape {names} for ndim={ndim}, got {seed_shape}")
@@ -238,12 +233,12 @@ def _spatial_candidates(img_shape: tuple, n: int, lead: int) -> list:
         return []
     cands = []
     for a in (len(img_shape) - 1, lead):  # [..., C] or [C, ...] with few channels first
-        rest = img_shape[:a] + img_shape[a + 1:]
+        rest = img_shape[:a] + img_shape[a + 1 :]
         if img_shape[a] <= 4 and rest not in cands:
             cands.append(rest)
     if not cands:  # no small axis: either end could hold the channels
         for a in (lead, len(img_shape) - 1):
-            rest = img_shape[:a] + img_shape[a + 1:]
+            rest = img_shape[:a] + img_shape[a + 1 :]
             if rest not in cands:
                 cands.append(rest)
     return cands
@@ -257,16 +252,19 @@ def _shape_mismatch(img_shape: tuple, seed_shape: tuple, lead: int, ref: str, re
     cands = [to_ref(c) for c in _spatial_candidates(img_shape, len(seed_shape), lead)]
     if cands:
         want = " or ".join(str(c) for c in cands)
-        return ValueError(f"{ref}: expected shape {want}, from the image's spatial shape (image of shape {img_shape}), "
-                          f"got {ref_shape}")
+        return ValueError(
+            f"{ref}: expected shape {want}, from the image's spatial shape (image of shape {img_shape}), "
+            f"got {ref_shape}"
+        )
     return ValueError(
         f"{ref}: expected the image's spatial shape (the image's shape {img_shape} with at most one channel axis, "
         f"before the spatial dims or last), got {ref_shape}"
     )
 
 
-def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, ref: str = "seeds",
-                  ref_shape=None, to_ref=None) -> int | None:
+def _channel_axis(
+    img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, ref: str = "seeds", ref_shape=None, to_ref=None
+) -> int | None:
     """The image axis holding the channels (None: no channel axis), checked against the seeds' shape.
 
     ``ref`` names what gave ``seed_shape`` in messages (``ref_shape``: its full shape, ``to_ref``:
@@ -282,7 +280,7 @@ def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, 
                 f"got channel_axis={channel_axis} for an image of shape {img_shape}"
             )
         ax = int(channel_axis) % n
-        rest = img_shape[:ax] + img_shape[ax + 1:]
+        rest = img_shape[:ax] + img_shape[ax + 1 :]
         if rest != seed_shape:
             want = (to_ref or (lambda shape: shape))(rest)
             raise ValueError(
@@ -293,7 +291,7 @@ def _channel_axis(img_shape: tuple, seed_shape: tuple, lead: int, channel_axis, 
     if img_shape == seed_shape:
         return None
     if len(img_shape) == len(seed_shape) + 1:
-        cands = sorted({a for a in (lead, len(img_shape) - 1) if img_shape[:a] + img_shape[a + 1:] == seed_shape})
+        cands = sorted({a for a in (lead, len(img_shape) - 1) if img_shape[:a] + img_shape[a + 1 :] == seed_shape})
         if len(cands) == 1:
             return cands[0]
         if len(cands) == 2:
@@ -337,9 +335,7 @@ def _finite_error(bad: int) -> ValueError:
 
 
 def _labels_error(lo: int, hi: int) -> ValueError:
-    return ValueError(
-        f"seeds: expected labels 0 (unknown), 1 (object) and 2 (background), got values in [{lo}, {hi}]"
-    )
+    return ValueError(f"seeds: expected labels 0 (unknown), 1 (object) and 2 (background), got values in [{lo}, {hi}]")
 
 
 def _check_values(x, s):
@@ -431,13 +427,13 @@ def _sigma_sums(x: torch.Tensor, o, exps) -> tuple:
     if d2 is None:
         return [0] * B, 0
     flat = d2.reshape(B, -1)
-    units = [0.0 if e is None else 2.0 ** -e for e in exps]
+    units = [0.0 if e is None else 2.0**-e for e in exps]
     # scaling by a power of two is exact in float32 while the unit is a normal float32
     wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
     unit = torch.tensor(units, dtype=torch.float64 if wide else torch.float32, device=x.device).unsqueeze(1)
     parts = []
     for a in range(0, flat.shape[1], CHUNK):
-        part = flat[:, a:a + CHUNK]
+        part = flat[:, a : a + CHUNK]
         q = (part.to(torch.float64) if wide else part).mul(unit).round_()
         parts.append(q.sum(1, dtype=torch.float64))
     # one copy to the host; integral float64 chunk sums, added as Python ints
@@ -515,8 +511,8 @@ def _log_ratio_table(x: torch.Tensor, s: torch.Tensor, bins: int, reduce=None):
     base = (torch.arange(B, device=dev) * (2 * nb)).unsqueeze(1)
     counts = torch.zeros(2 * B * nb + 1, dtype=torch.int32, device=dev)
     for a in range(0, N, CHUNK):
-        part = lab[:, a:a + CHUNK]
-        slot = _bin_index(flat[:, :, a:a + CHUNK], lo, span, bins)
+        part = lab[:, a : a + CHUNK]
+        slot = _bin_index(flat[:, :, a : a + CHUNK], lo, span, bins)
         slot.add_((part == 2).to(torch.int64).mul_(nb)).add_(base)  # object: first half, background: second
         slot.masked_fill_(part == 0, 2 * B * nb)  # unlabelled pixels go to a spare slot
         counts.scatter_add_(0, slot.reshape(-1), torch.ones(1, dtype=torch.int32, device=dev).expand(slot.numel()))
@@ -561,16 +557,16 @@ def _data_caps(x, s, bins, scale, hard, reduce=None):
     sink = torch.empty(s.shape, dtype=torch.int32, device=x.device)
     src_f, snk_f = source.view(B, -1), sink.view(B, -1)
     for a in range(0, flat.shape[2], CHUNK):
-        part = lab[:, a:a + CHUNK]
-        llr = torch.gather(table, 1, _bin_index(flat[:, :, a:a + CHUNK], lo, span, bins))
+        part = lab[:, a : a + CHUNK]
+        llr = torch.gather(table, 1, _bin_index(flat[:, :, a : a + CHUNK], lo, span, bins))
         src = (llr.clamp(min=0) * scale).round_()
         snk = (llr.neg_().clamp_(min=0) * scale).round_()
         del llr
         obj, bkg = part == 1, part == 2
         src.masked_fill_(obj, hard).masked_fill_(bkg, 0)
         snk.masked_fill_(bkg, hard).masked_fill_(obj, 0)
-        src_f[:, a:a + CHUNK] = src  # integral floats: the conversion is exact
-        snk_f[:, a:a + CHUNK] = snk
+        src_f[:, a : a + CHUNK] = src  # integral floats: the conversion is exact
+        snk_f[:, a : a + CHUNK] = snk
     return source, sink
 
 
@@ -586,8 +582,9 @@ def _grid_graph(caps, source, sink, offsets, batched) -> GridGraph:
     ``source``, the dtypes the constructor picks for these values.
     """
     offsets = tuple(tuple(int(v) for v in o) for o in offsets)
-    return GridGraph._from_layout(caps.contiguous(), source.to(torch.int64).contiguous(),
-                                  sink.to(caps.dtype).contiguous(), offsets, batched)
+    return GridGraph._from_layout(
+        caps.contiguous(), source.to(torch.int64).contiguous(), sink.to(caps.dtype).contiguous(), offsets, batched
+    )
 
 
 def segmentation_graph(
@@ -672,8 +669,20 @@ def segmentation_graph(
     return _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, True)
 
 
-def _reference_graph(image, seeds, *, lam: float = DEFAULT_LAM, sigma=None, connectivity=None, ndim=None,
-                     channel_axis=None, bins=None, scale=None, spacing=None, reduce=None) -> GridGraph:
+def _reference_graph(
+    image,
+    seeds,
+    *,
+    lam: float = DEFAULT_LAM,
+    sigma=None,
+    connectivity=None,
+    ndim=None,
+    channel_axis=None,
+    bins=None,
+    scale=None,
+    spacing=None,
+    reduce=None,
+) -> GridGraph:
     """:func:`segmentation_graph` built by tensor ops alone: the specification of the native ops, which
     must give the same capacities bit for bit (the tests compare the two)."""
     return _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, False)
@@ -728,7 +737,7 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
     bins = int(bins)
     if bins**C > MAX_BINS_TOTAL:
         raise ValueError(
-            f"bins: {bins} levels for {C} channels make {bins ** C} histogram bins, above the limit "
+            f"bins: {bins} levels for {C} channels make {bins**C} histogram bins, above the limit "
             f"{MAX_BINS_TOTAL}; pass a smaller bins"
         )
     if scale is None:
@@ -743,7 +752,9 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
         except (TypeError, ValueError):
             raise ValueError(f"spacing: expected {ndim} positive numbers, got {spacing!r}") from None
         if len(spacing) != ndim or not all(math.isfinite(v) and v > 0 for v in spacing):
-            raise ValueError(f"spacing: expected {ndim} positive finite numbers (one per spatial axis), got {spacing!r}")
+            raise ValueError(
+                f"spacing: expected {ndim} positive finite numbers (one per spatial axis), got {spacing!r}"
+            )
     unit = min(spacing)
     dists = [math.sqrt(sum((v * h / unit) ** 2 for v, h in zip(o, spacing))) for o in offsets]
     top = [round(lam * scale / d) for d in dists]  # largest capacity of each n-link
@@ -770,8 +781,9 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
         )
 
     if native:
-        source, sink, caps, sig, n = _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offsets,
-                                                   dists)
+        source, sink, caps, sig, n = _native_terms(
+            x, s, info, vals, shape, bins, scale, hard, lam, sigma, offsets, dists
+        )
         syncs += n
     else:
         source, sink, caps, sig, n = _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce)
@@ -877,13 +889,13 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         for k in range(2):
             if vals[3 + 2 * b + k] == 0:
                 raise _missing_error(b, k, B)
-    lohi = info[3 + 2 * B:].to(torch.int32).view(torch.float32).view(2, B, C)
+    lohi = info[3 + 2 * B :].to(torch.int32).view(torch.float32).view(2, B, C)
     lo, hi = lohi[0], lohi[1]
     span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     sums = sigma is None and 3 * math.prod(shape) < _SIGMA_TERMS
     units, wide, exps = [0.0] * B, False, None
     if sums:
-        host = torch.tensor(vals[3 + 2 * B:], dtype=torch.int64).to(torch.int32).view(torch.float32).view(2, B, C)
+        host = torch.tensor(vals[3 + 2 * B :], dtype=torch.int64).to(torch.int32).view(torch.float32).view(2, B, C)
         exps = _sigma_exponents(host[0], host[1])
         units = [0.0 if e is None else 2.0**-e for e in exps]
         wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
@@ -902,8 +914,9 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     coef = -0.5 / sig.square()
     weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
     flat = [int(v) for o in offsets for v in o]
-    source, sink, caps = torch.ops.torchcut.seg_energy(x, s, table, lo, span, coef, bins, scale, hard, list(shape),
-                                                       flat, weights)
+    source, sink, caps = torch.ops.torchcut.seg_energy(
+        x, s, table, lo, span, coef, bins, scale, hard, list(shape), flat, weights
+    )
     return source, sink, caps, sig, syncs
 
 

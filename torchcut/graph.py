@@ -24,7 +24,6 @@ Lattices: a graph whose pairs all join ``p`` to ``p + 1`` within a row or ``p`` 
 
 from __future__ import annotations
 
-
 import os
 
 import numpy as np
@@ -110,8 +109,18 @@ class FlowGraph:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_edges(cls, u, v, cap, rev_cap=None, *, source=None, sink=None, num_nodes: int | None = None,
-                   scale: float | None = None) -> "FlowGraph":
+    def from_edges(
+        cls,
+        u,
+        v,
+        cap,
+        rev_cap=None,
+        *,
+        source=None,
+        sink=None,
+        num_nodes: int | None = None,
+        scale: float | None = None,
+    ) -> FlowGraph:
         """A network from arc lists and per-node terminal capacities.
 
         Parameters
@@ -154,7 +163,8 @@ class FlowGraph:
                     f"{name}: expected the capacities of the arcs {'source -> p' if name == 'source' else 'p -> sink'}, "
                     f"one per node (a 1-D tensor or array of length N), got the single number {t!r}; the terminals "
                     "are implicit, not node ids (FlowGraph.from_network takes a network whose source and sink are "
-                    "two of its nodes)")
+                    "two of its nodes)"
+                )
         if num_nodes is None:
             for t in (source, sink):
                 if t is not None:
@@ -162,8 +172,10 @@ class FlowGraph:
                     break
             else:
                 if not M:
-                    raise ValueError("num_nodes: expected a positive integer; with no arcs (empty u and v) and no "
-                                     "source or sink capacities nothing tells the number of nodes")
+                    raise ValueError(
+                        "num_nodes: expected a positive integer; with no arcs (empty u and v) and no "
+                        "source or sink capacities nothing tells the number of nodes"
+                    )
                 num_nodes = int(torch.maximum(u.max(), v.max())) + 1
         if not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool) or num_nodes < 1:
             raise ValueError(f"num_nodes: expected a positive integer, got {num_nodes!r}")
@@ -172,8 +184,16 @@ class FlowGraph:
             if M and (bool(t.min() < 0) or bool(t.max() >= N)):
                 bad = t[(t < 0) | (t >= N)][0].item()
                 raise ValueError(f"{name}: expected node indices in [0, {N}), got {bad}")
-        src = torch.zeros(N, dtype=torch.int64, device=device) if source is None else _cap_tensor(source, "source", (N,), device)
-        snk = torch.zeros(N, dtype=torch.int64, device=device) if sink is None else _cap_tensor(sink, "sink", (N,), device)
+        src = (
+            torch.zeros(N, dtype=torch.int64, device=device)
+            if source is None
+            else _cap_tensor(source, "source", (N,), device)
+        )
+        snk = (
+            torch.zeros(N, dtype=torch.int64, device=device)
+            if sink is None
+            else _cap_tensor(sink, "sink", (N,), device)
+        )
         grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (cap, rc, src, snk))
         grad_caps = ("edges", u, v, cap, rc, src, snk) if grad else None
         if rc is None:
@@ -183,7 +203,7 @@ class FlowGraph:
         return g
 
     @classmethod
-    def from_network(cls, tail, head, cap, source_node: int, sink_node: int, num_nodes: int) -> "FlowGraph":
+    def from_network(cls, tail, head, cap, source_node: int, sink_node: int, num_nodes: int) -> FlowGraph:
         """A network given as a directed graph whose terminals are two of its nodes.
 
         Arcs leaving the source become source capacities of their heads, arcs entering the sink
@@ -250,8 +270,9 @@ class FlowGraph:
         snk = zero.clone().index_add_(0, remap(tail[to_t & ~direct]), cap[to_t & ~direct])
         src[0] += st
         snk[0] += st
-        g = cls._build(remap(tail[inner]), remap(head[inner]), cap[inner], torch.zeros_like(cap[inner]),
-                       src, snk, N, None)
+        g = cls._build(
+            remap(tail[inner]), remap(head[inner]), cap[inner], torch.zeros_like(cap[inner]), src, snk, N, None
+        )
         ids = torch.arange(n, dtype=torch.int64, device=device)
         g.node_ids = ids[(ids != s) & (ids != t)]
         g.terminal_ids = (s, t)
@@ -260,7 +281,7 @@ class FlowGraph:
         return g
 
     @classmethod
-    def _build(cls, u, v, cf, cb, src, snk, N, scale) -> "FlowGraph":
+    def _build(cls, u, v, cf, cb, src, snk, N, scale) -> FlowGraph:
         """Merge arcs into pairs, quantize, check sums and lay out the CSR."""
         device = u.device
         self = object.__new__(cls)
@@ -276,9 +297,23 @@ class FlowGraph:
         if device.type == "cpu" and not floating and _compiled_layout():
             # the same pairs and layout as below, in one compiled pass (torch.ops.torchcut.pairs_csr)
             row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd = torch.ops.torchcut.pairs_csr(
-                u.contiguous(), v.contiguous(), cf.to(torch.int64).contiguous(), cb.to(torch.int64).contiguous(), N)
-            return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd,
-                                src.to(torch.int64), snk.to(torch.int64), None, N)
+                u.contiguous(), v.contiguous(), cf.to(torch.int64).contiguous(), cb.to(torch.int64).contiguous(), N
+            )
+            return self._finish(
+                row_ptr,
+                tail,
+                head,
+                rev,
+                caps,
+                pos_f,
+                pos_b,
+                p_fwd,
+                p_bwd,
+                src.to(torch.int64),
+                snk.to(torch.int64),
+                None,
+                N,
+            )
         loop = u == v
         if bool(loop.any()):
             u, v, cf, cb = u[~loop], v[~loop], cf[~loop], cb[~loop]
@@ -357,7 +392,7 @@ class FlowGraph:
             rev.index_copy_(0, pos, r)
         return self._finish(row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N)
 
-    def _finish(self, row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N) -> "FlowGraph":
+    def _finish(self, row_ptr, tail, head, rev, caps, pos_f, pos_b, p_fwd, p_bwd, src, snk, scale, N) -> FlowGraph:
         """Check the capacity sum, pick the capacity dtype and keep the layout (int64 capacities in)."""
         self.scale = scale
         self.is_float = scale is not None
@@ -408,7 +443,7 @@ class FlowGraph:
         """
         return self.row_ptr[1:] - self.row_ptr[:-1]
 
-    def to(self, device, non_blocking: bool = False) -> "FlowGraph":
+    def to(self, device, non_blocking: bool = False) -> FlowGraph:
         """A copy of the graph on ``device`` (``non_blocking`` as for :meth:`torch.Tensor.to`).
 
         Examples
@@ -426,8 +461,10 @@ class FlowGraph:
         return new
 
     def __repr__(self) -> str:
-        return (f"FlowGraph(num_nodes={self.num_nodes}, num_pairs={self.num_pairs}, dtype={self.caps.dtype}, "
-                f"device={self.device}{', scale=%g' % self.scale if self.scale else ''})")
+        return (
+            f"FlowGraph(num_nodes={self.num_nodes}, num_pairs={self.num_pairs}, dtype={self.caps.dtype}, "
+            f"device={self.device}{', scale=%g' % self.scale if self.scale else ''})"
+        )
 
     def edges(self):
         """The pairs as ``(u, v, cap, rev_cap)`` tensors with ``u < v`` (what :meth:`from_edges` takes).
@@ -502,7 +539,9 @@ class FlowGraph:
 
         shape = self.lattice_shape()
         if shape is None:
-            raise ValueError("graph: expected a 2D lattice (pairs p -> p + 1 within rows and p -> p + W), got a general graph")
+            raise ValueError(
+                "graph: expected a 2D lattice (pairs p -> p + 1 within rows and p -> p + W), got a general graph"
+            )
         H, W = shape
         N = self.num_nodes
         u, v, cf, cb = self.edges()
@@ -512,8 +551,13 @@ class FlowGraph:
         k = torch.where(right, 0, 1)
         edges[k, u] = cf
         reverse[k, u] = cb
-        return GridGraph(self.source.reshape(H, W), self.sink.reshape(H, W).to(torch.int64),
-                         edges.view(2, H, W), ((0, 1), (1, 0)), reverse.view(2, H, W))
+        return GridGraph(
+            self.source.reshape(H, W),
+            self.sink.reshape(H, W).to(torch.int64),
+            edges.view(2, H, W),
+            ((0, 1), (1, 0)),
+            reverse.view(2, H, W),
+        )
 
     # ------------------------------------------------------------------ solving
     def _maxflow(self, backend: str = "auto", *, lattice: bool | None = None, **options):

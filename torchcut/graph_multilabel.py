@@ -80,7 +80,9 @@ def _tensor(x, name: str, device=None) -> torch.Tensor:
         try:
             x = torch.as_tensor(x)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}") from exc
+            raise TypeError(
+                f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}"
+            ) from exc
     else:
         raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
     if x.dtype == torch.bool or x.is_complex():
@@ -180,12 +182,16 @@ def check_edge_tables(pairwise, *, metric: bool = True) -> None:
     diag = (V.diagonal(dim1=1, dim2=2) != 0).nonzero()
     if len(diag):
         e, a = diag[0].tolist()
-        raise ValueError(f"pairwise: expected zero cost for equal labels, got pairwise[{e}, {a}, {a}] = {_fmt(V[e, a, a])}")
+        raise ValueError(
+            f"pairwise: expected zero cost for equal labels, got pairwise[{e}, {a}, {a}] = {_fmt(V[e, a, a])}"
+        )
     asym = ((V - V.transpose(1, 2)).abs() > tol).nonzero()
     if len(asym):
         e, a, b = asym[0].tolist()
-        raise ValueError(f"pairwise: expected symmetric tables, got pairwise[{e}, {a}, {b}] = {_fmt(V[e, a, b])} but "
-                         f"pairwise[{e}, {b}, {a}] = {_fmt(V[e, b, a])}")
+        raise ValueError(
+            f"pairwise: expected symmetric tables, got pairwise[{e}, {a}, {b}] = {_fmt(V[e, a, b])} but "
+            f"pairwise[{e}, {b}, {a}] = {_fmt(V[e, b, a])}"
+        )
     if not metric:
         return
     for a in range(L):  # [E, b, c]: V[e, a, c] - V[e, a, b] - V[e, b, c], one label a at a time
@@ -193,9 +199,11 @@ def check_edge_tables(pairwise, *, metric: bool = True) -> None:
         bad = (excess > tol).nonzero()
         if len(bad):
             e, b, c = bad[0].tolist()
-            raise ValueError(f"pairwise: expected a metric on every edge, got pairwise[{e}, {a}, {c}] = "
-                             f"{_fmt(V[e, a, c])} > pairwise[{e}, {a}, {b}] + pairwise[{e}, {b}, {c}] = "
-                             f"{_fmt(V[e, a, b] + V[e, b, c])}")
+            raise ValueError(
+                f"pairwise: expected a metric on every edge, got pairwise[{e}, {a}, {c}] = "
+                f"{_fmt(V[e, a, c])} > pairwise[{e}, {a}, {b}] + pairwise[{e}, {b}, {c}] = "
+                f"{_fmt(V[e, a, b] + V[e, b, c])}"
+            )
 
 
 def _check_table(V: torch.Tensor, metric: bool) -> None:
@@ -230,14 +238,18 @@ def _edges_in(edges, N: int, device) -> torch.Tensor:
         if bool(out.any()):
             bad = out.nonzero()
             i, j = bad[0].tolist()
-            raise ValueError(f"edges: expected node indices in [0, {N}) (unary is [L, N] with N = {N} nodes; GCO's "
-                             f"[N, L] layout is unary.T), got edges[{i}, {j}] = {int(e[i, j])}")
+            raise ValueError(
+                f"edges: expected node indices in [0, {N}) (unary is [L, N] with N = {N} nodes; GCO's "
+                f"[N, L] layout is unary.T), got edges[{i}, {j}] = {int(e[i, j])}"
+            )
         same = e[:, 0] == e[:, 1]
         if bool(same.any()):
             loop = same.nonzero()
             i = int(loop[0])
-            raise ValueError(f"edges: expected two different nodes per edge, got a self-loop edges[{i}] = "
-                             f"({int(e[i, 0])}, {int(e[i, 1])})")
+            raise ValueError(
+                f"edges: expected two different nodes per edge, got a self-loop edges[{i}] = "
+                f"({int(e[i, 0])}, {int(e[i, 1])})"
+            )
     return e
 
 
@@ -253,8 +265,9 @@ class _GraphEnergy:
         U = _tensor(unary, "unary")
         device = U.device
         if U.dim() != 2:
-            raise ValueError(f"unary: expected shape [L, N] (labels first; GCO's [N, L] layout is unary.T), "
-                             f"got {tuple(U.shape)}")
+            raise ValueError(
+                f"unary: expected shape [L, N] (labels first; GCO's [N, L] layout is unary.T), got {tuple(U.shape)}"
+            )
         L, N = U.shape
         if L < 1 or N < 1:
             raise ValueError(f"unary: expected at least one label and one node, got shape {tuple(U.shape)}")
@@ -265,8 +278,9 @@ class _GraphEnergy:
         else:
             w = _tensor(edge_weights, "edge_weights", device)
             if tuple(w.shape) != (E,):
-                raise ValueError(f"edge_weights: expected shape [E] = ({E},) (one weight per row of edges), "
-                                 f"got {tuple(w.shape)}")
+                raise ValueError(
+                    f"edge_weights: expected shape [E] = ({E},) (one weight per row of edges), got {tuple(w.shape)}"
+                )
             below = w < 0
             if bool(below.any()):
                 neg = below.nonzero()
@@ -280,8 +294,10 @@ class _GraphEnergy:
             self.per_edge = True
             check_edge_tables(V, metric=metric)
         else:
-            raise ValueError(f"pairwise: expected shape [L, L] = ({L}, {L}) or per-edge [E, L, L] = ({E}, {L}, {L}) "
-                             f"for the unary's {L} labels and the {E} edges, got {tuple(V.shape)}")
+            raise ValueError(
+                f"pairwise: expected shape [L, L] = ({L}, {L}) or per-edge [E, L, L] = ({E}, {L}, {L}) "
+                f"for the unary's {L} labels and the {E} edges, got {tuple(V.shape)}"
+            )
         self.L, self.N, self.E, self.device = L, N, E, device
         self.u, self.v = ed[:, 0].contiguous(), ed[:, 1].contiguous()
         self.exact = not (U.is_floating_point() or V.is_floating_point() or w.is_floating_point())
@@ -298,14 +314,19 @@ class _GraphEnergy:
         D = torch.zeros(N, dtype=dt, device=device)
         if E:
             D.index_add_(0, self.u, top_pair).index_add_(0, self.v, top_pair)
-        umax, dmax, pmax, psum = (torch.stack([U.max(), D.max(), top_pair.max() if E else D.max() * 0,
-                                               top_pair.sum()]).to(torch.float64).tolist())
+        umax, dmax, pmax, psum = (
+            torch.stack([U.max(), D.max(), top_pair.max() if E else D.max() * 0, top_pair.sum()])
+            .to(torch.float64)
+            .tolist()
+        )
         if self.exact:
             self.scale = 1.0
             total = float(U.amax(0).sum()) + psum
             if total >= SUM_LIMIT:
-                raise ValueError(f"unary: the energy of one labelling can reach {int(total)}, at or above 2**62; "
-                                 "int64 energies could overflow. Scale the energy down.")
+                raise ValueError(
+                    f"unary: the energy of one labelling can reach {int(total)}, at or above 2**62; "
+                    "int64 energies could overflow. Scale the energy down."
+                )
             peak = max(umax + dmax, 2 * pmax)
             self.U = U
             Wq = w
@@ -478,8 +499,20 @@ class _GraphEnergy:
         if M == 1 and self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
             mode = 0 if self.potts else 1 if self.exact else 2
             caps, source, sink, clamped = torch.ops.torchcut.graph_expansion_move(
-                self.U, f, self.u, self.v, arc_uv, arc_vu, self.P if self.potts else self.Wq, self.Vflat,
-                int(alphas[0]), -1, mode, g.num_arcs, self.cap_dtype == torch.int64)
+                self.U,
+                f,
+                self.u,
+                self.v,
+                arc_uv,
+                arc_vu,
+                self.P if self.potts else self.Wq,
+                self.Vflat,
+                int(alphas[0]),
+                -1,
+                mode,
+                g.num_arcs,
+                self.cap_dtype == torch.int64,
+            )
             return caps.view(1, -1), source.view(1, -1), sink.view(1, -1), None if self.exact_moves else clamped[0] > 0
         a = alphas.view(M, 1)
         delta = self.U.index_select(0, alphas) - self.U.gather(0, f.view(1, -1))  # take - keep, [M, N]
@@ -510,8 +543,20 @@ class _GraphEnergy:
         var = (f == alpha) | (f == beta)
         if self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
             caps, source, sink, _ = torch.ops.torchcut.graph_expansion_move(
-                self.U, f, self.u, self.v, arc_uv, arc_vu, self.P if self.potts else self.Wq, self.Vflat, alpha, beta,
-                0 if self.potts else 1 if self.exact else 2, g.num_arcs, self.cap_dtype == torch.int64)
+                self.U,
+                f,
+                self.u,
+                self.v,
+                arc_uv,
+                arc_vu,
+                self.P if self.potts else self.Wq,
+                self.Vflat,
+                alpha,
+                beta,
+                0 if self.potts else 1 if self.exact else 2,
+                g.num_arcs,
+                self.cap_dtype == torch.int64,
+            )
             return caps, source, sink, var
         delta = torch.where(var, self.U[beta] - self.U[alpha], 0)  # cost of beta - cost of alpha
         caps = torch.zeros(g.num_arcs, dtype=self.cap_dtype, device=self.device)
@@ -556,8 +601,9 @@ def _check_common(schedule, max_iter, choices, backend):
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if schedule not in choices:
         raise ValueError(f"schedule: expected one of {choices}, got {schedule!r}")
-    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
-                                   or max_iter < 0):
+    if max_iter is not None and (
+        isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0
+    ):
         raise ValueError(f"max_iter: expected a non-negative int or None, got {max_iter!r}")
 
 
@@ -590,8 +636,18 @@ def _solve(G: _GraphEnergy, caps, source, sink, backend, info):
     return mask, g.sink[0]
 
 
-def expansion(unary, pairwise, edges, edge_weights=None, *, init=None, max_iter=None, schedule: str = "auto",
-              backend: str = "auto", return_result: bool = False):
+def expansion(
+    unary,
+    pairwise,
+    edges,
+    edge_weights=None,
+    *,
+    init=None,
+    max_iter=None,
+    schedule: str = "auto",
+    backend: str = "auto",
+    return_result: bool = False,
+):
     """Minimise a multi-label energy on a graph with alpha-expansion moves, each a FlowGraph cut.
 
     What ``torchcut.expansion(unary, pairwise, edges=..., edge_weights=...)`` runs. The energy is
@@ -677,8 +733,9 @@ def _cpu_moves(G: _GraphEnergy, backend: str):
     ops = torch.ops.torchcut
 
     def move(alpha: int, f: torch.Tensor):
-        caps, source, sink, clamped = ops.graph_expansion_move(G.U, f, G.u, G.v, arc_uv, arc_vu, W, G.Vflat, alpha,
-                                                               -1, mode, g.num_arcs, wide)
+        caps, source, sink, clamped = ops.graph_expansion_move(
+            G.U, f, G.u, G.v, arc_uv, arc_vu, W, G.Vflat, alpha, -1, mode, g.num_arcs, wide
+        )
         mask, _ = ops.csr_solve_(g.row_ptr, g.head, g.rev, caps, source, sink, [])
         return mask, sink, None if G.exact_moves else clamped[0] > 0
 
@@ -696,7 +753,7 @@ def _expansion_sequential(G: _GraphEnergy, f, e, max_iter, backend, info, energi
                 mask, residual, clamped = fast(alpha, f)
                 info["solves"] += 1
             else:
-                caps, source, sink, clamped = G.expansion_moves(f, alphas[alpha:alpha + 1])
+                caps, source, sink, clamped = G.expansion_moves(f, alphas[alpha : alpha + 1])
                 mask, residual = _solve(G, caps, source, sink, backend, info)
             info["moves"] += 1
             if clamped is None or not bool(clamped):
@@ -739,8 +796,17 @@ def _expansion_batched(G: _GraphEnergy, f, e, max_iter, backend, info, energies)
     return f, e
 
 
-def swap(unary, pairwise, edges, edge_weights=None, *, init=None, max_iter=None, backend: str = "auto",
-         return_result: bool = False):
+def swap(
+    unary,
+    pairwise,
+    edges,
+    edge_weights=None,
+    *,
+    init=None,
+    max_iter=None,
+    backend: str = "auto",
+    return_result: bool = False,
+):
     """Minimise a multi-label energy on a graph with alpha-beta swap moves, each a FlowGraph cut.
 
     Same energy and arguments as :func:`expansion` (GCO's ``algorithm="swap"``), but the tables need
@@ -857,8 +923,10 @@ def _dispatch(unary, pairwise, edges, edge_weights, *, weights, connectivity, wa
         raise ValueError("edges: expected an [E, 2] integer tensor of edges with edge_weights, got None")
     for name, value in (("weights", weights), ("connectivity", connectivity)):
         if value is not None:
-            raise ValueError(f"{name}: applies to grid energies only; with edges, pass per-edge weights as "
-                             f"edge_weights, got {name}={describe(value) if hasattr(value, 'shape') else value!r}")
+            raise ValueError(
+                f"{name}: applies to grid energies only; with edges, pass per-edge weights as "
+                f"edge_weights, got {name}={describe(value) if hasattr(value, 'shape') else value!r}"
+            )
     if warm_start:
         raise ValueError("warm_start: not available for energies on general graphs (edges), got True")
     return expansion(unary, pairwise, edges, edge_weights, **kwargs)

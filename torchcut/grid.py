@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -86,9 +86,9 @@ def shift(x: torch.Tensor, offset: Sequence[int], fill) -> torch.Tensor:
     """
     nd = len(offset)
     out = torch.full_like(x, fill)
-    if any(abs(o) >= n for o, n in zip(offset, x.shape[x.dim() - nd:])):
+    if any(abs(o) >= n for o, n in zip(offset, x.shape[x.dim() - nd :])):
         return out
-    here, there = overlap_slices(x.shape[x.dim() - nd:], offset)
+    here, there = overlap_slices(x.shape[x.dim() - nd :], offset)
     lead = (slice(None),) * (x.dim() - nd)
     out[lead + here] = x[lead + there]
     return out
@@ -128,7 +128,7 @@ def _zero_outside(x: torch.Tensor, offset) -> None:
     """Zero ``x[..., p]`` (trailing dims) wherever ``p + offset`` leaves the grid: one slab per axis."""
     nd = len(offset)
     lead = (slice(None),) * (x.dim() - nd)
-    for a, (o, n) in enumerate(zip(offset, x.shape[x.dim() - nd:])):
+    for a, (o, n) in enumerate(zip(offset, x.shape[x.dim() - nd :])):
         if o:
             sl = [slice(None)] * nd
             sl[a] = slice(max(n - o, 0), n) if o > 0 else slice(0, min(-o, n))
@@ -256,10 +256,16 @@ class GridGraph:
         if torch.compiler.is_compiling():
             # Inside torch.compile: the capacity dtype, the float scale and the value checks depend on the
             # data, so the graph is built (and checked) when the solver op runs (torchcut.solvers.ops).
-            self._set_layout(None, None, None, offsets, batched,
-                             shape=full_shape[1:] if batched else full_shape,
-                             is_float=any(t.is_floating_point() for t in (source, sink, edges, reverse)),
-                             pending=(source, sink, edges, None if reverse is edges else reverse, scale))
+            self._set_layout(
+                None,
+                None,
+                None,
+                offsets,
+                batched,
+                shape=full_shape[1:] if batched else full_shape,
+                is_float=any(t.is_floating_point() for t in (source, sink, edges, reverse)),
+                pending=(source, sink, edges, None if reverse is edges else reverse, scale),
+            )
             return
         if torch.is_grad_enabled() and any(t.requires_grad for t in (source, sink, edges, reverse)):
             self._grad_caps = (source, sink, edges, None if reverse is edges else reverse)
@@ -283,7 +289,9 @@ class GridGraph:
             source, sink, edges, reverse = (t.detach().to(torch.float64) for t in (source, sink, edges, reverse))
             top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
             scale = quantization_scale(top, scale)
-            source, sink, edges, reverse = (torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse))
+            source, sink, edges, reverse = (
+                torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse)
+            )
             scale = float(scale)
         elif scale is not None:
             raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
@@ -305,11 +313,17 @@ class GridGraph:
 
         caps = _arc_layout(edges, reverse, offsets, cap_dtype)
         # the sink as a copy (never the caller's tensor: solvers may work in the graph's tensors)
-        self._set_layout(caps, source.contiguous(), sink.to(cap_dtype, copy=sink.dtype == cap_dtype).contiguous(),
-                         offsets, batched, scale)
+        self._set_layout(
+            caps,
+            source.contiguous(),
+            sink.to(cap_dtype, copy=sink.dtype == cap_dtype).contiguous(),
+            offsets,
+            batched,
+            scale,
+        )
 
     @classmethod
-    def _from_layout(cls, caps, source, sink, offsets, batched, scale=None, energy=None) -> "GridGraph":
+    def _from_layout(cls, caps, source, sink, offsets, batched, scale=None, energy=None) -> GridGraph:
         """A graph from tensors already in its internal layout, taken as they are (no checks, no copies).
 
         ``caps`` ``[B, 2K, *shape]`` int32 or int64, ``source`` ``[B, *shape]`` int64, ``sink`` ``[B, *shape]``
@@ -321,8 +335,9 @@ class GridGraph:
         g._set_layout(caps, source, sink, offsets, batched, scale, energy)
         return g
 
-    def _set_layout(self, caps, source, sink, offsets, batched, scale=None, energy=None, *, shape=None,
-                    is_float=None, pending=None) -> None:
+    def _set_layout(
+        self, caps, source, sink, offsets, batched, scale=None, energy=None, *, shape=None, is_float=None, pending=None
+    ) -> None:
         """Every field of a graph, set in one place: the end of every constructor. ``shape``,
         ``is_float`` and ``pending`` are for a graph built inside ``torch.compile`` (no tensors yet)."""
         self.offsets = offsets
@@ -351,8 +366,7 @@ class GridGraph:
         t = as_tensor(x, name, device)
         if tuple(t.shape) != (K,) + full_shape:
             raise ValueError(
-                f"{name}: expected shape {(K,) + full_shape} (one capacity map per offset, K={K}), "
-                f"got {describe(t)}"
+                f"{name}: expected shape {(K,) + full_shape} (one capacity map per offset, K={K}), got {describe(t)}"
             )
         return t
 
@@ -384,7 +398,7 @@ class GridGraph:
         """All 2K directions: the offsets, then their negations."""
         return self.offsets + tuple(tuple(-v for v in o) for o in self.offsets)
 
-    def to(self, device, non_blocking: bool = False) -> "GridGraph":
+    def to(self, device, non_blocking: bool = False) -> GridGraph:
         """A copy of the graph on ``device`` (``non_blocking`` as for :meth:`torch.Tensor.to`).
 
         Examples

@@ -74,12 +74,32 @@ class Segmenter:
     True
     """
 
-    def __init__(self, image, *, lam: float = DEFAULT_LAM, sigma: float | None = None, connectivity: int | None = None,
-                 ndim: int | None = None, channel_axis: int | None = None, bins: int | None = None,
-                 scale: float | None = None, spacing=None, backend: str = "auto", warm: bool = True):
+    def __init__(
+        self,
+        image,
+        *,
+        lam: float = DEFAULT_LAM,
+        sigma: float | None = None,
+        connectivity: int | None = None,
+        ndim: int | None = None,
+        channel_axis: int | None = None,
+        bins: int | None = None,
+        scale: float | None = None,
+        spacing=None,
+        backend: str = "auto",
+        warm: bool = True,
+    ):
         self.image = _as_image_tensor(image, "image")
-        self._energy = dict(lam=lam, sigma=sigma, connectivity=connectivity, ndim=ndim, channel_axis=channel_axis,
-                            bins=bins, scale=scale, spacing=spacing)
+        self._energy = dict(
+            lam=lam,
+            sigma=sigma,
+            connectivity=connectivity,
+            ndim=ndim,
+            channel_axis=channel_axis,
+            bins=bins,
+            scale=scale,
+            spacing=spacing,
+        )
         self.backend = backend
         self.warm = bool(warm)
         self._solver = None
@@ -96,12 +116,15 @@ class Segmenter:
     def _check_seeds(self, seeds) -> torch.Tensor:
         s = seeds if isinstance(seeds, torch.Tensor) else torch.as_tensor(seeds)
         if s.dtype == torch.bool or s.is_floating_point() or s.is_complex():
-            raise TypeError(f"seeds: expected integer labels 0 (unknown), 1 (object), 2 (background), got {describe(s)}")
+            raise TypeError(
+                f"seeds: expected integer labels 0 (unknown), 1 (object), 2 (background), got {describe(s)}"
+            )
         if s.device != self.device:
             raise ValueError(f"seeds: expected a tensor on {self.device} (the image's device), got one on {s.device}")
         if self.seeds is not None and s.shape != self.seeds.shape:
-            raise ValueError(f"seeds: expected shape {tuple(self.seeds.shape)} (that of the earlier seeds), "
-                             f"got {tuple(s.shape)}")
+            raise ValueError(
+                f"seeds: expected shape {tuple(self.seeds.shape)} (that of the earlier seeds), got {tuple(s.shape)}"
+            )
         return s.to(torch.int64)
 
     def update(self, seeds) -> torch.Tensor:
@@ -132,8 +155,10 @@ class Segmenter:
         opts = dict(self._energy)
         g = segmentation_graph(self.image, s, **opts)
         if g.batched:
-            raise ValueError(f"image: expected one image or volume (no batch), got shape {tuple(self.image.shape)} "
-                             f"with seeds {tuple(s.shape)}")
+            raise ValueError(
+                f"image: expected one image or volume (no batch), got shape {tuple(self.image.shape)} "
+                f"with seeds {tuple(s.shape)}"
+            )
         if opts["sigma"] is None:  # the contrast scale depends on the image alone: estimate it once
             self._energy["sigma"] = float(g.energy.sigma[0])
         if self._solver is None:
@@ -182,10 +207,14 @@ class Segmenter:
         shape = self._seed_shape()
         pts = torch.as_tensor(points, dtype=torch.float64)
         if pts.dim() != 2 or pts.shape[0] < 1 or pts.shape[1] != len(shape):
-            raise ValueError(f"points: expected a sequence of {len(shape)}-coordinate points, got shape {tuple(pts.shape)}")
+            raise ValueError(
+                f"points: expected a sequence of {len(shape)}-coordinate points, got shape {tuple(pts.shape)}"
+            )
         if not bool(torch.isfinite(pts).all()):
             raise ValueError("points: expected finite coordinates, got NaN or infinite value(s)")
-        seeds = self.seeds.clone() if self.seeds is not None else torch.zeros(shape, dtype=torch.int64, device=self.device)
+        seeds = (
+            self.seeds.clone() if self.seeds is not None else torch.zeros(shape, dtype=torch.int64, device=self.device)
+        )
         seeds[brush(shape, pts, radius).to(self.device)] = label
         if self.seeds is None and not (bool((seeds == 1).any()) and bool((seeds == 2).any())):
             self.seeds = seeds  # the first strokes: wait for both kinds of seed before solving
@@ -199,7 +228,7 @@ class Segmenter:
         shape = tuple(self.image.shape)
         if self._energy["channel_axis"] is not None:
             ax = self._energy["channel_axis"] % len(shape)
-            return shape[:ax] + shape[ax + 1:]
+            return shape[:ax] + shape[ax + 1 :]
         if nd is None:
             nd = 2 if len(shape) == 2 or (len(shape) == 3 and (shape[-1] in (1, 3, 4) or shape[0] in (1, 3, 4))) else 3
         if len(shape) == nd:

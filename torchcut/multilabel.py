@@ -118,19 +118,22 @@ def _check_layout(unary, pairwise, weights, connectivity):
             raise ValueError(
                 f"unary: shape {us} with a {L} x {L} pairwise is ambiguous: a batch [B, L, H, W] of {us[0]} 2D "
                 f"grids, or one 3D grid [L, D, H, W] of depth {us[1]}; pass connectivity (4 or 8 for the batch, "
-                "6, 18 or 26 for the volume)")
+                "6, 18 or 26 for the volume)"
+            )
         if us[0] == L and us[1] != L:
             raise ValueError(
                 f"connectivity: a unary of shape {us} with a {L} x {L} pairwise is one 3D grid [L, D, H, W]; pass "
                 f"connectivity 6, 18 or 26 (without it a 4-dim unary is a batch [B, L, H, W], whose axis 1 would "
-                f"need {L} labels)")
+                f"need {L} labels)"
+            )
     if len(us) >= 3:
         lab_axis = 0 if len(us) == 3 or (len(us) == 4 and connectivity in (6, 18, 26)) else 1
         if us[lab_axis] != L and us[-1] == L:
             want = "[L, H, W]" if len(us) == 3 else "[B, L, H, W]" if lab_axis else "[L, D, H, W]"
             raise ValueError(
                 f"unary: expected the labels on axis {lab_axis} ({want}), got shape {us}, whose last axis has the "
-                f"pairwise table's {L} labels; move them with unary.movedim(-1, {lab_axis})")
+                f"pairwise table's {L} labels; move them with unary.movedim(-1, {lab_axis})"
+            )
     ws = _shape_of(weights)
     batched = len(us) == 5 or (len(us) == 4 and connectivity not in (6, 18, 26))
     conn = connectivity if connectivity in _CONN_NDIM else (4 if len(us) == 4 else 6)
@@ -138,9 +141,12 @@ def _check_layout(unary, pairwise, weights, connectivity):
     if ws is not None and batched and len(ws) == len(us) and ws[0] == K != us[0] and ws[1] == us[0]:
         import warnings
 
-        warnings.warn(f"weights: shape {ws} is GridGraph's edge layout [K, B, *shape]; expansion reads it as "
-                      f"weights.transpose(0, 1): pass [B, K, *shape] (item first, like the unary)",
-                      FutureWarning, stacklevel=3)
+        warnings.warn(
+            f"weights: shape {ws} is GridGraph's edge layout [K, B, *shape]; expansion reads it as "
+            f"weights.transpose(0, 1): pass [B, K, *shape] (item first, like the unary)",
+            FutureWarning,
+            stacklevel=3,
+        )
         w = weights if isinstance(weights, torch.Tensor) else _tensor(weights, "weights")
         weights = w.transpose(0, 1)
     return weights
@@ -167,7 +173,9 @@ class _Energy:
             raise ValueError(f"unary: expected at least 2 labels and a non-empty grid, got shape {tuple(unary.shape)}")
         V = _tensor(pairwise, "pairwise", device)
         if tuple(V.shape) != (L, L):
-            raise ValueError(f"pairwise: expected shape [L, L] = ({L}, {L}) for the unary's {L} labels, got {tuple(V.shape)}")
+            raise ValueError(
+                f"pairwise: expected shape [L, L] = ({L}, {L}) for the unary's {L} labels, got {tuple(V.shape)}"
+            )
         check_metric(V)
         self.offsets = grid_offsets(self.ndim, self.connectivity)
         self.flat = [v for o in self.offsets for v in o]  # the offsets as the ops take them
@@ -181,13 +189,16 @@ class _Energy:
                 W = W.unsqueeze(0).expand(full)
             elif tuple(W.shape) != full:
                 want = f"{full[1:]}" + (f" or {full}" if self.batched else "")
-                raise ValueError(f"weights: expected shape {want} (K={K} offsets for connectivity "
-                                 f"{self.connectivity}), got {tuple(W.shape)}")
+                raise ValueError(
+                    f"weights: expected shape {want} (K={K} offsets for connectivity "
+                    f"{self.connectivity}), got {tuple(W.shape)}"
+                )
             low = W.min()
             if bool(low < 0):
                 raise ValueError(f"weights: expected non-negative edge weights, got minimum {low.item()}")
-        inside = torch.stack([shift(torch.ones(self.shape, dtype=torch.bool, device=device), o, False)
-                              for o in self.offsets])
+        inside = torch.stack(
+            [shift(torch.ones(self.shape, dtype=torch.bool, device=device), o, False) for o in self.offsets]
+        )
         self.exact = not (U.is_floating_point() or V.is_floating_point() or W.is_floating_point())
         self.L, self.B, self.K, self.device = L, B, K, device
         if self.exact:
@@ -201,8 +212,10 @@ class _Energy:
             peak = umax + 4 * K * vmax * wmax
             total = (umax + 2 * K * vmax * wmax) * math.prod(self.shape)
             if total >= SUM_LIMIT:
-                raise ValueError(f"unary: the energy of one labelling can reach {total}, at or above 2**62; "
-                                 "int64 energies could overflow. Scale the energy down.")
+                raise ValueError(
+                    f"unary: the energy of one labelling can reach {total}, at or above 2**62; "
+                    "int64 energies could overflow. Scale the energy down."
+                )
         else:
             U = U.to(torch.float64)
             self.offset = U.amin(1).reshape(B, -1).sum(1)
@@ -239,7 +252,7 @@ class _Energy:
         self._sub = None  # (items, U[items], W[items]) of the current round's subset
 
     @classmethod
-    def _from_potts(cls, U, W, offset, scale: float, connectivity: int) -> "_Energy":
+    def _from_potts(cls, U, W, offset, scale: float, connectivity: int) -> _Energy:
         """The float Potts energy (pair cost 1 between different labels) of quantised terms in
         ``__init__``'s layout: the unary ``U`` int32 ``[B, L, *S]``, the pair costs ``W`` int32
         ``[B, K, *S]`` (0 on edges leaving the grid), the offsets ``[B]`` and the scale; what ``__init__``
@@ -313,7 +326,7 @@ class _Energy:
         """The labels ``alphas`` (a list) as an int64 device tensor: a view when they are consecutive."""
         alphas = [int(a) for a in alphas]
         if alphas and alphas == list(range(alphas[0], alphas[0] + len(alphas))):
-            return self.arange[alphas[0]:alphas[0] + len(alphas)]
+            return self.arange[alphas[0] : alphas[0] + len(alphas)]
         return torch.as_tensor(alphas, dtype=torch.int64, device=self.device)
 
     def move_graph(self, f: torch.Tensor, alphas, items=None):
@@ -348,8 +361,9 @@ class _Energy:
         src -= low
         snk -= low
         caps = caps.reshape((M * B, 2 * K) + self.shape)
-        return _grid_graph(caps, src.reshape((M * B,) + self.shape),
-                           snk.reshape((M * B,) + self.shape), self.offsets, True)
+        return _grid_graph(
+            caps, src.reshape((M * B,) + self.shape), snk.reshape((M * B,) + self.shape), self.offsets, True
+        )
 
 
 def _labels_in(init, E: _Energy, name: str = "init") -> torch.Tensor:
@@ -480,10 +494,12 @@ class _FusedMoves:
         MB = alphas.numel() * f.shape[0]
         warm = self.state is not None and self.state[0].shape[0] == MB
         state = self.state if warm else (f,) * 6  # placeholders, not read on a cold start
-        C, R, e, r, s, k = torch.ops.torchcut.move_build(U, f.contiguous(), W, E.Vflat, alphas, *state,
-                                                        list(E.shape), E.flat, self.mode, warm)
-        mask, stats = cuda_backend.solve_grid(R.view((MB, 2 * E.K) + E.shape), e.view((MB,) + E.shape),
-                                              r.view((MB,) + E.shape), E.offsets)
+        C, R, e, r, s, k = torch.ops.torchcut.move_build(
+            U, f.contiguous(), W, E.Vflat, alphas, *state, list(E.shape), E.flat, self.mode, warm
+        )
+        mask, stats = cuda_backend.solve_grid(
+            R.view((MB, 2 * E.K) + E.shape), e.view((MB,) + E.shape), r.view((MB,) + E.shape), E.offsets
+        )
         self.log.append(stats)
         if self.warm:  # the solve left its residuals, excess and sink residuals in R, e, r
             self.state = (C, R, e, r, s, k)
@@ -519,8 +535,9 @@ def _move(E: _Energy, f, e_cur, take, alpha, items=None):
 def _apply(E: _Energy, f, e_cur, take, alpha, items, info, fused=False):
     if fused:  # the move kernels: its energy change per item, then the move where it is negative
         U, W = E.terms(items)
-        f, e_next = torch.ops.torchcut.move_apply(U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur,
-                                                  int(alpha), list(E.shape), E.flat, _pair_mode(E))
+        f, e_next = torch.ops.torchcut.move_apply(
+            U, f.contiguous(), take.contiguous(), W, E.Vflat, e_cur, int(alpha), list(E.shape), E.flat, _pair_mode(E)
+        )
     else:
         f, e_next = _move(E, f, e_cur, take, alpha, items)
     info["trace"].append((items, e_next))
@@ -535,9 +552,21 @@ def _greedy(E: _Energy, f, e, take, items, info, fused: bool = False):
 
 
 @renamed_keywords(max_cycles="max_iter", return_info="return_result")
-def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, max_iter=None,
-              schedule: str = "auto", backend: str = "auto", return_result: bool = False,
-              warm_start: bool | None = None, edges=None, edge_weights=None):
+def expansion(
+    unary,
+    pairwise,
+    *,
+    weights=None,
+    connectivity=None,
+    init=None,
+    max_iter=None,
+    schedule: str = "auto",
+    backend: str = "auto",
+    return_result: bool = False,
+    warm_start: bool | None = None,
+    edges=None,
+    edge_weights=None,
+):
     """Minimise a multi-label energy with alpha-expansion moves, each a grid max-flow.
 
     With ``edges`` the energy lives on a general graph instead of a grid (superpixels, meshes,
@@ -577,7 +606,8 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     backend : str
         Passed to :func:`torchcut.maxflow`.
     return_result : bool
-        Also return a dict (formerly ``return_info``, still accepted with a ``FutureWarning``): ``energy`` (float64 ``[B]``, final energies in the input's units, of the
+        Also return a dict (formerly ``return_info``, still accepted with a ``FutureWarning``):
+        ``energy`` (float64 ``[B]``, final energies in the input's units, of the
         quantised energy for floats), ``energies`` (list of ``[B]`` energies after every applied or
         rejected move, never increasing), ``solves``, ``moves``, ``cycles``, ``scale``, ``exact``,
         ``skipped`` (sequential moves not solved because nothing changed since the same label's last
@@ -616,21 +646,32 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
     if edges is not None or edge_weights is not None:
         from .graph_multilabel import _dispatch
 
-        return _dispatch(unary, pairwise, edges, edge_weights, weights=weights, connectivity=connectivity,
-                         warm_start=warm_start, init=init, max_iter=max_iter, schedule=schedule,
-                         backend=backend, return_result=return_result)
+        return _dispatch(
+            unary,
+            pairwise,
+            edges,
+            edge_weights,
+            weights=weights,
+            connectivity=connectivity,
+            warm_start=warm_start,
+            init=init,
+            max_iter=max_iter,
+            schedule=schedule,
+            backend=backend,
+            return_result=return_result,
+        )
     weights = _check_layout(unary, pairwise, weights, connectivity)
     E = _Energy(unary, pairwise, weights, connectivity)
     if schedule not in ("auto", "sequential", "batched"):
         raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
-    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
-                                 or max_iter < 0):
+    if max_iter is not None and (
+        isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0
+    ):
         raise ValueError(f"max_iter: expected a non-negative int or None, got {max_iter!r}")
     if schedule == "auto":
         schedule = _auto_schedule(E)
     f = E.U.argmin(1) if init is None else _labels_in(init, E)
-    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact,
-            "schedule": schedule}
+    info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": E.scale, "exact": E.exact, "schedule": schedule}
     warm = E.device.type == "cuda" if warm_start is None else bool(warm_start)
     f = _minimise(E, f, max_iter, schedule, backend, info, warm)
     labels = f if E.batched else f[0]
@@ -646,7 +687,7 @@ def expansion(unary, pairwise, *, weights=None, connectivity=None, init=None, ma
 AUTO_BATCHED_NODES = 1 << 23
 
 
-def _auto_schedule(E: "_Energy") -> str:
+def _auto_schedule(E: _Energy) -> str:
     return "batched" if E.device.type == "cuda" and E.U.numel() <= AUTO_BATCHED_NODES else "sequential"
 
 
@@ -663,11 +704,13 @@ def _minimise(E: _Energy, f, max_cycles, schedule, backend, info, warm_start=Tru
     warms = None
     fused = _fused(E, backend)
     if fused:  # cold starts too go through the move kernels (warm_start=False keeps no state)
-        warms = (_FusedMoves(E, warm_start) if schedule == "batched"
-                 else {a: _FusedMoves(E, warm_start) for a in labels})
+        warms = _FusedMoves(E, warm_start) if schedule == "batched" else {a: _FusedMoves(E, warm_start) for a in labels}
     elif warm_start:
-        warms = (WarmGrid(E.offsets, backend, graphs=False) if schedule == "batched"
-                 else {a: WarmGrid(E.offsets, backend, graphs=False) for a in labels})
+        warms = (
+            WarmGrid(E.offsets, backend, graphs=False)
+            if schedule == "batched"
+            else {a: WarmGrid(E.offsets, backend, graphs=False) for a in labels}
+        )
     while items.numel() and (max_cycles is None or info["cycles"] < max_cycles):
         info["cycles"] += 1
         full = items.numel() == E.B  # known on the host: no indexing while every item is active
@@ -721,8 +764,18 @@ def _finish_info(E: _Energy, f, info):
 
 
 # ---------------------------------------------------------------------------------------------- refine
-def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=None, connectivity: int = 4,
-           schedule: str = "auto", backend: str = "auto", warm_start: bool | None = None):
+def refine(
+    image,
+    probs,
+    *,
+    lam: float = 1.0,
+    sigma: float | None = None,
+    seeds=None,
+    connectivity: int = 4,
+    schedule: str = "auto",
+    backend: str = "auto",
+    warm_start: bool | None = None,
+):
     """Refine class probabilities (a softmax) into labels with a contrast-sensitive Potts graph cut.
 
     Energy: ``sum_p -log(max(probs[c_p, p], 1e-6)) + lam * sum_pq w_pq [c_p != c_q]`` with
@@ -776,9 +829,11 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         one = lambda t: bool(torch.isclose(t, torch.ones((), dtype=t.dtype, device=t.device), atol=1e-3).all())  # noqa: E731
         if one(P.sum(-1)) and not one(P.sum(1 if batched else 0)):
             want = "[B, C, H, W]" if batched else "[C, H, W]"
-            raise ValueError(f"probs: expected the classes on axis {1 if batched else 0} ({want}), got shape "
-                             f"{tuple(P.shape)}, whose last axis sums to 1 (classes last); pass "
-                             f"probs.movedim(-1, {1 if batched else 0})")
+            raise ValueError(
+                f"probs: expected the classes on axis {1 if batched else 0} ({want}), got shape "
+                f"{tuple(P.shape)}, whose last axis sums to 1 (classes last); pass "
+                f"probs.movedim(-1, {1 if batched else 0})"
+            )
     if not batched:
         P = P.unsqueeze(0)
     B, C, H, W = P.shape
@@ -796,8 +851,15 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
         raise ValueError(f"schedule: expected 'auto', 'sequential' or 'batched', got {schedule!r}")
     img = _as_image_tensor(image, "image").to(P.device)
     label_shape = (B, H, W) if batched else (H, W)
-    ax = _channel_axis(tuple(img.shape), label_shape, 1 if batched else 0, None, "probs", tuple(P_shape),
-                       lambda sp: sp[:1] + (C,) + sp[1:] if batched else (C,) + sp)
+    ax = _channel_axis(
+        tuple(img.shape),
+        label_shape,
+        1 if batched else 0,
+        None,
+        "probs",
+        tuple(P_shape),
+        lambda sp: sp[:1] + (C,) + sp[1:] if batched else (C,) + sp,
+    )
     x = img if ax is not None else img.unsqueeze(1 if batched else 0)
     if ax is not None and ax != (1 if batched else 0):
         x = x.movedim(ax, 1 if batched else 0)
@@ -825,13 +887,14 @@ def refine(image, probs, *, lam: float = 1.0, sigma: float | None = None, seeds=
     mult = [lam / math.sqrt(sum(v * v for v in o)) for o in offsets]
     info = {"solves": 0, "moves": 0, "cycles": 0, "trace": [], "scale": 1.0, "exact": False}
     if native:
-        denom = (2 * s ** 2).view(B, 1).expand(B, len(offsets)).contiguous()
+        denom = (2 * s**2).view(B, 1).expand(B, len(offsets)).contiguous()
         if x.dtype not in (torch.float32, torch.float64, torch.uint8):
             x = x.to(torch.float32)
         if P.dtype not in (torch.float32, torch.float64):
             P = P.to(torch.float64)
-        a, b, c, checks = torch.ops.torchcut.potts_energy(x, P, denom, mult, [v for o in offsets for v in o],
-                                                         PROB_FLOOR, S, C == 2)
+        a, b, c, checks = torch.ops.torchcut.potts_energy(
+            x, P, denom, mult, [v for o in offsets for v in o], PROB_FLOOR, S, C == 2
+        )
         _potts_checks(checks, C)
         if C == 2:  # one exact cut of the energy's symmetric graph (energy_potts.cpp)
             return _solve_binary(a, b, c, offsets, backend).view(label_shape)

@@ -59,8 +59,9 @@ class _PairwiseTerm(nn.Module):
                 raise ValueError(f"in_channels: expected a positive int for pairwise='learned', got {in_channels!r}")
             self.edge_net = nn.Conv2d(in_channels, self.K, 3, padding=1)
         elif in_channels is not None:
-            raise ValueError(f"in_channels: only used with pairwise='learned', got {in_channels!r} with "
-                             f"pairwise={pairwise!r}")
+            raise ValueError(
+                f"in_channels: only used with pairwise='learned', got {in_channels!r} with pairwise={pairwise!r}"
+            )
 
     @property
     def lam(self) -> torch.Tensor:
@@ -127,9 +128,20 @@ class CutHead(nn.Module):
             [1, 1, 0, 0]], dtype=torch.int32)
     """
 
-    def __init__(self, lam: float = 1.0, *, pairwise: str = "contrast", in_channels: int | None = None,
-                 connectivity: int = 4, sigma: float | None = None, estimator: str = "blackbox",
-                 lambda_: float = 10.0, samples: int = 8, noise: float = 1.0, learn_lam: bool = True):
+    def __init__(
+        self,
+        lam: float = 1.0,
+        *,
+        pairwise: str = "contrast",
+        in_channels: int | None = None,
+        connectivity: int = 4,
+        sigma: float | None = None,
+        estimator: str = "blackbox",
+        lambda_: float = 10.0,
+        samples: int = 8,
+        noise: float = 1.0,
+        learn_lam: bool = True,
+    ):
         super().__init__()
         if estimator not in ESTIMATORS:
             raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
@@ -150,12 +162,21 @@ class CutHead(nn.Module):
             raise ValueError(f"logits: expected shape [B, 1, H, W] or [B, H, W], got {tuple(logits.shape)}")
         w = self.pair.weights(tuple(logits.shape), image, logits.device, logits.dtype)
         estimator = self.estimator if self.training else "blackbox"
-        return cut_mask(logits, w, connectivity=self.pair.connectivity, estimator=estimator, lambda_=self.lambda_,
-                        samples=self.samples, noise=self.noise)
+        return cut_mask(
+            logits,
+            w,
+            connectivity=self.pair.connectivity,
+            estimator=estimator,
+            lambda_=self.lambda_,
+            samples=self.samples,
+            noise=self.noise,
+        )
 
     def extra_repr(self) -> str:
-        return (f"pairwise={self.pair.pairwise!r}, connectivity={self.pair.connectivity}, "
-                f"estimator={self.estimator!r}, lambda_={self.lambda_}, samples={self.samples}, noise={self.noise}")
+        return (
+            f"pairwise={self.pair.pairwise!r}, connectivity={self.pair.connectivity}, "
+            f"estimator={self.estimator!r}, lambda_={self.lambda_}, samples={self.samples}, noise={self.noise}"
+        )
 
 
 class RefineHead(nn.Module):
@@ -184,9 +205,20 @@ class RefineHead(nn.Module):
     tensor([[[0, 0, 2]]])
     """
 
-    def __init__(self, lam: float = 1.0, *, pairwise: str = "contrast", in_channels: int | None = None,
-                 connectivity: int = 4, sigma: float | None = None, estimator: str = "blackbox",
-                 lambda_: float = 10.0, samples: int = 8, noise: float = 1.0, learn_lam: bool = True):
+    def __init__(
+        self,
+        lam: float = 1.0,
+        *,
+        pairwise: str = "contrast",
+        in_channels: int | None = None,
+        connectivity: int = 4,
+        sigma: float | None = None,
+        estimator: str = "blackbox",
+        lambda_: float = 10.0,
+        samples: int = 8,
+        noise: float = 1.0,
+        learn_lam: bool = True,
+    ):
         super().__init__()
         if estimator not in ESTIMATORS:
             raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
@@ -204,8 +236,15 @@ class RefineHead(nn.Module):
         B, _, H, W = logits.shape
         w = self.pair.weights((B, H, W), image, logits.device, logits.dtype)
         estimator = self.estimator if self.training else "blackbox"
-        return cut_labels(torch.log_softmax(logits, 1), w, connectivity=self.pair.connectivity, estimator=estimator,
-                          lambda_=self.lambda_, samples=self.samples, noise=self.noise)
+        return cut_labels(
+            torch.log_softmax(logits, 1),
+            w,
+            connectivity=self.pair.connectivity,
+            estimator=estimator,
+            lambda_=self.lambda_,
+            samples=self.samples,
+            noise=self.noise,
+        )
 
     extra_repr = CutHead.extra_repr
 
@@ -261,17 +300,25 @@ class ScribbleCutLoss(nn.Module):
         if scores.dim() == 4 and scores.shape[1] == 1:
             scores = scores[:, 0]
         if scores.dim() != 3 or not scores.is_floating_point():
-            raise ValueError(f"scores: expected a float tensor [B, H, W] or [B, 1, H, W], got "
-                             f"{scores.dtype} of shape {tuple(scores.shape)}")
-        if not isinstance(scribbles, torch.Tensor) or scribbles.is_floating_point() or \
-                tuple(scribbles.shape) != tuple(scores.shape):
-            raise ValueError(f"scribbles: expected an integer tensor of shape {tuple(scores.shape)}, got "
-                             f"{scribbles.dtype if isinstance(scribbles, torch.Tensor) else type(scribbles).__name__}"
-                             f" of shape {tuple(getattr(scribbles, 'shape', ()))}")
+            raise ValueError(
+                f"scores: expected a float tensor [B, H, W] or [B, 1, H, W], got "
+                f"{scores.dtype} of shape {tuple(scores.shape)}"
+            )
+        if (
+            not isinstance(scribbles, torch.Tensor)
+            or scribbles.is_floating_point()
+            or tuple(scribbles.shape) != tuple(scores.shape)
+        ):
+            raise ValueError(
+                f"scribbles: expected an integer tensor of shape {tuple(scores.shape)}, got "
+                f"{scribbles.dtype if isinstance(scribbles, torch.Tensor) else type(scribbles).__name__}"
+                f" of shape {tuple(getattr(scribbles, 'shape', ()))}"
+            )
         bad = (scribbles < 0) | (scribbles > 2)
         if bool(bad.any()):
-            raise ValueError("scribbles: expected 0 (unlabelled), 1 (object) or 2 (background), got "
-                             f"{scribbles[bad][0].item()}")
+            raise ValueError(
+                f"scribbles: expected 0 (unlabelled), 1 (object) or 2 (background), got {scribbles[bad][0].item()}"
+            )
         B, H, W = scores.shape
         K = len(self.offsets)
         if isinstance(weights, (int, float)):
@@ -280,17 +327,20 @@ class ScribbleCutLoss(nn.Module):
         if w.dim() == 3:
             w = w.expand(B, K, H, W)
         if tuple(w.shape) != (B, K, H, W):
-            raise ValueError(f"weights: expected a number, ({K}, {H}, {W}) or ({B}, {K}, {H}, {W}), "
-                             f"got {tuple(weights.shape)}")
+            raise ValueError(
+                f"weights: expected a number, ({K}, {H}, {W}) or ({B}, {K}, {H}, {W}), got {tuple(weights.shape)}"
+            )
         if bool((w < 0).any()):
             raise ValueError(f"weights: expected non-negative edge weights, got minimum {w.min().item()}")
         src, snk = scores.clamp(min=0), (-scores).clamp(min=0)
         edges = w.transpose(0, 1)
         with torch.no_grad():  # more than a pixel's terms can ever save: a scribbled pixel never moves
-            inside = torch.stack([shift(torch.ones(H, W, dtype=torch.bool, device=w.device), o, False)
-                                  for o in self.offsets])
-            reach = (w * inside).sum(1) + sum(shift(w[:, k] * inside[k], tuple(-v for v in o), 0.0)
-                                              for k, o in enumerate(self.offsets))
+            inside = torch.stack(
+                [shift(torch.ones(H, W, dtype=torch.bool, device=w.device), o, False) for o in self.offsets]
+            )
+            reach = (w * inside).sum(1) + sum(
+                shift(w[:, k] * inside[k], tuple(-v for v in o), 0.0) for k, o in enumerate(self.offsets)
+            )
             hard = float((reach + scores.abs()).max()) + 1.0
         fixed_src = (scribbles == 1).to(scores.dtype) * hard
         fixed_snk = (scribbles == 2).to(scores.dtype) * hard

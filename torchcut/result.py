@@ -157,7 +157,10 @@ class CutResult:
         excess = excess.index_add(0, head, f).index_add(0, tail, -f)
         fail("node with negative excess (flow conservation broken)", excess < 0)
         # 3. no residual arc from S to T
-        fail("residual arc from the source side to the sink side", (S[tail] & T[head] & (r_f > 0)) | (S[head] & T[tail] & (r_b > 0)))
+        fail(
+            "residual arc from the source side to the sink side",
+            (S[tail] & T[head] & (r_f > 0)) | (S[head] & T[tail] & (r_b > 0)),
+        )
         fail("unsaturated source arc into the sink side", T & (src_f < src_cap))
         fail("unsaturated sink arc from the source side", S & (snk_f < snk_cap))
         # 4. cut capacity == flow into the sink == claimed value
@@ -169,7 +172,9 @@ class CutResult:
         cut_cap = cut_cap.index_add(0, batch_of_node[tail], cross)
         claimed = self.flow_values.to(dev, i64)
         if not torch.equal(flow_in_t, claimed):
-            raise CertificateError(f"flow into the sink {flow_in_t.tolist()} differs from flow_values {claimed.tolist()}")
+            raise CertificateError(
+                f"flow into the sink {flow_in_t.tolist()} differs from flow_values {claimed.tolist()}"
+            )
         if not torch.equal(cut_cap, flow_in_t):
             raise CertificateError(f"cut capacity {cut_cap.tolist()} differs from the flow value {flow_in_t.tolist()}")
         return True

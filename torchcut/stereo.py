@@ -49,8 +49,17 @@ import numpy as np
 from ._deprecate import renamed_keywords
 
 # The command-line plumbing (add_arguments, main) is not part of the API.
-__all__ = ["ExpansionMove", "expansion_moves", "load_pair", "move_graph", "disparity", "bt_costs", "contrast_weights",
-           "occlusion_mask", "bad_pixel_rates"]
+__all__ = [
+    "ExpansionMove",
+    "expansion_moves",
+    "load_pair",
+    "move_graph",
+    "disparity",
+    "bt_costs",
+    "contrast_weights",
+    "occlusion_mask",
+    "bad_pixel_rates",
+]
 
 
 @dataclass
@@ -99,7 +108,9 @@ class ExpansionMove:
 
         from .graph import FlowGraph
 
-        t = [torch.as_tensor(x, device=device) for x in (self.u, self.v, self.cap, self.rev_cap, self.source, self.sink)]
+        t = [
+            torch.as_tensor(x, device=device) for x in (self.u, self.v, self.cap, self.rev_cap, self.source, self.sink)
+        ]
         return FlowGraph.from_edges(t[0], t[1], t[2], t[3], source=t[4], sink=t[5], num_nodes=self.num_nodes)
 
     def gridgraph(self, device=None):
@@ -194,7 +205,9 @@ def smoothness_weights(left, lam: int = 20, contrast: bool = True):
     ([[6], [3]], [[3, 6]])
     """
     if not contrast:
-        return np.full((left.shape[0], left.shape[1] - 1), lam, np.int64), np.full((left.shape[0] - 1, left.shape[1]), lam, np.int64)
+        return np.full((left.shape[0], left.shape[1] - 1), lam, np.int64), np.full(
+            (left.shape[0] - 1, left.shape[1]), lam, np.int64
+        )
     wh = np.where(np.abs(np.diff(left, axis=1)) < 5, 2 * lam, lam).astype(np.int64)
     wv = np.where(np.abs(np.diff(left, axis=0)) < 5, 2 * lam, lam).astype(np.int64)
     return wh, wv
@@ -249,8 +262,10 @@ def _solve_labels_side(u, v, cap, rcap, src, snk, N, backend: str, device=None):
             import maxflow as pmf
         except ImportError:
             if backend == "pymaxflow":
-                raise ImportError("backend: 'pymaxflow' needs PyMaxflow (pip install PyMaxflow); pass "
-                                  "backend='torchcut' to solve the moves with torchcut") from None
+                raise ImportError(
+                    "backend: 'pymaxflow' needs PyMaxflow (pip install PyMaxflow); pass "
+                    "backend='torchcut' to solve the moves with torchcut"
+                ) from None
         else:
             g = pmf.Graph[int](N, u.size)
             g.add_nodes(N)
@@ -273,8 +288,19 @@ _MOVE_BACKENDS = ("auto", "pymaxflow", "torchcut", "reference", "cpu", "cuda")
 
 
 @renamed_keywords(solver="backend")
-def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, lam: float = 20.0, trunc: int = 20,
-                    contrast: bool = True, init: int = 0, backend: str = "auto", device=None):
+def expansion_moves(
+    left,
+    right,
+    num_disparities: int = 16,
+    *,
+    step: int = 1,
+    lam: float = 20.0,
+    trunc: int = 20,
+    contrast: bool = True,
+    init: int = 0,
+    backend: str = "auto",
+    device=None,
+):
     """Yield the :class:`ExpansionMove` of each label of the first expansion pass, in label order.
 
     Each move is solved (PyMaxflow when installed, else torchcut) to update the labelling before the
@@ -309,8 +335,11 @@ def expansion_moves(left, right, num_disparities: int = 16, *, step: int = 1, la
     """
     if backend not in _MOVE_BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(map(repr, _MOVE_BACKENDS))}, got {backend!r}")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) or not (
-            lam >= 0 and float(lam).is_integer()):
+    if (
+        isinstance(lam, bool)
+        or not isinstance(lam, (int, float, np.integer, np.floating))
+        or not (lam >= 0 and float(lam).is_integer())
+    ):
         raise ValueError(f"lam: expected a non-negative whole number (the capacities are integers), got {lam!r}")
     lam = int(lam)
     disparities = [k * step for k in range(num_disparities)]
@@ -342,8 +371,9 @@ def _view(x, name):
     elif t.dim() == 3 and t.shape[-1] in (1, 3, 4):
         t = t.movedim(-1, 0)
     elif not (t.dim() == 3 and t.shape[0] in (1, 3, 4)):
-        raise ValueError(f"{name}: expected an image [H, W], [H, W, C] or [C, H, W] with C in (1, 3, 4), "
-                         f"got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"{name}: expected an image [H, W], [H, W, C] or [C, H, W] with C in (1, 3, 4), got shape {tuple(t.shape)}"
+        )
     t = t[:3].float()
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name}: expected finite pixel values, got NaN or infinite value(s)")
@@ -442,9 +472,21 @@ def contrast_weights(image, lam: float, threshold: float = 8, ratio: float = 3):
 
 
 @renamed_keywords(return_info="return_result")
-def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contrast_threshold=None,
-              contrast_ratio=None, smoothness: str = "potts", linear_trunc: int = 2, schedule: str = "auto",
-              backend: str = "auto", return_result: bool = False):
+def disparity(
+    left,
+    right,
+    num_disparities: int,
+    *,
+    lam=None,
+    trunc=None,
+    contrast_threshold=None,
+    contrast_ratio=None,
+    smoothness: str = "potts",
+    linear_trunc: int = 2,
+    schedule: str = "auto",
+    backend: str = "auto",
+    return_result: bool = False,
+):
     """Disparity map of the left view by alpha-expansion on a truncated Birchfield-Tomasi energy.
 
     ``E(d) = sum_p min(BT_p(d_p), trunc) + sum_pq w_pq V(d_p, d_q)``: :func:`bt_costs` rounded to
@@ -493,8 +535,12 @@ def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contra
     from .multilabel import expansion
 
     p = dict(DISPARITY_DEFAULTS)
-    for k, v in (("lam", lam), ("trunc", trunc), ("contrast_threshold", contrast_threshold),
-                 ("contrast_ratio", contrast_ratio)):
+    for k, v in (
+        ("lam", lam),
+        ("trunc", trunc),
+        ("contrast_threshold", contrast_threshold),
+        ("contrast_ratio", contrast_ratio),
+    ):
         if v is not None:
             if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not v >= 0:
                 raise ValueError(f"{k}: expected a non-negative number, got {v!r}")
@@ -512,8 +558,7 @@ def disparity(left, right, num_disparities: int, *, lam=None, trunc=None, contra
         if isinstance(linear_trunc, bool) or not isinstance(linear_trunc, (int, np.integer)) or linear_trunc < 1:
             raise ValueError(f"linear_trunc: expected a positive int, got {linear_trunc!r}")
         V = diff.clamp(max=int(linear_trunc))
-    return expansion(U, V, weights=w, connectivity=4, schedule=schedule, backend=backend,
-                     return_result=return_result)
+    return expansion(U, V, weights=w, connectivity=4, schedule=schedule, backend=backend, return_result=return_result)
 
 
 def occlusion_mask(truth):
@@ -587,12 +632,16 @@ def bad_pixel_rates(disparity_map, truth, *, border: int = 18, threshold: float 
     if not (isinstance(border, (int, np.integer)) and 0 <= border and 2 * border < min(H, W)):
         raise ValueError(f"border: expected an int in [0, {(min(H, W) - 1) // 2}], got {border!r}")
     inner = torch.zeros((H, W), dtype=torch.bool)
-    inner[border:H - border, border:W - border] = True
+    inner[border : H - border, border : W - border] = True
     known = (torch.nan_to_num(t, nan=0.0) > 0) & inner
     bad = (d.to(torch.float32) - t).abs() > threshold
     nonocc = known & ~occlusion_mask(t)
-    return {"nonocc": 100.0 * float(bad[nonocc].double().mean()), "all": 100.0 * float(bad[known].double().mean()),
-            "pixels_nonocc": int(nonocc.sum()), "pixels_all": int(known.sum())}
+    return {
+        "nonocc": 100.0 * float(bad[nonocc].double().mean()),
+        "all": 100.0 * float(bad[known].double().mean()),
+        "pixels_nonocc": int(nonocc.sum()),
+        "pixels_all": int(known.sum()),
+    }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -614,8 +663,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-contrast", action="store_true", help="constant Potts weight")
     p.add_argument("--name", default="BVZ-stereo", help="file name prefix (default BVZ-stereo)")
     p.add_argument("--gz", action="store_true", help="write .max.gz")
-    p.add_argument("--backend", choices=_MOVE_BACKENDS, default="auto",
-                   help="what solves each move to update the labels (default auto: PyMaxflow if installed)")
+    p.add_argument(
+        "--backend",
+        choices=_MOVE_BACKENDS,
+        default="auto",
+        help="what solves each move to update the labels (default auto: PyMaxflow if installed)",
+    )
     p.add_argument("--solver", choices=_MOVE_BACKENDS, default=None, help=argparse.SUPPRESS)  # deprecated name
 
 
@@ -644,14 +697,28 @@ def main(args=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     H, W = left.shape
-    print(f"c {args.name}: {H}x{W} pixels, {args.disparities} labels (step {args.upsample}), {H * W + 2} nodes per move")
+    print(
+        f"c {args.name}: {H}x{W} pixels, {args.disparities} labels (step {args.upsample}), {H * W + 2} nodes per move"
+    )
     t0 = time.perf_counter()
-    for m in expansion_moves(left, right, args.disparities, step=args.upsample, lam=args.lam, trunc=args.trunc,
-                             contrast=not args.no_contrast, backend=args.backend):
+    for m in expansion_moves(
+        left,
+        right,
+        args.disparities,
+        step=args.upsample,
+        lam=args.lam,
+        trunc=args.trunc,
+        contrast=not args.no_contrast,
+        backend=args.backend,
+    ):
         g = FlowGraph.from_edges(m.u, m.v, m.cap, m.rev_cap, source=m.source, sink=m.sink, num_nodes=m.num_nodes)
         path = out / f"{args.name}{m.alpha}.max{'.gz' if args.gz else ''}"
-        write_dimacs(g, path, comment=f"{args.name} expansion move alpha={m.alpha} ({H}x{W}, lam={args.lam}, "
-                                      f"trunc={args.trunc}); source 1, sink 2, pixel p (row-major) = p + 3")
+        write_dimacs(
+            g,
+            path,
+            comment=f"{args.name} expansion move alpha={m.alpha} ({H}x{W}, lam={args.lam}, "
+            f"trunc={args.trunc}); source 1, sink 2, pixel p (row-major) = p + 3",
+        )
         (out / f"{args.name}{m.alpha}.sol").write_text(f"c max flow of {path.name}\ns {m.flow}\n")
         print(f"c wrote {path} (flow {m.flow})")
     print(f"c done in {time.perf_counter() - t0:.1f} s")

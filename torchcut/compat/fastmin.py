@@ -46,7 +46,9 @@ def _inputs(unary, binary, labels):
     if L == 0:
         raise ValueError(f"unary: expected at least one label (last axis), got shape {tuple(u.shape)}")
     if not 1 <= u.dim() - 1 <= 3:
-        raise ValueError(f"unary: expected a 1-D, 2-D or 3-D grid of shape (S1, ..., Sn, L), got shape {tuple(u.shape)}")
+        raise ValueError(
+            f"unary: expected a 1-D, 2-D or 3-D grid of shape (S1, ..., Sn, L), got shape {tuple(u.shape)}"
+        )
     b = binary if isinstance(binary, torch.Tensor) else torch.from_numpy(np.array(binary))
     if tuple(b.shape) != (L, L):
         raise ValueError(f"binary: expected shape ({L}, {L}) (num_labels from unary), got {tuple(b.shape)}")
@@ -64,11 +66,15 @@ def _inputs(unary, binary, labels):
         if lab_in.is_floating_point() or lab_in.dtype == torch.bool:
             raise TypeError(f"labels: expected integer labels, got dtype {lab_in.dtype}")
         if tuple(lab_in.shape) != tuple(u.shape[:-1]):
-            raise ValueError(f"labels: expected shape {tuple(u.shape[:-1])} (that of unary without its last axis), "
-                             f"got {tuple(lab_in.shape)}")
+            raise ValueError(
+                f"labels: expected shape {tuple(u.shape[:-1])} (that of unary without its last axis), "
+                f"got {tuple(lab_in.shape)}"
+            )
         if lab_in.numel() and (int(lab_in.min()) < 0 or int(lab_in.max()) >= L):
-            raise ValueError(f"labels: expected values in [0, {L}) (num_labels={L}), got range "
-                             f"[{int(lab_in.min())}, {int(lab_in.max())}]")
+            raise ValueError(
+                f"labels: expected values in [0, {L}) (num_labels={L}), got range "
+                f"[{int(lab_in.min())}, {int(lab_in.max())}]"
+            )
         lab = lab_in.to(u.device, torch.int64).clone()
         out_dtype = lab_in.dtype if isinstance(labels, torch.Tensor) else np.asarray(labels).dtype
     return u, b, lab, was_tensor, out_dtype
@@ -123,10 +129,10 @@ def _swap_move(u, b, lab, alpha: int, beta: int):
     nd = lab.dim()
     inset = (lab == alpha) | (lab == beta)
     cost0 = torch.where(inset, u[..., alpha], 0)  # x_p = 0: alpha (source side)
-    cost1 = torch.where(inset, u[..., beta], 0)   # x_p = 1: beta (sink side)
+    cost1 = torch.where(inset, u[..., beta], 0)  # x_p = 1: beta (sink side)
     A, B, C, D = b[alpha, alpha], b[beta, alpha], b[alpha, beta], b[beta, beta]  # V(x_p, x_q) = binary[l_q, l_p]
     edges = []
-    for a, lo, hi in _pairs(nd):
+    for _a, lo, hi in _pairs(nd):
         p_in, q_in = inset[lo], inset[hi]
         lp, lq = lab[lo], lab[hi]
         both = p_in & q_in
@@ -189,9 +195,11 @@ def abswap_grid(unary, binary, max_cycles=None, labels=None):
     L = u.shape[-1]
     for x, y in itertools.combinations(range(L), 2):
         if b[x, y] + b[y, x] < b[x, x] + b[y, y]:
-            raise ValueError(f"binary: a swap of labels {x} and {y} is not a cut: expected binary[{x}, {y}] + "
-                             f"binary[{y}, {x}] >= binary[{x}, {x}] + binary[{y}, {y}], got "
-                             f"{(b[x, y] + b[y, x]).item()} < {(b[x, x] + b[y, y]).item()}")
+            raise ValueError(
+                f"binary: a swap of labels {x} and {y} is not a cut: expected binary[{x}, {y}] + "
+                f"binary[{y}, {x}] >= binary[{x}, {x}] + binary[{y}, {y}], got "
+                f"{(b[x, y] + b[y, x]).item()} < {(b[x, x] + b[y, y]).item()}"
+            )
     best = _energy(u, b, lab)
     for _ in _max_cycles(max_cycles):
         improved = False
@@ -240,16 +248,19 @@ def aexpansion_grid(unary, binary, max_cycles=None, labels=None):
         multilabel = importlib.import_module("torchcut.multilabel")
         expansion = multilabel.expansion
     except (ImportError, AttributeError) as exc:
-        raise ImportError("aexpansion_grid: needs torchcut.multilabel.expansion (alpha-expansion), which this "
-                          f"installation lacks ({exc})") from exc
+        raise ImportError(
+            "aexpansion_grid: needs torchcut.multilabel.expansion (alpha-expansion), which this "
+            f"installation lacks ({exc})"
+        ) from exc
     u, b, lab, was_tensor, out_dtype = _inputs(unary, binary, labels)
     nd = lab.dim()
     if nd == 1:
         u, lab = u.unsqueeze(0), lab.unsqueeze(0)
     conn = 6 if lab.dim() == 3 else 4
     cycles = None if max_cycles is None else len(_max_cycles(max_cycles))
-    out = expansion(u.movedim(-1, 0).contiguous(), b, connectivity=conn,
-                    init=lab if labels is not None else None, max_iter=cycles)
+    out = expansion(
+        u.movedim(-1, 0).contiguous(), b, connectivity=conn, init=lab if labels is not None else None, max_iter=cycles
+    )
     out = torch.as_tensor(out).to(torch.int64)
     if nd == 1:
         out = out.reshape(-1)

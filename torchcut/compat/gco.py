@@ -48,8 +48,16 @@ def _as_tensor(x, name, device=None):
     raise TypeError(f"{name}: expected a numpy array or torch tensor, got {describe(x)}")
 
 
-def cut_general_graph(edges, edge_weights, unary_cost, pairwise_cost=None, n_iter=-1, algorithm="expansion",
-                      init_labels=None, down_weight_factor=None):
+def cut_general_graph(
+    edges,
+    edge_weights,
+    unary_cost,
+    pairwise_cost=None,
+    n_iter=-1,
+    algorithm="expansion",
+    init_labels=None,
+    down_weight_factor=None,
+):
     """Multi-label graph cut on a general graph, as ``gco.cut_general_graph`` (module docstring).
 
     Parameters
@@ -87,28 +95,48 @@ def cut_general_graph(edges, edge_weights, unary_cost, pairwise_cost=None, n_ite
         raise ValueError(f"algorithm: expected 'expansion' or 'swap', got {algorithm!r}")
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < -1:
         raise ValueError(f"n_iter: expected -1 (until convergence) or a non-negative int, got {n_iter!r}")
-    if down_weight_factor is not None and not (isinstance(down_weight_factor, (int, float, np.number))
-                                               and np.isfinite(down_weight_factor) and down_weight_factor > 0):
+    if down_weight_factor is not None and not (
+        isinstance(down_weight_factor, (int, float, np.number))
+        and np.isfinite(down_weight_factor)
+        and down_weight_factor > 0
+    ):
         raise ValueError(f"down_weight_factor: expected a positive finite number or None, got {down_weight_factor!r}")
     U = _as_tensor(unary_cost, "unary_cost")
     if U.dim() != 2:
         raise ValueError(f"unary_cost: expected shape [N, L] (sites by labels), got {tuple(U.shape)}")
     L = U.shape[1]
     dev = U.device
-    V = (1 - torch.eye(L, dtype=torch.int64, device=dev)) if pairwise_cost is None else _as_tensor(pairwise_cost, "pairwise_cost", dev)
+    V = (
+        (1 - torch.eye(L, dtype=torch.int64, device=dev))
+        if pairwise_cost is None
+        else _as_tensor(pairwise_cost, "pairwise_cost", dev)
+    )
     if tuple(V.shape) != (L, L):
-        raise ValueError(f"pairwise_cost: expected shape [L, L] = ({L}, {L}) for the {L} labels of unary_cost, got {tuple(V.shape)}")
+        raise ValueError(
+            f"pairwise_cost: expected shape [L, L] = ({L}, {L}) for the {L} labels of unary_cost, got {tuple(V.shape)}"
+        )
     init = 0 if init_labels is None else _as_tensor(init_labels, "init_labels", dev)
     run = _gm.expansion if algorithm == "expansion" else _gm.swap
     try:
-        labels = run(U.T, V, _as_tensor(edges, "edges", dev), _as_tensor(edge_weights, "edge_weights", dev), init=init,
-                     max_iter=None if n_iter == -1 else int(n_iter))
+        labels = run(
+            U.T,
+            V,
+            _as_tensor(edges, "edges", dev),
+            _as_tensor(edge_weights, "edge_weights", dev),
+            init=init,
+            max_iter=None if n_iter == -1 else int(n_iter),
+        )
     except ValueError as exc:  # name GCO's arguments rather than torchcut's
         msg = str(exc)
-        for ours, theirs in (("unary: ", "unary_cost: "), ("pairwise: ", "pairwise_cost: "), ("init: ", "init_labels: ")):
+        for ours, theirs in (
+            ("unary: ", "unary_cost: "),
+            ("pairwise: ", "pairwise_cost: "),
+            ("init: ", "init_labels: "),
+        ):
             if msg.startswith(ours):
-                msg = theirs + msg[len(ours):]
+                msg = theirs + msg[len(ours) :]
         msg = msg.replace("unary is [L, N] with N", "unary_cost is [N, L] with N").replace(
-            "; GCO's [N, L] layout is unary.T", "")
+            "; GCO's [N, L] layout is unary.T", ""
+        )
         raise ValueError(msg) from None
     return labels.cpu().numpy().astype(np.int32)

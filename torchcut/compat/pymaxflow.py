@@ -74,14 +74,22 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from ..graph import FlowGraph
 from .._validate import quantization_scale
+from ..graph import FlowGraph
 from ..grid import GridGraph, shift
 from ..solvers import maxflow as _solve
 from ..solvers.dynamic import DynamicFlowGraph
 
-__all__ = ["Graph", "GraphInt", "GraphFloat", "vonNeumann_structure", "moore_structure", "fastmin",
-           "aexpansion_grid", "abswap_grid"]
+__all__ = [
+    "Graph",
+    "GraphInt",
+    "GraphFloat",
+    "vonNeumann_structure",
+    "moore_structure",
+    "fastmin",
+    "aexpansion_grid",
+    "abswap_grid",
+]
 
 # Offsets per grid the compiled solvers take (the CUDA kernels 31, the CPU solver 62); more go to FlowGraph.
 _MAX_GRID_OFFSETS = {"cuda": 31, "cpu": 62}
@@ -111,7 +119,7 @@ def vonNeumann_structure(ndim: int = 2, directed: bool = False) -> np.ndarray:
     ndim = _positive_int(ndim, "ndim")
     s = np.zeros((3,) * ndim, dtype=np.int64)
     for a in range(ndim):
-        for step in ((2,) if directed else (0, 2)):
+        for step in (2,) if directed else (0, 2):
             idx = [1] * ndim
             idx[a] = step
             s[tuple(idx)] = 1
@@ -212,9 +220,15 @@ REUSE_FLOW = False
 
 def _same_links(a: FlowGraph, b: FlowGraph) -> bool:
     """Whether two FlowGraphs have the same nodes, arcs and arc capacities (terminals aside)."""
-    return (a.num_nodes == b.num_nodes and a.scale == b.scale and a.caps.dtype == b.caps.dtype
-            and a.num_arcs == b.num_arcs and torch.equal(a.row_ptr, b.row_ptr) and torch.equal(a.head, b.head)
-            and torch.equal(a.caps, b.caps))
+    return (
+        a.num_nodes == b.num_nodes
+        and a.scale == b.scale
+        and a.caps.dtype == b.caps.dtype
+        and a.num_arcs == b.num_arcs
+        and torch.equal(a.row_ptr, b.row_ptr)
+        and torch.equal(a.head, b.head)
+        and torch.equal(a.caps, b.caps)
+    )
 
 
 def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -355,16 +369,23 @@ class GraphInt:
             if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
                 raise TypeError(f"{name}: expected numbers, got an array of dtype {a.dtype}")
             t = torch.from_numpy(np.ascontiguousarray(a) if a.flags.writeable else np.array(a))
-        if t.dtype == torch.bool or t.is_complex() or not (t.is_floating_point() or t.dtype in
-                                                             (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)):
+        if (
+            t.dtype == torch.bool
+            or t.is_complex()
+            or not (
+                t.is_floating_point() or t.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+            )
+        ):
             raise TypeError(f"{name}: expected a real-valued tensor, got dtype {t.dtype}")
         if t.numel():
             lo, hi = (float(v) if t.is_floating_point() else int(v) for v in torch.stack(torch.aminmax(t)).tolist())
             if t.is_floating_point() and not (math.isfinite(lo) and math.isfinite(hi)):
                 bad = int((~torch.isfinite(t) if self._integer else (torch.isnan(t) | (t == -math.inf))).sum())
                 if bad:
-                    raise ValueError(f"{name}: expected finite capacities{'' if self._integer else ' or +inf'}, "
-                                     f"got {bad} NaN or {'infinite' if self._integer else '-inf'} value(s)")
+                    raise ValueError(
+                        f"{name}: expected finite capacities{'' if self._integer else ' or +inf'}, "
+                        f"got {bad} NaN or {'infinite' if self._integer else '-inf'} value(s)"
+                    )
             low = math.trunc(lo) if self._integer and t.is_floating_point() else lo
             if non_negative and low < 0:
                 raise ValueError(f"{name}: expected non-negative capacities, got minimum {low}")
@@ -376,8 +397,10 @@ class GraphInt:
             try:
                 t = t.broadcast_to(shape)
             except RuntimeError:
-                raise ValueError(f"{name}: expected a shape that broadcasts to the node ids' shape {tuple(shape)}, "
-                                 f"got shape {tuple(t.shape)}") from None
+                raise ValueError(
+                    f"{name}: expected a shape that broadcasts to the node ids' shape {tuple(shape)}, "
+                    f"got shape {tuple(t.shape)}"
+                ) from None
         return t
 
     def _ids(self, nodeids, name: str = "nodeids") -> torch.Tensor:
@@ -396,8 +419,9 @@ class GraphInt:
             lo, hi = (int(v) for v in torch.aminmax(t))
             if lo < 0 or hi >= self._n:
                 bad = lo if lo < 0 else hi
-                raise ValueError(f"{name}: expected node ids in [0, {self._n}) (the graph has {self._n} nodes), "
-                                 f"got {bad}")
+                raise ValueError(
+                    f"{name}: expected node ids in [0, {self._n}) (the graph has {self._n} nodes), got {bad}"
+                )
         return _to_device(t, self._device)
 
     # ------------------------------------------------------------------ nodes
@@ -473,7 +497,9 @@ class GraphInt:
         c = self._scalar(capacity, "capacity")
         r = self._scalar(rcapacity, "rcapacity")
         if c < 0 or r < 0:
-            raise ValueError(f"capacity, rcapacity: expected non-negative capacities, got {capacity!r} and {rcapacity!r}")
+            raise ValueError(
+                f"capacity, rcapacity: expected non-negative capacities, got {capacity!r} and {rcapacity!r}"
+            )
         self._e_ids.append((a, b))
         self._e_caps.append((c, r))
         self._arcs += 2
@@ -500,8 +526,10 @@ class GraphInt:
         r = self._values(rev_capacity, "rev_capacity", non_negative=True)
         for name, t in (("capacity", c), ("rev_capacity", r)):
             if t.dim() > 1 or (t.dim() == 1 and t.numel() != u.numel()):
-                raise ValueError(f"{name}: expected a scalar or a vector of length {u.numel()} (that of i), "
-                                 f"got shape {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name}: expected a scalar or a vector of length {u.numel()} (that of i), "
+                    f"got shape {tuple(t.shape)}"
+                )
         self._chunks.append((u, v, c.expand(u.shape), r.expand(u.shape)))
         self._arcs += 2 * u.numel()
         self._seg = None
@@ -538,11 +566,13 @@ class GraphInt:
         """
         ids = self._grid_ids(nodeids)
         n = math.prod(ids.shape)
-        both = [self._values(c, name, ids.shape).reshape(-1)  # both checked before any change
-                for name, c in (("sourcecaps", sourcecaps), ("sinkcaps", sinkcaps))]
+        both = [
+            self._values(c, name, ids.shape).reshape(-1)  # both checked before any change
+            for name, c in (("sourcecaps", sourcecaps), ("sinkcaps", sinkcaps))
+        ]
         for row, t in enumerate(both):
             if ids.base is not None:
-                self._terms[row, ids.base:ids.base + n] += t
+                self._terms[row, ids.base : ids.base + n] += t
             else:
                 self._terms[row].index_add_(0, ids.tensor.reshape(-1), t)
         self._seg = None
@@ -603,7 +633,9 @@ class GraphInt:
             raise ValueError(f"structure: expected at most {nd} dimensions (those of nodeids), got shape {s.shape}")
         s = s.reshape((1,) * (nd - s.ndim) + s.shape)
         if any(n % 2 == 0 for n in s.shape):
-            raise ValueError(f"structure: expected an odd size along every axis (centred on the node), got shape {s.shape}")
+            raise ValueError(
+                f"structure: expected an odd size along every axis (centred on the node), got shape {s.shape}"
+            )
         if np.isnan(s).any() or (self._integer and not np.isfinite(s).all()):
             raise ValueError(f"structure: expected finite values{'' if self._integer else ' or +inf'}")
         if (s < 0).any():
@@ -626,12 +658,13 @@ class GraphInt:
         except RuntimeError:
             fits = False
         if not fits:
-            raise ValueError(f"weights: expected a shape that broadcasts to the node ids' shape {tuple(ids.shape)}, "
-                             f"got shape {tuple(w.shape)}")
+            raise ValueError(
+                f"weights: expected a shape that broadcasts to the node ids' shape {tuple(ids.shape)}, "
+                f"got shape {tuple(w.shape)}"
+            )
         shape = tuple(ids.shape)
         for o in offsets:
-            self._arcs += 2 * math.prod(
-                n if p else max(n - abs(v), 0) for v, n, p in zip(o, shape, per))
+            self._arcs += 2 * math.prod(n if p else max(n - abs(v), 0) for v, n, p in zip(o, shape, per))
         if not offsets:
             return
         self._records.append(_Record(ids, w, offsets, values, symmetric, tuple(bool(p) for p in per)))
@@ -671,8 +704,10 @@ class GraphInt:
         if self._e_ids or self._chunks or not self._records:
             return None
         shape = self._records[0].ids.shape
-        if any(r.ids.base != 0 or math.prod(r.ids.shape) != self._n or any(r.periodic) or r.ids.shape != shape
-               for r in self._records):
+        if any(
+            r.ids.base != 0 or math.prod(r.ids.shape) != self._n or any(r.periodic) or r.ids.shape != shape
+            for r in self._records
+        ):
             return None
         if len(shape) > 3:
             return None
@@ -731,8 +766,11 @@ class GraphInt:
                     head = torch.roll(ids, tuple(-v for v in o), tuple(range(len(shape))))
                     keep = torch.ones(shape, dtype=torch.bool, device=self._device)
                     for a in axes:
-                        keep &= shift(torch.ones(shape, dtype=torch.bool, device=self._device),
-                                      tuple(o[b] if b == a else 0 for b in range(len(shape))), False)
+                        keep &= shift(
+                            torch.ones(shape, dtype=torch.bool, device=self._device),
+                            tuple(o[b] if b == a else 0 for b in range(len(shape))),
+                            False,
+                        )
                     u, v, c = ids[keep], head[keep], cap[keep]
                 else:
                     if any(abs(v) >= n for v, n in zip(o, shape)):
@@ -769,8 +807,10 @@ class GraphInt:
             both = torch.isinf(src) & torch.isinf(snk)
             if bool(both.any()):
                 i = int(both.nonzero()[0, 0])
-                raise ValueError(f"add_tedge: expected at most one infinite terminal capacity per node, got +inf "
-                                 f"to both the source and the sink at node {i}")
+                raise ValueError(
+                    f"add_tedge: expected at most one infinite terminal capacity per node, got +inf "
+                    f"to both the source and the sink at node {i}"
+                )
         low = torch.minimum(src, snk)
         constant = low.sum().item()
         source, sink = src - low, snk - low
@@ -803,8 +843,10 @@ class GraphInt:
         present = [t for t in tensors if t is not None and t.numel() and not math.isfinite(float(t.sum()))]
         for t in present:
             if bool(torch.isnan(t).any()):
-                raise ValueError("weights, structure: expected capacities, got NaN (a zero weight times an "
-                                 "infinite structure entry?)")
+                raise ValueError(
+                    "weights, structure: expected capacities, got NaN (a zero weight times an "
+                    "infinite structure entry?)"
+                )
         if not present:
             return tensors, None
         present = [t for t in tensors if t is not None]
@@ -830,8 +872,14 @@ class GraphInt:
             return 0 if self._integer else 0.0
         graph, constant, scale = self.build()
         dyn = self._dynamic
-        if (reuse_trees and REUSE_FLOW and isinstance(graph, FlowGraph) and dyn is not None
-                and dyn.graph.device == graph.device and _same_links(dyn.graph, graph)):
+        if (
+            reuse_trees
+            and REUSE_FLOW
+            and isinstance(graph, FlowGraph)
+            and dyn is not None
+            and dyn.graph.device == graph.device
+            and _same_links(dyn.graph, graph)
+        ):
             # only terminal capacities changed since the last solve: re-solve from its flow
             dyn._install(graph.source[0], graph.sink[0])
             result = dyn.maxflow()
@@ -852,8 +900,9 @@ class GraphInt:
     # ------------------------------------------------------------------ segments
     def _segments(self) -> torch.Tensor:
         if self._seg is None:
-            raise RuntimeError("maxflow: call maxflow() before asking for segments (the graph changed or was "
-                               "never solved)")
+            raise RuntimeError(
+                "maxflow: call maxflow() before asking for segments (the graph changed or was never solved)"
+            )
         return self._seg
 
     def get_segment(self, i) -> int:
@@ -890,7 +939,7 @@ class GraphInt:
         seg = self._segments()
         ids = self._grid_ids(nodeids)
         if ids.base is not None:
-            out = seg[ids.base:ids.base + math.prod(ids.shape)].view(ids.shape)
+            out = seg[ids.base : ids.base + math.prod(ids.shape)].view(ids.shape)
         else:
             out = seg[ids.tensor]
         if isinstance(nodeids, torch.Tensor):

@@ -170,11 +170,14 @@ def _check(image, prob, lamda, sigma, connectivity):
     if prob.shape[1] != 2:
         raise ValueError(f"prob: expected 2 channels (background, foreground), got shape {tuple(prob.shape)}")
     if image.dim() != prob.dim() or image.shape[0] != prob.shape[0] or image.shape[2:] != prob.shape[2:]:
-        raise ValueError(f"image: expected shape [{prob.shape[0]}, C, {', '.join(map(str, prob.shape[2:]))}] "
-                         f"(prob's batch and spatial shape), got {tuple(image.shape)}")
+        raise ValueError(
+            f"image: expected shape [{prob.shape[0]}, C, {', '.join(map(str, prob.shape[2:]))}] "
+            f"(prob's batch and spatial shape), got {tuple(image.shape)}"
+        )
     if prob.numel() == 0 or image.shape[1] == 0:
-        raise ValueError(f"image, prob: expected non-empty tensors, got shapes {tuple(image.shape)} and "
-                         f"{tuple(prob.shape)}")
+        raise ValueError(
+            f"image, prob: expected non-empty tensors, got shapes {tuple(image.shape)} and {tuple(prob.shape)}"
+        )
     if image.shape[1] > _MAX_CHANNELS:
         raise ValueError(f"image: expected at most {_MAX_CHANNELS} channels, got {image.shape[1]}")
     nd = prob.dim() - 2

@@ -37,8 +37,9 @@ def keyword_options(fn) -> tuple:
     ('max_iter', 'relabel_period', 'on_relabel')
     """
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return tuple(p.name for p in inspect.signature(fn).parameters.values()
-                 if p.kind in kinds and p.name not in _LAYOUT_ARGS)
+    return tuple(
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds and p.name not in _LAYOUT_ARGS
+    )
 
 
 class Backend:

@@ -67,15 +67,18 @@ def _transfer(tensors, device: torch.device) -> list:
         host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
         torch.cat(parts, out=host)
         buf = host.to(device, non_blocking=True)
-    return [buf[o:o + n].view(dtype).view(shape) for o, n, dtype, shape in layout]
+    return [buf[o : o + n].view(dtype).view(shape) for o, n, dtype, shape in layout]
 
 
 def _host_graph(graph):
     """A CPU copy of the fields the CPU solver reads (one transfer)."""
     new = object.__new__(type(graph))
     new.__dict__.update(graph.__dict__)
-    names = ("caps", "source", "sink") if isinstance(graph, GridGraph) else \
-        ("caps", "source", "sink", "row_ptr", "head", "tail", "rev")
+    names = (
+        ("caps", "source", "sink")
+        if isinstance(graph, GridGraph)
+        else ("caps", "source", "sink", "row_ptr", "head", "tail", "rev")
+    )
     for name, t in zip(names, _transfer([getattr(graph, n) for n in names], torch.device("cpu"))):
         setattr(new, name, t)
     if not isinstance(graph, GridGraph):  # read only by verify() and the lattice route, which run on the GPU copy
@@ -108,5 +111,12 @@ def solve_on_host(graph, solve) -> CutResult:
     stats = dict(r.stats)
     stats["route"] = "host" if "route" not in r.stats else f"host, {r.stats['route']}"
     source_flow = graph.source if isinstance(graph, GridGraph) else graph.source.clone()
-    return CutResult(graph=graph, flow_values=flows, node_mask=mask, residual=residual,
-                     source_flow=source_flow, sink_flow=sink_flow, stats=stats)
+    return CutResult(
+        graph=graph,
+        flow_values=flows,
+        node_mask=mask,
+        residual=residual,
+        source_flow=source_flow,
+        sink_flow=sink_flow,
+        stats=stats,
+    )

@@ -55,7 +55,8 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     backend : {"auto", "reference", "cpu", "cuda"}
         "auto" uses the CUDA kernels for CUDA graphs and the compiled CPU solver (Boykov-Kolmogorov)
         for CPU graphs and for CUDA graphs small enough that the GPU's launches would cost more than
-        the solve (:data:`torchcut.solvers._host.HOST_NODES`; the result still comes back on the GPU), falling back to the reference push-relabel in torch ops with one warning when
+        the solve (:data:`torchcut.solvers._host.HOST_NODES`; the result still comes back on the GPU),
+        falling back to the reference push-relabel in torch ops with one warning when
         they cannot be built. "cpu" and "cuda" name a compiled solver (and raise when it cannot be
         built); "reference" runs the specification.
     **options
@@ -93,8 +94,9 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     device = getattr(graph, "device", None)
     if options and isinstance(device, torch.device):  # a misspelt keyword names maxflow(), not a backend function
         grid = isinstance(graph, GridGraph)
-        check_options(maxflow, options, device, backend, layout="grid" if grid else "csr",
-                      also=() if grid else ("lattice",))
+        check_options(
+            maxflow, options, device, backend, layout="grid" if grid else "csr", also=() if grid else ("lattice",)
+        )
     if isinstance(device, torch.device) and device.type == "cuda":
         check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):

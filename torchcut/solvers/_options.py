@@ -64,8 +64,7 @@ def backend_options(device, backend: str = "auto", layout: str = "grid") -> tupl
     return name, options
 
 
-def check_options(fn, options: dict, device, backend: str = "auto", *, layout: str = "grid",
-                  also: tuple = ()) -> None:
+def check_options(fn, options: dict, device, backend: str = "auto", *, layout: str = "grid", also: tuple = ()) -> None:
     """Raise ``TypeError`` for a keyword that neither ``fn`` nor the backend that would run takes.
 
     Parameters

@@ -51,7 +51,7 @@ def net_terminals_(source: torch.Tensor, sink: torch.Tensor, chunk: int = 1 << 2
     else:
         step = max(1, chunk // max(1, source[0].numel()))
     for i in range(0, source.shape[0], step):
-        src, snk = source[i:i + step], sink[i:i + step]
+        src, snk = source[i : i + step], sink[i : i + step]
         excess, net_sink = net_terminals(src, snk)
         src.copy_(excess)
         snk.copy_(net_sink)

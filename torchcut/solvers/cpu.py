@@ -70,8 +70,11 @@ def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
     names = _ops.names("cpu_stats")
     totals = raw.sum(0).tolist()
     hpf = totals[names.index("pseudoflow_items")]
-    out = {k: v for k, v in zip(names[1:], totals[1:])
-           if (hpf or k not in _HPF_STATS) and not (k.endswith("_us") and v == 0)}
+    out = {
+        k: v
+        for k, v in zip(names[1:], totals[1:])
+        if (hpf or k not in _HPF_STATS) and not (k.endswith("_us") and v == 0)
+    }
     used = "pseudoflow" if hpf == raw.shape[0] else "boykov-kolmogorov" if hpf == 0 else "mixed"
     out.update(backend="cpu", algorithm=used, threads=threads, seconds=time.perf_counter() - t0)
     return out
@@ -88,14 +91,16 @@ def _grid_op(caps, source, sink, offsets, threads, algorithm="auto"):
     if caps.device.type != "cpu":
         raise ValueError(f"caps: expected a CPU tensor, got one on {caps.device}")
     if caps.dim() != ndim + 2 or caps.shape[1] != 2 * len(offsets):
-        raise ValueError(f"caps: expected shape [B, {2 * len(offsets)}, *shape] with {ndim} spatial dims, "
-                         f"got {tuple(caps.shape)}")
+        raise ValueError(
+            f"caps: expected shape [B, {2 * len(offsets)}, *shape] with {ndim} spatial dims, got {tuple(caps.shape)}"
+        )
     if sink.dtype != caps.dtype:
         raise ValueError(f"sink: expected dtype {caps.dtype} (that of caps), got {sink.dtype}")
     shape = tuple(caps.shape[2:])
     flat = [v for o in offsets for v in o]
-    mask, raw, res, excess, sink_out = torch.ops.torchcut.grid_solve(caps, source, sink, list(shape), flat,
-                                                                     [threads, code])
+    mask, raw, res, excess, sink_out = torch.ops.torchcut.grid_solve(
+        caps, source, sink, list(shape), flat, [threads, code]
+    )
     full = (caps.shape[0],) + shape
     return mask.view(full), res, excess.view(full), sink_out.view(full), _stats(raw, t0, threads)
 

@@ -64,7 +64,8 @@ def _check_csr_options(impl, options: dict, backend: str, device) -> None:
             f"maxflow(): keyword argument {bad[0]!r} does not apply to this FlowGraph: it is solved as a general "
             f"graph by the {impl.name!r} backend (backend={backend!r} on {device.type}), whose solver takes "
             f"{', '.join(takes) if takes else 'no options'}; grid options reach the grid solver only when a "
-            "lattice-shaped FlowGraph is routed there (lattice=True)")
+            "lattice-shaped FlowGraph is routed there (lattice=True)"
+        )
 
 
 def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None, **options) -> CutResult:

@@ -54,8 +54,9 @@ def bfs_to_sink(row_ptr, head, tail, res, sink, inf: int):
 
 
 @renamed_keywords("the reference backend's options", max_rounds="max_iter")
-def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_iter: int | None = None,
-              relabel_period: int | None = None):
+def solve_csr(
+    row_ptr, head, tail, rev, caps, excess, sink, *, max_iter: int | None = None, relabel_period: int | None = None
+):
     """Run push-relabel phase one on a CSR network, in place.
 
     Parameters
@@ -139,6 +140,11 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, max_iter: int | N
     if s is not sink:
         sink.copy_(s)
     mask = h >= inf
-    stats = {"backend": "reference", "rounds": rounds, "global_relabels": relabels, "bfs_levels": bfs_levels,
-             "seconds": time.perf_counter() - t0}
+    stats = {
+        "backend": "reference",
+        "rounds": rounds,
+        "global_relabels": relabels,
+        "bfs_levels": bfs_levels,
+        "seconds": time.perf_counter() - t0,
+    }
     return mask, stats

@@ -40,35 +40,37 @@ OPTIONS = {
     "tile_z": "push tile extent along z (3D only; default 8, 4 beyond 8 directions)",
     "rounds": "local push/relabel rounds per tile visit (default 16)",
     "push_launches": "push launches between global relabels (default: half the BFS depth in tiles, at most 4 "
-                     "on 4/6-connected grids, at least 6 on 18/26-connected volumes)",
+    "on 4/6-connected grids, at least 6 on 18/26-connected volumes)",
     "max_cycles": "raise RuntimeError after this many global relabels (default 1000000)",
     "profile": "1: time the BFS and push phases with events and count per-visit cycles (bfs_us, push_us, "
-               "push_visits, push_visit_us, push_rounds, bfs_pop_us, bfs_relax_us, bfs_passes); 2: also one "
-               "line per relabel cycle and push launch on stderr",
+    "push_visits, push_visit_us, push_rounds, bfs_pop_us, bfs_relax_us, bfs_passes); 2: also one "
+    "line per relabel cycle and push launch on stderr",
     "persist": "blocks per SM of the persistent push/BFS grids (default 2 for pushes, as many as fit for the "
-               "BFS); -1: one block per tile",
+    "BFS); -1: one block per tile",
     "bfs_tile_x": "BFS tile extent along x (powers of two, at most 32 each, 32 to 1024 nodes; default 32 in "
-                  "2D, 8 in 3D)",
+    "2D, 8 in 3D)",
     "bfs_tile_y": "BFS tile extent along y (default 16 in 2D, 8 in 3D)",
     "bfs_tile_z": "BFS tile extent along z (3D only; default 8)",
     "push_tail": "push launches between global relabels once at most a quarter as many tiles are active as "
-                 "there are push blocks (default: the last BFS's depth in tiles, 6 to 24; -1: no such rule)",
+    "there are push blocks (default: the last BFS's depth in tiles, 6 to 24; -1: no such rule)",
     "item_skip": "batches: an item left with no active node after a global relabel is left out of every later "
-                 "one (its heights are final; default on); -1: every global relabel covers every item",
+    "one (its heights are final; default on); -1: every global relabel covers every item",
     "repair": "global relabels after the first may repair the last one's distances where the pushes changed "
-              "them instead of a full BFS from the sink (default: on grids of at least 4 BFS tiles per resident BFS "
-              "block, after a full BFS bound by its tile visits rather than its depth; only where every offset "
-              "stays within the neighbouring BFS tiles); 1: always; -1: never",
+    "them instead of a full BFS from the sink (default: on grids of at least 4 BFS tiles per resident BFS "
+    "block, after a full BFS bound by its tile visits rather than its depth; only where every offset "
+    "stays within the neighbouring BFS tiles); 1: always; -1: never",
     "push_chain": "chained push launches, whose blocks also visit the tiles that flow enters during the launch: "
-                  "by default, on a single grid (not a batch) of at least 512^2 nodes, after a global relabel bound "
-                  "by its depth rather than its tile visits (and at least 12 tiles deep) that left at most twice as "
-                  "many active tiles as push blocks, one chained launch of "
-                  "up to 16 times the listed tiles replaces 16 plain ones; n > 0: every launch chained, up to n "
-                  "times; -1: never (2D 4/8-connected grids with the default tile only)",
+    "by default, on a single grid (not a batch) of at least 512^2 nodes, after a global relabel bound "
+    "by its depth rather than its tile visits (and at least 12 tiles deep) that left at most twice as "
+    "many active tiles as push blocks, one chained launch of "
+    "up to 16 times the listed tiles replaces 16 plain ones; n > 0: every launch chained, up to n "
+    "times; -1: never (2D 4/8-connected grids with the default tile only)",
 }
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
-_STATUS = {1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
-           2: "the worklist BFS stalled; this is a bug in torchcut, please report it"}
+_STATUS = {
+    1: "push-relabel did not converge in {max_cycles} global relabels (option max_cycles)",
+    2: "the worklist BFS stalled; this is a bug in torchcut, please report it",
+}
 
 
 def load_error():
@@ -111,23 +113,30 @@ def _plan(dims, offsets, options):
     ndim = len(offsets[0])
     K = len(offsets)
     if len(dims) != ndim + 1 or dims[0] != 2 * K:
-        raise ValueError(f"caps: expected shape [B, {2 * K}, *shape] with {ndim} spatial dims, got [B, "
-                         f"{', '.join(map(str, dims))}]")
+        raise ValueError(
+            f"caps: expected shape [B, {2 * K}, *shape] with {ndim} spatial dims, got [B, {', '.join(map(str, dims))}]"
+        )
     if 2 * K > 62:
         raise ValueError(f"offsets: the CUDA kernels take at most 31 offsets, got {K}")
-    push_tile = [int(options.get(f"tile_{a}") or d) for a, d in
-                 zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8, 8, 4 if 2 * K > 8 else 8)))]
+    push_tile = [
+        int(options.get(f"tile_{a}") or d)
+        for a, d in zip("xyz", ((32, 8 if 2 * K > 8 else 16, 1) if ndim == 2 else (8, 8, 4 if 2 * K > 8 else 8)))
+    ]
     if ndim == 2:
         push_tile[2] = 1
     if not 32 <= math.prod(push_tile) <= 512 or min(push_tile) < 1:
-        raise ValueError(f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}")
+        raise ValueError(
+            f"tile_x/tile_y/tile_z: expected a tile of 32 to 512 nodes, got {'x'.join(map(str, push_tile))}"
+        )
     tile = [int(options.get(f"bfs_tile_{a}") or d) for a, d in zip("xyz", (32, 16, 1) if ndim == 2 else (8, 8, 8))]
     if ndim == 2:
         tile[2] = 1
     n_tile = math.prod(tile)
     if any(t < 1 or t > 32 or t & (t - 1) for t in tile) or not 32 <= n_tile <= 1024:
-        raise ValueError("bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
-                         f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}")
+        raise ValueError(
+            "bfs_tile_x/bfs_tile_y/bfs_tile_z: expected powers of two, each at most 32, "
+            f"with 32 to 1024 nodes in all; got {'x'.join(map(str, tile))}"
+        )
     return tuple(dims[1:]), tuple(v for o in offsets for v in o), tuple(int(options.get(k) or 0) for k in names)
 
 
@@ -196,8 +205,13 @@ def solve_grid(caps, excess, sink, offsets, **options):
     work = [t if t.is_contiguous() else t.contiguous() for t in (caps, excess, sink)]
     need = workspace_bytes(B * n, 2 * K) + 4096
     need += sum(t.numel() * t.element_size() for t, o in zip(work, (caps, excess, sink)) if t is not o)
-    _check_memory(caps.device, need, lambda: (caps.element_size() * 2 * K + 8 + sink.element_size())
-                  + workspace_bytes(1, 2 * K), B, n)
+    _check_memory(
+        caps.device,
+        need,
+        lambda: (caps.element_size() * 2 * K + 8 + sink.element_size()) + workspace_bytes(1, 2 * K),
+        B,
+        n,
+    )
     mask, stats = torch.ops.torchcut.grid_solve_(work[0], work[1], work[2], list(shape), list(flat), list(opts))
     for t, o in zip(work, (caps, excess, sink)):
         if t is not o:
@@ -205,8 +219,10 @@ def solve_grid(caps, excess, sink, offsets, **options):
     out = dict(zip(_ops.names("grid_cuda_stats"), stats.tolist()))
     if out["status"]:
         max_cycles = int(options.get("max_cycles") or 1000000)
-        raise RuntimeError("torchcut.grid_solve_: " + _STATUS.get(out["status"], "error {status}").format(
-            max_cycles=max_cycles, status=out["status"]))
+        raise RuntimeError(
+            "torchcut.grid_solve_: "
+            + _STATUS.get(out["status"], "error {status}").format(max_cycles=max_cycles, status=out["status"])
+        )
     out["backend"] = "cuda"
     out["seconds"] = time.perf_counter() - t0
     return mask.view((B,) + shape), out

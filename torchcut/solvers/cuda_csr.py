@@ -34,8 +34,9 @@ def load_error():
     return _ops.load_error("cuda")
 
 
-def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, iters: int = 4,
-              max_cycles: int | None = None):
+def solve_csr(
+    row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, iters: int = 4, max_cycles: int | None = None
+):
     """Push-relabel phase one on the GPU, in place (same contract as ``csr_reference.solve_csr``).
 
     Parameters
@@ -67,11 +68,19 @@ def solve_csr(row_ptr, head, tail, rev, caps, excess, sink, *, period: int = 0, 
     n = excess.numel()
     if max_cycles is None:
         max_cycles = 4 * n + 1000
-    mask, st = torch.ops.torchcut.csr_solve_(row_ptr, head, rev, caps, excess, sink,
-                                             [int(period), int(iters), int(max_cycles)])
+    mask, st = torch.ops.torchcut.csr_solve_(
+        row_ptr, head, rev, caps, excess, sink, [int(period), int(iters), int(max_cycles)]
+    )
     torch.cuda.synchronize(caps.device)
     st = dict(zip(_ops.names("csr_cuda_stats"), st.tolist()))
     if st["status"]:  # the op returns a status instead of throwing
-        raise RuntimeError(f"torchcut.csr_solve_: push-relabel did not converge in {max_cycles} cycles (global relabels)")
-    return mask, {"backend": "cuda_csr", "global_relabels": st["cycles"] + 1, "rounds": st["rounds"],
-                  "bfs_levels": st["bfs_levels"], "seconds": time.perf_counter() - t0}
+        raise RuntimeError(
+            f"torchcut.csr_solve_: push-relabel did not converge in {max_cycles} cycles (global relabels)"
+        )
+    return mask, {
+        "backend": "cuda_csr",
+        "global_relabels": st["cycles"] + 1,
+        "rounds": st["rounds"],
+        "bfs_levels": st["bfs_levels"],
+        "seconds": time.perf_counter() - t0,
+    }

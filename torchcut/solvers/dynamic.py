@@ -106,8 +106,10 @@ class DynamicFlowGraph:
         if t.dim() == 0:
             t = t.expand(n)
         if tuple(t.shape) != (n,):
-            raise ValueError(f"{name}: expected shape ({n},) (one value per node{' in nodes' if n != g.num_nodes else ''}), "
-                             f"got {describe(t)}")
+            raise ValueError(
+                f"{name}: expected shape ({n},) (one value per node{' in nodes' if n != g.num_nodes else ''}), "
+                f"got {describe(t)}"
+            )
         if t.dtype == torch.bool or t.is_complex():
             raise TypeError(f"{name}: expected integer or float capacities, got {describe(t)}")
         if t.is_floating_point():
@@ -155,9 +157,12 @@ class DynamicFlowGraph:
         idx = None
         if nodes is not None:
             if isinstance(nodes, torch.Tensor) and nodes.device != g.device:
-                raise ValueError(f"nodes: expected a tensor on {g.device} (the graph's device), got one on {nodes.device}")
-            idx = as_tensor(nodes if not isinstance(nodes, (list, tuple)) else np.asarray(nodes, dtype=np.int64),
-                            "nodes", g.device)
+                raise ValueError(
+                    f"nodes: expected a tensor on {g.device} (the graph's device), got one on {nodes.device}"
+                )
+            idx = as_tensor(
+                nodes if not isinstance(nodes, (list, tuple)) else np.asarray(nodes, dtype=np.int64), "nodes", g.device
+            )
             if idx.is_floating_point() or idx.dtype == torch.bool or idx.dim() != 1:
                 raise ValueError(f"nodes: expected a 1-D integer tensor of node ids, got {describe(idx)}")
             idx = idx.to(torch.int64)
@@ -177,8 +182,10 @@ class DynamicFlowGraph:
             else:
                 target[idx] = t
         if g.caps.dtype == torch.int32 and new_snk.numel() and int(new_snk.max()) > INT32_MAX:
-            raise ValueError(f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
-                             f"{int(new_snk.max())}; build the FlowGraph with the larger capacities instead")
+            raise ValueError(
+                f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
+                f"{int(new_snk.max())}; build the FlowGraph with the larger capacities instead"
+            )
         self._install(new_src, new_snk)
 
     def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor) -> None:
@@ -261,5 +268,12 @@ class DynamicFlowGraph:
         sink_flow = (T - sink.to(torch.int64)).reshape(1, -1)
         stats = dict(stats)
         stats.update(warm=True, repaired=repaired)
-        return CutResult(graph=g, flow_values=sink_flow.sum(1), node_mask=mask.reshape(1, -1), residual=caps,
-                         source_flow=g.source.clone(), sink_flow=sink_flow, stats=stats)
+        return CutResult(
+            graph=g,
+            flow_values=sink_flow.sum(1),
+            node_mask=mask.reshape(1, -1),
+            residual=caps,
+            source_flow=g.source.clone(),
+            sink_flow=sink_flow,
+            stats=stats,
+        )

@@ -17,7 +17,6 @@ their own (registered by :mod:`torchcut._ops`). The public functions call these 
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -42,7 +41,9 @@ def options_string(options: dict) -> str:
     try:
         return json.dumps(options, sort_keys=True)
     except TypeError as exc:
-        raise TypeError(f"solver options: expected ints, floats, strings or None inside torch.compile, got {options!r}") from exc
+        raise TypeError(
+            f"solver options: expected ints, floats, strings or None inside torch.compile, got {options!r}"
+        ) from exc
 
 
 # The solves read counters back to the host, which a CUDA graph cannot hold: the tag makes inductor's
@@ -55,13 +56,14 @@ def _flat(offsets) -> list[int]:
 
 
 def _unflat(flat: list[int], ndim: int) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(flat[i:i + ndim]) for i in range(0, len(flat), ndim))
+    return tuple(tuple(flat[i : i + ndim]) for i in range(0, len(flat), ndim))
 
 
 # ---------------------------------------------------------------------------------------- grid max-flow
 @torch.library.custom_op("torchcut::grid_maxflow", mutates_args=(), tags=_TAGS)
-def _grid_maxflow(caps: Tensor, source: Tensor, sink: Tensor, offsets: list[int], ndim: int, backend: str,
-                  options: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _grid_maxflow(
+    caps: Tensor, source: Tensor, sink: Tensor, offsets: list[int], ndim: int, backend: str, options: str
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     graph = GridGraph._from_layout(caps, source, sink, _unflat(offsets, ndim), batched=True)
     r = solve_grid(graph, backend, **json.loads(options))
     return r.node_mask, r.flow_values, r.residual, r.sink_flow  # new tensors: none aliases an input
@@ -70,13 +72,26 @@ def _grid_maxflow(caps: Tensor, source: Tensor, sink: Tensor, offsets: list[int]
 @_grid_maxflow.register_fake
 def _(caps, source, sink, offsets, ndim, backend, options):
     B = caps.shape[0]
-    return (source.new_empty(source.shape, dtype=torch.bool), source.new_empty((B,), dtype=torch.int64),
-            torch.empty_like(caps, memory_format=torch.contiguous_format), source.new_empty(source.shape, dtype=torch.int64))
+    return (
+        source.new_empty(source.shape, dtype=torch.bool),
+        source.new_empty((B,), dtype=torch.int64),
+        torch.empty_like(caps, memory_format=torch.contiguous_format),
+        source.new_empty(source.shape, dtype=torch.int64),
+    )
 
 
 @torch.library.custom_op("torchcut::grid_build_maxflow", mutates_args=(), tags=_TAGS)
-def _grid_build_maxflow(source: Tensor, sink: Tensor, edges: Tensor, reverse: Optional[Tensor], offsets: list[int],
-                        ndim: int, scale: Optional[float], backend: str, options: str) -> tuple[Tensor, Tensor, Tensor]:
+def _grid_build_maxflow(
+    source: Tensor,
+    sink: Tensor,
+    edges: Tensor,
+    reverse: Tensor | None,
+    offsets: list[int],
+    ndim: int,
+    scale: float | None,
+    backend: str,
+    options: str,
+) -> tuple[Tensor, Tensor, Tensor]:
     graph = GridGraph(source, sink, edges, _unflat(offsets, ndim), reverse, scale=scale)
     r = solve_grid(graph, backend, **json.loads(options))
     q = torch.tensor(graph.scale if graph.scale else 1.0, dtype=torch.float64)
@@ -86,8 +101,11 @@ def _grid_build_maxflow(source: Tensor, sink: Tensor, edges: Tensor, reverse: Op
 @_grid_build_maxflow.register_fake
 def _(source, sink, edges, reverse, offsets, ndim, scale, backend, options):
     B = source.shape[0] if source.dim() > ndim else 1
-    return (source.new_empty(source.shape, dtype=torch.bool), source.new_empty((B,), dtype=torch.int64),
-            torch.empty((), dtype=torch.float64))
+    return (
+        source.new_empty(source.shape, dtype=torch.bool),
+        source.new_empty((B,), dtype=torch.int64),
+        torch.empty((), dtype=torch.float64),
+    )
 
 
 def compiled_maxflow(graph, backend: str, options: dict):
@@ -106,22 +124,33 @@ def compiled_maxflow(graph, backend: str, options: dict):
     [2]
     """
     if not isinstance(graph, GridGraph):
-        raise TypeError(f"graph: inside torch.compile, expected a torchcut.GridGraph, got {type(graph).__name__} "
-                        "(general FlowGraphs are solved outside torch.compile)")
+        raise TypeError(
+            f"graph: inside torch.compile, expected a torchcut.GridGraph, got {type(graph).__name__} "
+            "(general FlowGraphs are solved outside torch.compile)"
+        )
     opts = options_string(options)
     flat = _flat(graph.offsets)
     stats = {"backend": backend, "compiled": True}
     pending = graph._pending
     if pending is None:
-        mask, flows, residual, sink_flow = _grid_maxflow(graph.caps, graph.source, graph.sink, flat, graph.ndim,
-                                                         backend, opts)
-        return CutResult(graph=graph, flow_values=flows, node_mask=mask, residual=residual,
-                         source_flow=graph.source, sink_flow=sink_flow, stats=stats)
+        mask, flows, residual, sink_flow = _grid_maxflow(
+            graph.caps, graph.source, graph.sink, flat, graph.ndim, backend, opts
+        )
+        return CutResult(
+            graph=graph,
+            flow_values=flows,
+            node_mask=mask,
+            residual=residual,
+            source_flow=graph.source,
+            sink_flow=sink_flow,
+            stats=stats,
+        )
     source, sink, edges, reverse, scale = pending
     mask, flows, q = _grid_build_maxflow(source, sink, edges, reverse, flat, graph.ndim, scale, backend, opts)
     if graph.is_float:
         graph.scale = q
     if not graph.batched:
         mask = mask.unsqueeze(0)
-    return CutResult(graph=graph, flow_values=flows, node_mask=mask, residual=None, source_flow=None,
-                     sink_flow=None, stats=stats)
+    return CutResult(
+        graph=graph, flow_values=flows, node_mask=mask, residual=None, source_flow=None, sink_flow=None, stats=stats
+    )

@@ -99,8 +99,9 @@ def _unless(condition: torch.Tensor, value: int) -> torch.Tensor:
 
 
 @renamed_keywords("the reference backend's options", max_rounds="max_iter")
-def solve_grid(caps, excess, sink, offsets, *, max_iter: int | None = None, relabel_period: int | None = None,
-               on_relabel=None):
+def solve_grid(
+    caps, excess, sink, offsets, *, max_iter: int | None = None, relabel_period: int | None = None, on_relabel=None
+):
     """Run push-relabel phase one on a batched grid network, in place.
 
     Parameters
@@ -135,7 +136,6 @@ def solve_grid(caps, excess, sink, offsets, *, max_iter: int | None = None, rela
     ([[[True, False]]], [[[0, 2]]], [[[1, 0]]])
     """
     t0 = time.perf_counter()
-    K = len(offsets)
     dirs = _directions(offsets)
     B, shape = excess.shape[0], tuple(excess.shape[1:])
     n = math.prod(shape)

@@ -76,8 +76,9 @@ class WarmGrid:
         if self.state is not None:
             self.state = tuple(t.index_select(0, index) for t in self.state)
 
-    def solve(self, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor,
-              links_changed: bool = True) -> torch.Tensor:
+    def solve(
+        self, caps: torch.Tensor, source: torch.Tensor, sink: torch.Tensor, links_changed: bool = True
+    ) -> torch.Tensor:
         """Source side ``[B, *shape]`` of the minimum cut of the network (arguments are not modified).
 
         ``caps``: ``[B, 2K, *shape]`` in the solvers' layout (``torchcut.grid._arc_layout``);
@@ -108,8 +109,10 @@ class WarmGrid:
     def _check(self, caps, source, sink):
         nd, K = len(self.offsets[0]), len(self.offsets)
         if caps.dim() != nd + 2 or caps.shape[1] != 2 * K:
-            raise ValueError(f"caps: expected shape [B, {2 * K}, *shape] with {nd} grid dims for {K} offsets, "
-                             f"got {tuple(caps.shape)}")
+            raise ValueError(
+                f"caps: expected shape [B, {2 * K}, *shape] with {nd} grid dims for {K} offsets, "
+                f"got {tuple(caps.shape)}"
+            )
         want = (caps.shape[0],) + tuple(caps.shape[2:])
         for name, t in (("caps", caps), ("source", source), ("sink", sink)):
             if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
