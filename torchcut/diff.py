@@ -353,7 +353,7 @@ def cut_mask(
 
 
 # ---------------------------------------------------------------------------------------------- labellings
-def _solve_labels(scores, weights, V, connectivity, backend, init, max_cycles):
+def _solve_labels(scores, weights, V, connectivity, backend, init, max_iter):
     """int64 ``[B, *S]``: alpha-expansion labels of the unary ``-scores`` (``[B, L, *S]``)."""
     from .multilabel import expansion
 
@@ -363,7 +363,7 @@ def _solve_labels(scores, weights, V, connectivity, backend, init, max_cycles):
         if init is None and U.shape[1] == 2:
             # from all-zero labels, the move to label 1 reaches every labelling: exact in one cut
             init = torch.zeros((U.shape[0],) + tuple(U.shape[2:]), dtype=torch.int64, device=U.device)
-        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_iter=max_cycles, backend=backend)
+        return expansion(U, V, weights=W, connectivity=connectivity, init=init, max_iter=max_iter, backend=backend)
 
 
 def _one_hot(labels: torch.Tensor, L: int, dtype) -> torch.Tensor:
@@ -383,33 +383,33 @@ def _pair_costs(labels: torch.Tensor, V: torch.Tensor, offsets, inside) -> torch
 class _Labels(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx, scores, weights, V, connectivity, offsets, estimator, lambda_, samples, noise, seed, backend, max_cycles
+        ctx, scores, weights, V, connectivity, offsets, estimator, lambda_, samples, noise, seed, backend, max_iter
     ):
-        ctx.conf = (V, connectivity, offsets, estimator, lambda_, noise, seed, backend, max_cycles)
+        ctx.conf = (V, connectivity, offsets, estimator, lambda_, noise, seed, backend, max_iter)
         B, L = scores.shape[:2]
         if estimator == "blackbox":
-            labels = _solve_labels(scores, weights, V, connectivity, backend, None, max_cycles)
+            labels = _solve_labels(scores, weights, V, connectivity, backend, None, max_iter)
             ctx.save_for_backward(scores, weights, labels)
             return _one_hot(labels, L, scores.dtype)
         K = samples
         Z = _noise(seed, (K,) + tuple(scores.shape), scores)
         noisy = (scores.detach().unsqueeze(0) + noise * Z).flatten(0, 1)
         w = None if weights is None else weights.detach().unsqueeze(0).expand((K,) + tuple(weights.shape)).flatten(0, 1)
-        labels = _solve_labels(noisy, w, V, connectivity, backend, None, max_cycles)
+        labels = _solve_labels(noisy, w, V, connectivity, backend, None, max_iter)
         labels = labels.view((K, B) + tuple(scores.shape[2:]))
         ctx.save_for_backward(labels)
         return torch.stack([_one_hot(x, L, scores.dtype) for x in labels]).mean(0)
 
     @staticmethod
     def backward(ctx, grad):
-        V, connectivity, offsets, estimator, lam, noise, seed, backend, max_cycles = ctx.conf
+        V, connectivity, offsets, estimator, lam, noise, seed, backend, max_iter = ctx.conf
         need_s, need_w = ctx.needs_input_grad[:2]
         g_s = g_w = None
         L = grad.shape[1]
         if estimator == "blackbox":
             scores, weights, labels = ctx.saved_tensors
             init = None if L == 2 else labels  # from the forward's labels: the shifted solve moves only what it must
-            shifted = _solve_labels(scores.detach() - lam * grad, weights, V, connectivity, backend, init, max_cycles)
+            shifted = _solve_labels(scores.detach() - lam * grad, weights, V, connectivity, backend, init, max_iter)
             if need_s:
                 g_s = (_one_hot(labels, L, grad.dtype) - _one_hot(shifted, L, grad.dtype)) / lam
             if need_w:
@@ -449,7 +449,7 @@ def cut_labels(
     noise: float = 1.0,
     generator: torch.Generator | None = None,
     backend: str = "auto",
-    max_cycles: int | None = None,
+    max_iter: int | None = None,
 ):
     """A multi-label labelling by alpha-expansion (:func:`torchcut.expansion`) as a differentiable one-hot.
 
@@ -472,7 +472,7 @@ def cut_labels(
         As for :func:`cut_mask`.
     estimator, lambda_, samples, noise, generator, backend
         As for :func:`cut_mask` (perturbed: the samples are one batched :func:`torchcut.expansion`).
-    max_cycles : int, optional
+    max_iter : int, optional
         Passed to :func:`torchcut.expansion`.
 
     Returns
@@ -514,7 +514,7 @@ def cut_labels(
     w = None if weights is None else _weights_full(weights, B, len(offsets), s4.shape[2:], batched, s.device)
     seed = _seed(generator) if estimator == "perturbed" else 0
     out = _apply_labels(
-        s4, w, V, connectivity, offsets, estimator, float(lambda_), samples, float(noise), seed, backend, max_cycles
+        s4, w, V, connectivity, offsets, estimator, float(lambda_), samples, float(noise), seed, backend, max_iter
     )
     return out if batched else out[0]
 
