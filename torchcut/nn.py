@@ -85,7 +85,36 @@ class _PairwiseTerm(nn.Module):
         return w * self.lam.to(dtype)
 
 
-class CutHead(nn.Module):
+class _Head(nn.Module):
+    """What the cut heads share: the pairwise term and the estimator's settings (see :class:`CutHead`)."""
+
+    def __init__(
+        self,
+        lam: float = 1.0,
+        *,
+        pairwise: str = "contrast",
+        in_channels: int | None = None,
+        connectivity: int = 4,
+        sigma: float | None = None,
+        estimator: str = "blackbox",
+        lambda_: float = 10.0,
+        samples: int = 8,
+        noise: float = 1.0,
+        learn_lam: bool = True,
+    ):
+        super().__init__()
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
+        self.pair = _PairwiseTerm(lam, pairwise, in_channels, connectivity, sigma, learn_lam)
+        self.estimator, self.lambda_, self.samples, self.noise = estimator, lambda_, samples, noise
+
+    @property
+    def lam(self) -> torch.Tensor:
+        """The pairwise strength."""
+        return self.pair.lam
+
+
+class CutHead(_Head):
     """Binary graph-cut head: object logits to a mask, trained end to end through the cut.
 
     The mask maximises ``sum_p logits[p] x_p - lam * sum_pq w_pq [x_p != x_q]`` (one exact max-flow
@@ -128,31 +157,6 @@ class CutHead(nn.Module):
             [1, 1, 0, 0]], dtype=torch.int32)
     """
 
-    def __init__(
-        self,
-        lam: float = 1.0,
-        *,
-        pairwise: str = "contrast",
-        in_channels: int | None = None,
-        connectivity: int = 4,
-        sigma: float | None = None,
-        estimator: str = "blackbox",
-        lambda_: float = 10.0,
-        samples: int = 8,
-        noise: float = 1.0,
-        learn_lam: bool = True,
-    ):
-        super().__init__()
-        if estimator not in ESTIMATORS:
-            raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-        self.pair = _PairwiseTerm(lam, pairwise, in_channels, connectivity, sigma, learn_lam)
-        self.estimator, self.lambda_, self.samples, self.noise = estimator, lambda_, samples, noise
-
-    @property
-    def lam(self) -> torch.Tensor:
-        """The pairwise strength."""
-        return self.pair.lam
-
     def forward(self, logits: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
         if logits.dim() == 4:
             if logits.shape[1] != 1:
@@ -179,7 +183,7 @@ class CutHead(nn.Module):
         )
 
 
-class RefineHead(nn.Module):
+class RefineHead(_Head):
     """Multi-label graph-cut head: class logits to a one-hot labelling (alpha-expansion, Potts).
 
     The labelling maximises ``sum_p log_softmax(logits)[f_p, p] - lam * sum_pq w_pq [f_p != f_q]``
@@ -204,31 +208,6 @@ class RefineHead(nn.Module):
     >>> head(logits).argmax(1)
     tensor([[[0, 0, 2]]])
     """
-
-    def __init__(
-        self,
-        lam: float = 1.0,
-        *,
-        pairwise: str = "contrast",
-        in_channels: int | None = None,
-        connectivity: int = 4,
-        sigma: float | None = None,
-        estimator: str = "blackbox",
-        lambda_: float = 10.0,
-        samples: int = 8,
-        noise: float = 1.0,
-        learn_lam: bool = True,
-    ):
-        super().__init__()
-        if estimator not in ESTIMATORS:
-            raise ValueError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-        self.pair = _PairwiseTerm(lam, pairwise, in_channels, connectivity, sigma, learn_lam)
-        self.estimator, self.lambda_, self.samples, self.noise = estimator, lambda_, samples, noise
-
-    @property
-    def lam(self) -> torch.Tensor:
-        """The pairwise strength."""
-        return self.pair.lam
 
     def forward(self, logits: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
         if logits.dim() != 4 or logits.shape[1] < 2:
