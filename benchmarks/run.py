@@ -581,6 +581,25 @@ def clear_stale_locks(cache: Path) -> list[Path]:
     return gone
 
 
+def warm_up(trees, caches, device: str) -> None:
+    """Compile the trees that build on first use (no setup.py), all at once, before any round: each
+    solves a 2x2 grid on ``device`` in its own process with its own cache, so the rounds time no compile
+    and the compiles share the cores instead of running one after another."""
+    code = (
+        "import torch, torchcut; g = torchcut.GridGraph(torch.tensor([[3, 0], [0, 0]]), "
+        "torch.tensor([[0, 0], [0, 2]]), torch.ones(2, 2, 2, dtype=torch.int64), [(0, 1), (1, 0)]); "
+        f"g = g.to({device!r}) if hasattr(g, 'to') else g; torchcut.maxflow(g)"
+    )
+    procs = [
+        (tree, subprocess.Popen([sys.executable, "-c", code], env=tree_env(tree, caches[tree]), cwd=tree))
+        for _, tree in trees
+        if not (tree / "setup.py").is_file()
+    ]
+    for tree, p in procs:
+        if p.wait() != 0:
+            print(f"# warm-up of {tree} failed (exit {p.returncode}); its first worker compiles", flush=True)
+
+
 def run_worker(
     tree: Path,
     cache: Path,
@@ -892,17 +911,17 @@ def compare(args, worker=run_worker) -> int:
             if tree in caches:
                 continue
             build_tree(tree, args.build_jobs)
+            # a reference's private cache, named by its commit and its folder (a folder inside another
+            # checkout reports that checkout's HEAD, so the commit alone could give two trees one cache)
+            key = (_git(["rev-parse", "HEAD"], tree) or "") + str(tree)
             caches[tree] = (
                 _cache_root()
                 if tree == cur_tree
-                else Path(
-                    str(_cache_root())
-                    + "-ref-"
-                    + hashlib.sha1((_git(["rev-parse", "HEAD"], tree) or str(tree)).encode()).hexdigest()[:10]
-                )
+                else Path(str(_cache_root()) + "-ref-" + hashlib.sha1(key.encode()).hexdigest()[:10])
             )
             if tree != cur_tree:
                 clear_stale_locks(caches[tree])
+        warm_up(trees, caches, device)
         rounds = args.rounds or len(trees)
         print(
             f"# compare on {device}: {len(specs)} cases, {len(trees)} trees, {rounds} rounds x {args.repeats} "

@@ -11,6 +11,7 @@ This module imports nothing, so that ``setup.py`` can run it without importing t
 CPU_SOURCES = [
     "torchcut.cpp",
     "cpu/grid_solve.cpp",
+    "cpu/grid_arcs.cpp",
     "cpu/csr_solve.cpp",
     "cpu/csr_layout.cpp",
     "cpu/cpu_grabcut.cpp",
@@ -33,7 +34,7 @@ CUDA_SOURCES = [
     "cuda/energy.cu",
     "cuda/energy_potts.cu",
 ]
-CXX_FLAGS = ["-O3", "-g0", "-ffp-contract=off"]  # the C++ standard is the one torch asks for; no debug info
+CXX_FLAGS = ["-O3", "-g0", "-ffp-contract=off", "-fno-wrapv"]  # the C++ standard is the one torch asks for; no debug info
 # (the build 20% faster); no fused multiply-adds, so float formulas round as the tensor ops they repeat
 NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 # Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,

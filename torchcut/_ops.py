@@ -336,6 +336,10 @@ def _register_fakes() -> None:
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
 
+    def grid_arcs(edges, reverse, offsets, wide):
+        K, B, S = edges.shape[0], edges.shape[1], tuple(edges.shape[2:])
+        return edges.new_empty((B, 2 * K) + S, dtype=torch.int64 if wide else torch.int32)
+
     def potts_energy(image, probs, denom, mult, offsets, floor, seeds, graph):
         B, C, S = probs.shape[0], probs.shape[1], tuple(probs.shape[2:])
         K = len(offsets) // len(S)
@@ -359,6 +363,7 @@ def _register_fakes() -> None:
         ("grid_solve_", grid_solve_),
         ("csr_solve_", csr_solve_),
         ("potts_energy", potts_energy),
+        ("grid_arcs", grid_arcs),
     ):
         torch.library.register_fake(f"torchcut::{name}")(fake)
     if hasattr(torch.ops.torchcut, "seg_energy"):

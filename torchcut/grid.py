@@ -179,6 +179,32 @@ def _arc_layout(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> t
     Direction k holds the arc p -> p + offsets[k] (``edges[k][p]``), direction K + k the arc
     q -> q - offsets[k] (``reverse[k][q - offsets[k]]``); arcs that leave the grid are zero.
     """
+    if (
+        _NATIVE_ARCS
+        and edges.device.type == "cpu"
+        and edges.dtype == reverse.dtype
+        and edges.dtype in (torch.int32, torch.int64)
+        and dtype in (torch.int32, torch.int64)
+        and _native_cpu()
+    ):  # one pass (csrc/cpu/grid_arcs.cpp) instead of 2K * (ndim + 1) slab copies
+        flat = [int(v) for o in offsets for v in o]
+        return torch.ops.torchcut.grid_arcs(edges, reverse, flat, dtype == torch.int64)
+    return _arc_layout_tensors(edges, reverse, offsets, dtype)
+
+
+# False: _arc_layout in tensor ops only (the reference of the native op, for tests and A/B).
+_NATIVE_ARCS = True
+
+
+def _native_cpu() -> bool:
+    """Whether the compiled CPU library is usable (compiled once by the fallback if needed)."""
+    from . import _ops
+
+    return _ops.load_error("cpu") is None
+
+
+def _arc_layout_tensors(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> torch.Tensor:
+    """:func:`_arc_layout` in tensor ops: any device and dtype (the reference of ``grid_arcs``)."""
     K, B, shape = len(offsets), edges.shape[1], tuple(edges.shape[2:])
     caps = torch.empty((B, 2 * K) + shape, dtype=dtype, device=edges.device)
     lead = (slice(None),)

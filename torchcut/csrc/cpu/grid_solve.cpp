@@ -105,20 +105,25 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     std::fill(rc + (v0 + px + W) * D, rc + (v0 + L) * D, Cap(0));
     std::fill(tr + v0, tr + v0 + px, int64_t(0));
     std::fill(tr + v0 + px + W, tr + v0 + L, int64_t(0));
-    for (int64_t x = 0; x < W; ++x) {
-      const int64_t q = q0 + x, v = v0 + px + x;
-      tr[v] = torchcut::net_terminal(source[q], static_cast<int64_t>(sink[q]));
-      Cap* r = rc + v * D;
-      for (int d = 0; d < D; ++d) r[d] = caps[d * n + q];
-    }
-    if (!count) return;
-    // the terminal capacity of a node counts only up to its n-link capacity: beyond it, it fixes the node's
-    // side and leaves straight through its terminal arcs, whatever the solver (seed constraints)
+    // one pass over the row: the arcs node-major and, for auto, the sums (int32 arcs: per node in 64-bit
+    // integers; int64 arcs in double); the terminal capacity of a node counts only up to its n-link
+    // capacity: beyond it, it fixes the node's side and leaves straight through its terminal arcs, whatever
+    // the solver (seed constraints)
     double row_t = 0, row_n = 0;
     int64_t row_t32 = 0, row_n32 = 0;
-    for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
-      const int64_t t = tr[v] < 0 ? -tr[v] : tr[v];
-      const Cap* r = rc + v * D;
+    const int64_t* srow = source + q0;
+    const Cap* krow = sink + q0;
+    int64_t* trow = tr + v0 + px;
+    Cap* rrow = rc + (v0 + px) * D;
+    for (int64_t x = 0; x < W; ++x) trow[x] = torchcut::net_terminal(srow[x], static_cast<int64_t>(krow[x]));
+    for (int d = 0; d < D; ++d) {
+      const Cap* c = caps + d * n + q0;
+      for (int64_t x = 0; x < W; ++x) rrow[x * D + d] = c[x];
+    }
+    if (!count) return;
+    for (int64_t x = 0; x < W; ++x) {
+      const int64_t t = trow[x] < 0 ? -trow[x] : trow[x];
+      const Cap* r = rrow + x * D;
       if constexpr (sizeof(Cap) == 4) {
         int64_t s = 0;
         for (int d = 0; d < D; ++d) s += r[d];
@@ -275,7 +280,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
-    std::vector<GridWork<Cap>> work(std::max<int64_t>(1, std::min(threads, B)));
+    PooledWork<Cap> work(std::max<int64_t>(1, std::min(threads, B)));
     const Cap* c = caps.data_ptr<Cap>();
     const Cap* s = sink.data_ptr<Cap>();
     const int64_t* src = source.data_ptr<int64_t>();
