@@ -235,11 +235,24 @@ def suite_cases(suite: str, quick: bool = False):
     if gpu and not quick:
         # the hard 1 MP energies again on two more instances each (other pictures and seeds): their solve
         # time varies by instance more than any other family's, and the guard must not pass on one draw
-        for fam, lam_x, key, values in (("smooth", 100.0, "pic", (1, 2)), ("thin", 10.0, "seed", (2, 3)),
-                                        ("lowcontrast", 10.0, "seed", (3, 4))):
+        for fam, lam_x, key, values in (
+            ("smooth", 100.0, "pic", (1, 2)),
+            ("thin", 10.0, "seed", (2, 3)),
+            ("lowcontrast", 10.0, "seed", (3, 4)),
+        ):
             for v in values:
-                c.append(_grid("hard", f"{fam} x{lam_x:g} 1024^2 {key} {v}", 1024, 4, source="hard", hard=fam,
-                               lam_x=lam_x, **{key: v}))
+                c.append(
+                    _grid(
+                        "hard",
+                        f"{fam} x{lam_x:g} 1024^2 {key} {v}",
+                        1024,
+                        4,
+                        source="hard",
+                        hard=fam,
+                        lam_x=lam_x,
+                        **{key: v},
+                    )
+                )
     if quick:
         c.append(_grid("hard", "thin x10 96", 96, 8, source="hard", hard="thin", lam_x=10.0, seed=1))
     # stereo: BVZ expansion moves (exact flows), and whole expansions (energies)

@@ -230,7 +230,9 @@ def test_consume_mask_nets_a_batch_in_place_and_agrees_with_maxflow():
 
 
 @pytest.mark.parametrize("ndim,conn", [(2, 4), (2, 8), (3, 6), (3, 26)])
-@pytest.mark.parametrize("din,dout", [(torch.int32, torch.int32), (torch.int32, torch.int64), (torch.int64, torch.int32)])
+@pytest.mark.parametrize(
+    "din,dout", [(torch.int32, torch.int32), (torch.int32, torch.int64), (torch.int64, torch.int32)]
+)
 def test_native_arc_layout_equals_the_tensor_ops(ndim, conn, din, dout):
     """``grid_arcs`` (the CPU op behind the constructor) writes the same layout as the tensor-op reference,
     arcs that leave the grid zeroed, for grids thinner than an offset and for long offsets."""

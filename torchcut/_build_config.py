@@ -34,7 +34,12 @@ CUDA_SOURCES = [
     "cuda/energy.cu",
     "cuda/energy_potts.cu",
 ]
-CXX_FLAGS = ["-O3", "-g0", "-ffp-contract=off", "-fno-wrapv"]  # the C++ standard is the one torch asks for; no debug info
+CXX_FLAGS = [
+    "-O3",
+    "-g0",
+    "-ffp-contract=off",
+    "-fno-wrapv",
+]  # the C++ standard is the one torch asks for; no debug info
 # (the build 20% faster); no fused multiply-adds, so float formulas round as the tensor ops they repeat
 NVCC_FLAGS = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
 # Architectures built when TORCH_CUDA_ARCH_LIST is unset and no GPU is visible at build time: Turing,

@@ -123,7 +123,7 @@ BKStats split_bk(GridTopo<Cap>& g, BK<GridTopo<Cap>>& bk, const Layout& lay, int
 }
 
 // split_hpf: a thread whose range is done while others still run waits this fraction of the time spent
-// so far, then the ranges still running are stopped and handed over (docs/performance.md, "The handover").
+// so far, then the ranges still running are stopped and handed over (docs/design.md, "Compiled CPU solvers", and docs/performance.md, "Balancing the ranges of a cut grid: the handover").
 constexpr double kHandoverGrace = 0.3;
 
 // Pseudoflow on several cores: one pseudoflow per range of rows (Cuts), each on its own thread and on its
