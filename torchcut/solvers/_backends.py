@@ -102,6 +102,9 @@ class CsrBackend(Backend):
     """
 
     route_lattices: bool = True
+    #: Whether ``solve_csr`` takes the terminal capacities as they are (``excess`` the source capacities,
+    #: int64) and nets them itself, so the caller's netting in tensor ops is skipped.
+    nets_terminals: bool = False
 
     def solve_csr(self, row_ptr, head, tail, rev, caps, excess, sink, **options):
         """Maximum flow in place: ``(mask, stats)`` (see :func:`csr_reference.solve_csr`)."""
@@ -167,6 +170,7 @@ class CpuCsr(CsrBackend):
     # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
     # grid solve saves over the CSR solve (docs/performance.md).
     name, device_type, what, route_lattices = "cpu", "cpu", "compiled CPU solver", False
+    nets_terminals = True  # csr_solve.cpp nets each node's pair as it loads it (terminals.h)
 
     def load_error(self):
         return cpu.load_error()

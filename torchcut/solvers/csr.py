@@ -102,10 +102,14 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     impl = impl or CSR(graph.device, backend)
     if options:
         _check_csr_options(impl, options, backend, graph.device)
-    excess, sink = net_terminals(graph.source[0], graph.sink[0])
+    if impl.nets_terminals:  # copies: the solver works in them
+        excess, sink = graph.source[0].clone(), graph.sink[0].clone()
+    else:
+        excess, sink = net_terminals(graph.source[0], graph.sink[0])
     caps = graph.caps.clone()
     mask, stats = impl.solve_csr(graph.row_ptr, graph.head, graph.tail, graph.rev, caps, excess, sink, **options)
-    sink_flow = (graph.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)
+    # the netting keeps the sink's dtype: one subtraction, widened once
+    sink_flow = (graph.sink[0] - sink).to(torch.int64).reshape(1, -1)
     stats.setdefault("route", "csr")
     return CutResult(
         graph=graph,
