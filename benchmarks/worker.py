@@ -165,11 +165,13 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def time_fn(fn, device="cpu", repeats=3, warmup=1, budget=None):
+def time_fn(fn, device="cpu", repeats=3, warmup=1, budget=None, min_time=0.0):
     """Time ``fn() -> (value, stats)``: ``warmup`` untimed calls, then ``repeats`` timed ones (fewer, at
-    least one, when ``budget`` seconds would not hold them at the speed of the last warm-up call), CUDA
-    synchronised before and after each. Returns ``(times, value, stats)`` of the last call; raises
-    ValueError when a call's value differs from the one before."""
+    least one, when ``budget`` seconds would not hold them at the speed of the last warm-up call; more,
+    up to 25 times as many, while the timed calls add up to less than ``min_time`` seconds, so that a
+    case of a millisecond gets a median of many calls), CUDA synchronised before and after each. Returns
+    ``(times, value, stats)`` of the last call; raises ValueError when a call's value differs from the
+    one before."""
     value = stats = None
     t_warm = None
     for _ in range(warmup):
@@ -180,7 +182,7 @@ def time_fn(fn, device="cpu", repeats=3, warmup=1, budget=None):
     if budget and t_warm:
         repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats or (sum(times) < min_time and len(times) < 25 * repeats):
         _sync(device)
         t0 = time.perf_counter()
         v, stats = fn()
@@ -192,7 +194,7 @@ def time_fn(fn, device="cpu", repeats=3, warmup=1, budget=None):
     return times, value, stats
 
 
-def run_case(spec, x, device="cpu", repeats=3, warmup=1, budget=None) -> dict:
+def run_case(spec, x, device="cpu", repeats=3, warmup=1, budget=None, min_time=0.0) -> dict:
     """Time one case with :func:`time_fn`.
 
     Returns a dict with ``id``, ``median`` (seconds), ``times``, ``value`` (of the last call;
@@ -200,7 +202,7 @@ def run_case(spec, x, device="cpu", repeats=3, warmup=1, budget=None) -> dict:
     ``unavailable`` / ``error`` (a message) when the case could not run.
     """
     try:
-        times, value, stats = time_fn(prepare(spec, x, device), device, repeats, warmup, budget)
+        times, value, stats = time_fn(prepare(spec, x, device), device, repeats, warmup, budget, min_time)
     except Unavailable as exc:
         return {"id": spec["id"], "unavailable": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported per case, the other cases go on
@@ -222,6 +224,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--budget", type=float, default=None, help="seconds of timed calls per case (fewer repeats past it)"
     )
+    ap.add_argument(
+        "--min-time", type=float, default=0.0, help="seconds of timed calls per case at least (more calls, up to 25x)"
+    )
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     import torch
@@ -231,7 +236,9 @@ def main(argv=None) -> int:
     specs = json.loads((args.cases / "cases.json").read_text())
     out = {"torchcut": str(Path(torchcut.__file__).resolve().parent), "torch": torch.__version__, "results": []}
     for i, spec in enumerate(specs):
-        res = run_case(spec, load_inputs(args.cases, i), args.device, args.repeats, args.warmup, args.budget)
+        res = run_case(
+            spec, load_inputs(args.cases, i), args.device, args.repeats, args.warmup, args.budget, args.min_time
+        )
         out["results"].append(res)
         msg = f"{res['median'] * 1e3:.2f} ms" if "median" in res else res.get("unavailable") or res.get("error")
         print(f"  {spec['id']}: {msg}", file=sys.stderr, flush=True)

@@ -52,6 +52,26 @@ def test_worker_flow_equals_pymaxflow():
     assert res["value"] == peer["value"] and res["value"][0] > 0
 
 
+def test_worker_times_short_cases_for_min_time_and_keeps_repeats_for_long_ones(monkeypatch):
+    """``min_time``: a case faster than it is timed again until its calls add up to it (at most 25 times the
+    repeats); a slow one gets exactly its repeats; every call's value is checked."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(W.time, "perf_counter", lambda: clock["t"])
+
+    def case(seconds):
+        def fn():
+            clock["t"] += seconds
+            return 7, {}
+
+        return fn
+
+    times, value, _ = W.time_fn(case(0.001), repeats=3, warmup=1, min_time=0.05)
+    assert value == 7 and len(times) == 50 and sum(times) == pytest.approx(0.05)
+    assert len(W.time_fn(case(0.001), repeats=3, warmup=1, min_time=1.0)[0]) == 75  # capped at 25 x 3
+    assert len(W.time_fn(case(0.1), repeats=3, warmup=1, min_time=0.05)[0]) == 3
+    assert len(W.time_fn(case(0.001), repeats=3, warmup=1)[0]) == 3
+
+
 def test_worker_reports_missing_api(monkeypatch):
     import torchcut
 
