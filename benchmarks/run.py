@@ -992,7 +992,8 @@ def compare(args, worker=run_worker) -> int:
             )
         meta = (
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {device}, {rounds} rounds (the order "
-            f"of the workers rotates), each case: median of {args.repeats} calls after {args.warmup} warm-up(s) "
+            f"of the workers rotates), each case: median of {args.repeats} calls (more, up to {25 * args.repeats}, "
+            f"until they add up to {1e3 * GUARD_MIN_TIME:.0f} ms) after {args.warmup} warm-up(s) "
             f"per round, then the median over rounds; the bar is the fastest reference per case; threshold "
             f"{100 * args.threshold:.0f}%; cases past it re-timed with {args.retime_rounds} more rounds and a "
             f"second worker of the current tree as the noise control."
