@@ -9,7 +9,7 @@ warm-up, CUDA synchronised), then on its peers where installed (:mod:`benchmarks
 the torchcut part, each within ``--peer-budget`` seconds). Flow values of torchcut and the exact peers
 must be equal (and equal to a DIMACS instance's published optimum where one lies beside it); any
 difference makes the exit status 1. Writes ``OUT/<suite>.md`` and ``OUT/<suite>.json``, and
-``OUT/startup.md`` (:mod:`benchmarks.startup`).
+``OUT/startup.md`` (``startup-cpu.md`` on a CPU-only run; :mod:`benchmarks.startup`).
 
 ``--compare [REF ...]`` is the regression guard. With no REF it reads the references from
 ``benchmarks/references.txt`` (``--references FILE``): every accepted state of the solvers, one commit a
@@ -1056,5 +1056,7 @@ def main(argv=None) -> int:
     if not args.no_startup and not args.quick:
         from . import startup
 
-        startup.main(["--out", str(args.out / "startup.md")] + ([] if "gpu" in suites else ["--no-cuda"]))
+        # a CPU-only run keeps its own file: startup.md is the table of both devices, from a GPU host
+        name = "startup.md" if "gpu" in suites else "startup-cpu.md"
+        startup.main(["--out", str(args.out / name)] + ([] if "gpu" in suites else ["--no-cuda"]))
     return status
