@@ -119,7 +119,8 @@ def cases(which):
 def solve_only(image, prob, conn):
     """The grid solve of compat's graph alone (built once, outside the clock)."""
     graph = tcf._graph(image, prob, LAMDA, SIGMA, conn)
-    return lambda: torchcut.maxflow(graph, algorithm="boykov-kolmogorov").mask  # what the calls run
+    algorithm = "boykov-kolmogorov" if conn == 4 else "auto"  # what the calls run (multilabel._solve_binary)
+    return lambda: torchcut.maxflow(graph, algorithm=algorithm).mask
 
 
 def main(argv=None):
