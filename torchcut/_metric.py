@@ -11,7 +11,9 @@ from ._validate import check_has_data, describe
 __all__ = ["check_metric"]
 
 
-def _tensor(x, name: str, device=None, finite: bool = True) -> torch.Tensor:
+def _tensor(x, name: str, device=None, finite: bool = True, empty_ok: bool = False) -> torch.Tensor:
+    """A numeric tensor from a tensor, array or nested list, moved to ``device``; floats checked finite
+    (unless ``finite`` is False: the caller checks), empty ones refused (unless ``empty_ok``)."""
     if isinstance(x, np.ndarray):
         if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected a numeric (integer or float) array, got {describe(x)}")
@@ -27,7 +29,8 @@ def _tensor(x, name: str, device=None, finite: bool = True) -> torch.Tensor:
         raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
     if x.dtype == torch.bool or x.is_complex():
         raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
-    check_has_data(x, name)
+    if not empty_ok:
+        check_has_data(x, name)
     if device is not None:
         x = x.to(device)
     if finite and x.is_floating_point():  # finite=False: the caller checks (inside a native op)

@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._metric import _tensor as _metric_tensor
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .graph import FlowGraph
 
@@ -68,32 +69,11 @@ AUTO_BATCHED_NODES = 1 << 23
 
 # ---------------------------------------------------------------------------------------------- inputs
 def _tensor(x, name: str, device=None) -> torch.Tensor:
-    """A numeric tensor on ``device``: tensors must already be there, arrays and lists are moved."""
-    if isinstance(x, torch.Tensor):
-        if device is not None and x.device != torch.device(device):
-            raise ValueError(f"{name}: expected a tensor on {device} (the unary's device), got one on {x.device}")
-    elif isinstance(x, np.ndarray):
-        if x.dtype == np.bool_ or x.dtype.kind not in "iuf":
-            raise TypeError(f"{name}: expected a numeric (integer or float) array, got {describe(x)}")
-        x = torch.from_numpy(np.ascontiguousarray(x).astype(np.int64 if x.dtype.kind == "u" else x.dtype))
-    elif isinstance(x, (list, tuple)):
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{name}: expected a tensor, array or nested sequence of numbers, got {describe(x)}"
-            ) from exc
-    else:
-        raise TypeError(f"{name}: expected a torch tensor or numpy array, got {describe(x)}")
-    if x.dtype == torch.bool or x.is_complex():
-        raise TypeError(f"{name}: expected an integer or floating-point tensor, got {describe(x)}")
-    if device is not None:
-        x = x.to(device)
-    if x.is_floating_point():
-        bad = ~torch.isfinite(x)
-        if bool(bad.any()):
-            raise ValueError(f"{name}: expected finite values, got {int(bad.sum())} NaN or infinite value(s)")
-    return x
+    """A numeric tensor on ``device``: tensors must already be there, arrays and lists are moved
+    (:func:`torchcut._metric._tensor`; empty ones allowed: a graph may have no edges)."""
+    if isinstance(x, torch.Tensor) and device is not None and x.device != torch.device(device):
+        raise ValueError(f"{name}: expected a tensor on {device} (the unary's device), got one on {x.device}")
+    return _metric_tensor(x, name, device, empty_ok=True)
 
 
 def _sorted(x: torch.Tensor) -> torch.Tensor:
