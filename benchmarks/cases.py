@@ -274,30 +274,19 @@ def suite_cases(suite: str, quick: bool = False):
                 )
             )
         crop = (96, 128) if quick else None
-        c.append(
-            dict(
-                id="stereo/expansion-tsukuba-plain",
-                family="stereo",
-                kind="expansion",
-                label="expansion tsukuba, plain Potts" + (" (crop)" if quick else ""),
-                nodes=(crop[0] * crop[1]) if crop else 384 * 288,
-                exact=False,
-                peers=["aexpansion"],
-                params=dict(plain=True, crop=crop),
+        for plain, tag, what, peer in ((True, "-plain", "plain", "aexpansion"), (False, "", "contrast", "gco")):
+            c.append(
+                dict(
+                    id=f"stereo/expansion-tsukuba{tag}",
+                    family="stereo",
+                    kind="expansion",
+                    label=f"expansion tsukuba, {what} Potts" + (" (crop)" if quick else ""),
+                    nodes=(crop[0] * crop[1]) if crop else 384 * 288,
+                    exact=False,
+                    peers=[peer],
+                    params=dict(plain=plain, crop=crop),
+                )
             )
-        )
-        c.append(
-            dict(
-                id="stereo/expansion-tsukuba",
-                family="stereo",
-                kind="expansion",
-                label="expansion tsukuba, contrast Potts" + (" (crop)" if quick else ""),
-                nodes=(crop[0] * crop[1]) if crop else 384 * 288,
-                exact=False,
-                peers=["gco"],
-                params=dict(plain=False, crop=crop),
-            )
-        )
     # pipelines: refine, GrabCut, segment
     rb, rs = (1, 64) if quick else ((4, 1024) if gpu else (1, 512))
     c.append(
