@@ -611,6 +611,12 @@ def test_memory_error_names_the_bytes(monkeypatch):
         offs,
     )
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1024, 80 * 2**30))
+    # small buffers are not checked (torch's allocator answers for them) ...
+    assert torchcut.maxflow(g, backend="cuda").flow_value == torchcut.maxflow(g.to("cpu")).flow_value
+    # ... larger ones are, against the free memory
+    from torchcut.solvers import cuda as cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "MEMORY_CHECK_BYTES", 0)
     with pytest.raises(torch.cuda.OutOfMemoryError, match="MiB"):
         torchcut.maxflow(g, backend="cuda")
 

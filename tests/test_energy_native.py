@@ -207,10 +207,32 @@ SEEDS[0, 0], SEEDS[7, 8] = 1, 2
         (IMG, np.zeros_like(SEEDS), {"scale": 1e9}, r"scale: lam \* scale"),  # the scale before the seeds
     ],
 )
-def test_errors_are_the_reference_errors(image, seeds, kw, match):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_errors_are_the_reference_errors(image, seeds, kw, match, device):
     for build in (energy.segmentation_graph, energy._reference_graph):
         with pytest.raises(ValueError, match=match):
-            build(torch.from_numpy(image), torch.from_numpy(seeds), **kw)
+            build(torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device), **kw)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("seed_dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_cuda_check_equals_cpu_check(seed_dtype, channels):
+    """seg_check's packed answer (counts, label range, colour range as float bits) and its uint8 labels
+    are the CPU op's, bit for bit; negative and tiny values, NaN and infinities included."""
+    rng = np.random.default_rng(channels)
+    x = torch.from_numpy(rng.normal(0, 50, (3, channels, 5000)).astype(np.float32))
+    x[0, 0, :7] = torch.tensor([0.0, -0.0, -1e-30, 3e38, -3e38, 1e-45, -2.5])
+    x[1, -1, 10:13] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    seeds = torch.from_numpy(rng.integers(-1 if seed_dtype != torch.uint8 else 0, 3, (3, 5000))).to(seed_dtype)
+    seeds[2] = 0  # no seeds of either kind
+    for finite in (True, False):
+        want = torch.ops.torchcut.seg_check(x, seeds, finite)
+        got = torch.ops.torchcut.seg_check(x.cuda(), seeds.cuda(), finite)
+        assert got[0].device.type == "cuda"
+        assert torch.equal(got[0].cpu(), want[0])  # NaN counted when finite, left out of the ranges
+        assert torch.equal(got[1].cpu(), want[1])
+    torch.library.opcheck(torch.ops.torchcut.seg_check.default, (x.cuda(), seeds.cuda(), True))
 
 
 def test_inputs_are_left_alone():

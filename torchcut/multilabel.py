@@ -947,13 +947,24 @@ def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str
     raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{int(lo)}, {int(hi)}]")
 
 
-def _solve_binary(caps, source, sink, offsets, backend) -> torch.Tensor:
-    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph."""
+def _solve_binary(caps, source, sink, offsets, backend, bk_on_4c: bool = True) -> torch.Tensor:
+    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph.
+
+    ``bk_on_4c``: on the CPU, cut 4-connected images by Boykov-Kolmogorov instead of auto's pick. refine's
+    energies want it; torchmaxflow's (:mod:`torchcut.compat.torchmaxflow`) do not: pseudoflow cuts those
+    1.45-3.5x faster (docs/performance.md, "refine and torchmaxflow's job on the CPU").
+    """
     from .energy import _grid_graph
     from .solvers import maxflow
 
     graph = _grid_graph(caps, source, sink, offsets, True)
-    if caps.device.type == "cpu" and backend in ("auto", "cpu") and len(offsets) == 2 and len(offsets[0]) == 2:
+    if (
+        bk_on_4c
+        and caps.device.type == "cpu"
+        and backend in ("auto", "cpu")
+        and len(offsets) == 2
+        and len(offsets[0]) == 2
+    ):
         # 4-connected images: Boykov-Kolmogorov, as "auto" picks it for _Energy.move_graph's one-way arcs (on
         # this symmetric form it would take pseudoflow, 1.1-1.25x slower on colour images). 8-connected
         # images and volumes keep auto's pseudoflow, 1.1-1.75x faster there (docs/performance.md, "refine

@@ -233,7 +233,8 @@ def _solve(x, P, lamda, sigma, conn, seeds):
     from ..multilabel import _solve_binary
 
     caps, source, sink, offsets = _build(x, P, lamda, sigma, conn, seeds)
-    take = _solve_binary(caps, source, sink, offsets, "auto")  # 1 = background (the sink side)
+    # 1 = background (the sink side); auto's algorithm on every connectivity (pseudoflow on these energies)
+    take = _solve_binary(caps, source, sink, offsets, "auto", bk_on_4c=False)
     return (1 - take).to(torch.float32).unsqueeze(1)
 
 

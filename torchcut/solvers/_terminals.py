@@ -52,6 +52,6 @@ def net_terminals_(source: torch.Tensor, sink: torch.Tensor, chunk: int = 1 << 2
         step = max(1, chunk // max(1, source[0].numel()))
     for i in range(0, source.shape[0], step):
         src, snk = source[i : i + step], sink[i : i + step]
-        excess, net_sink = net_terminals(src, snk)
-        src.copy_(excess)
-        snk.copy_(net_sink)
+        low = torch.minimum(src, snk)  # int64; three kernels in all, where net_terminals and copies take seven
+        src.sub_(low)
+        snk.sub_(low)

@@ -4,6 +4,8 @@
 // tensor version's bit for bit.
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -133,7 +135,130 @@ void with_channels(int64_t C, F&& f) {
   }
 }
 
+// Order-preserving int32 key of a float's bits (negative floats have their magnitude bits flipped), so
+// that atomicMin / atomicMax on keys give the float minimum / maximum; the map is its own inverse.
+__device__ __forceinline__ int float_key(float v) {
+  const int i = __float_as_int(v);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+
+// info (int64, see launch_seg_check) before the pass: no bad values, the seed range empty, no seeds, and
+// the colour ranges empty (keys of +inf / -inf).
+__global__ void check_init_kernel(long long* info, int64_t B, int64_t C) {
+  const int64_t n = 3 + 2 * B + 2 * B * C, lo = 3 + 2 * B, hi = lo + B * C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    long long v = 0;
+    if (i == 1) v = LLONG_MAX;
+    if (i == 2) v = LLONG_MIN;
+    if (i >= lo && i < hi) v = float_key(INFINITY);
+    if (i >= hi) v = float_key(-INFINITY);
+    info[i] = v;
+  }
+}
+
+// One image per blockIdx.y: non-finite values, seed range and counts, colour range per channel (reduced
+// in shared memory, then one global atomic each per block), and the labels as uint8 when out8.
+template <int C, typename S>
+__global__ void check_kernel(int64_t N, const float* __restrict__ x, const S* __restrict__ seeds, bool finite,
+                             uint8_t* __restrict__ out8, long long* __restrict__ info, int64_t B, int64_t b0) {
+  const int64_t b = b0 + blockIdx.y;
+  x += b * C * N;
+  seeds += b * N;
+  __shared__ int s_lo[C], s_hi[C];
+  __shared__ unsigned long long s_bad, s_obj, s_bkg;
+  __shared__ long long s_min, s_max;
+  if (threadIdx.x == 0) {
+    for (int c = 0; c < C; ++c) {
+      s_lo[c] = float_key(INFINITY);
+      s_hi[c] = float_key(-INFINITY);
+    }
+    s_bad = s_obj = s_bkg = 0;
+    s_min = LLONG_MAX;
+    s_max = LLONG_MIN;
+  }
+  __syncthreads();
+  float lo[C], hi[C];
+  for (int c = 0; c < C; ++c) {
+    lo[c] = INFINITY;
+    hi[c] = -INFINITY;
+  }
+  unsigned int bad = 0, obj = 0, bkg = 0;
+  long long mn = LLONG_MAX, mx = LLONG_MIN;
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < N; p += (int64_t)gridDim.x * blockDim.x) {
+    for (int c = 0; c < C; ++c) {
+      const float v = x[c * N + p];
+      if (finite) bad += !isfinite(v);
+      lo[c] = v < lo[c] ? v : lo[c];
+      hi[c] = v > hi[c] ? v : hi[c];
+    }
+    const long long s = (long long)seeds[p];
+    mn = s < mn ? s : mn;
+    mx = s > mx ? s : mx;
+    obj += s == 1;
+    bkg += s == 2;
+    if (out8) out8[b * N + p] = (uint8_t)seeds[p];
+  }
+  for (int c = 0; c < C; ++c) {
+    atomicMin(s_lo + c, float_key(lo[c]));
+    atomicMax(s_hi + c, float_key(hi[c]));
+  }
+  if (bad) atomicAdd(&s_bad, (unsigned long long)bad);
+  if (obj) atomicAdd(&s_obj, (unsigned long long)obj);
+  if (bkg) atomicAdd(&s_bkg, (unsigned long long)bkg);
+  atomicMin(&s_min, mn);
+  atomicMax(&s_max, mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (s_bad) atomicAdd(reinterpret_cast<unsigned long long*>(info), s_bad);
+    atomicMin(info + 1, s_min);
+    atomicMax(info + 2, s_max);
+    if (s_obj) atomicAdd(reinterpret_cast<unsigned long long*>(info + 3 + 2 * b), s_obj);
+    if (s_bkg) atomicAdd(reinterpret_cast<unsigned long long*>(info + 4 + 2 * b), s_bkg);
+    for (int c = 0; c < C; ++c) {
+      atomicMin(info + 3 + 2 * B + b * C + c, (long long)s_lo[c]);
+      atomicMax(info + 3 + 2 * B + B * C + b * C + c, (long long)s_hi[c]);
+    }
+  }
+}
+
+// The colour range's keys back to float bits (sign-extended int32, as the CPU op writes them).
+__global__ void check_finish_kernel(long long* info, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    info[i] = (long long)float_key(__int_as_float((int)info[i]));
+}
+
 }  // namespace
+
+template <typename S>
+void launch_seg_check(cudaStream_t stream, const SegGrid& g, const float* x, const S* seeds, bool finite,
+                      uint8_t* out8, long long* info) {
+  const int64_t n = 3 + 2 * g.B + 2 * g.B * g.C;
+  check_init_kernel<<<blocks_for(n), kThreads, 0, stream>>>(info, g.B, g.C);
+  TORCHCUT_CUDA_CHECK("torchcut.seg_check", cudaGetLastError());
+  const int64_t per = 65535;  // blockIdx.y: the image, at most 65535 a launch
+  for (int64_t b0 = 0; b0 < g.B; b0 += per) {
+    const int64_t nb = g.B - b0 < per ? g.B - b0 : per;
+    const dim3 grid(blocks_for(g.N), (unsigned)nb);
+    with_channels(g.C, [&](auto c) {
+      constexpr int kC = decltype(c)::value;
+      check_kernel<kC, S><<<grid, kThreads, 0, stream>>>(g.N, x, seeds, finite, out8, info, g.B, b0);
+    });
+    TORCHCUT_CUDA_CHECK("torchcut.seg_check", cudaGetLastError());
+  }
+  check_finish_kernel<<<blocks_for(2 * g.B * g.C), kThreads, 0, stream>>>(info + 3 + 2 * g.B, 2 * g.B * g.C);
+  TORCHCUT_CUDA_CHECK("torchcut.seg_check", cudaGetLastError());
+}
+
+template void launch_seg_check<uint8_t>(cudaStream_t, const SegGrid&, const float*, const uint8_t*, bool, uint8_t*,
+                                        long long*);
+template void launch_seg_check<int8_t>(cudaStream_t, const SegGrid&, const float*, const int8_t*, bool, uint8_t*,
+                                       long long*);
+template void launch_seg_check<int16_t>(cudaStream_t, const SegGrid&, const float*, const int16_t*, bool, uint8_t*,
+                                        long long*);
+template void launch_seg_check<int32_t>(cudaStream_t, const SegGrid&, const float*, const int32_t*, bool, uint8_t*,
+                                        long long*);
+template void launch_seg_check<int64_t>(cudaStream_t, const SegGrid&, const float*, const int64_t*, bool, uint8_t*,
+                                        long long*);
 
 void launch_seg_hist(cudaStream_t stream, const SegGrid& g, const float* x, const uint8_t* seeds, const float* lo,
                      const float* span, int64_t bins, const double* unit, bool wide, bool sigma, int32_t* counts,

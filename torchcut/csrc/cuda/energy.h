@@ -13,6 +13,13 @@ struct SegGrid {
   int64_t B, C, N, D, H, W;
 };
 
+// info int64 [3 + 2B + 2BC]: non-finite values of x (counted when `finite`), the least and the largest
+// seed label, the object and background seed counts of each image, then the colour range of each image and
+// channel (lo, then hi) as float32 bits; out8 [B, N] (or null): the labels as uint8. S: the seeds' type.
+template <typename S>
+void launch_seg_check(cudaStream_t stream, const SegGrid& g, const float* x, const S* seeds, bool finite,
+                      uint8_t* out8, long long* info);
+
 // counts [B, 2, nb] int32 (zeroed), sums [2, B] int64 (zeroed): the seed histograms and, when `sigma`,
 // the exact sums of sigma's estimate and their non-finite flags; unit: B host values (one launch per image)
 void launch_seg_hist(cudaStream_t stream, const SegGrid& g, const float* x, const uint8_t* seeds, const float* lo,

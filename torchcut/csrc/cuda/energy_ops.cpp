@@ -1,7 +1,8 @@
 // CUDA implementations of the segmentation energy ops (schemas in ../torchcut.cpp, CPU versions and the
 // layouts in ../cpu/energy.cpp): argument checks, outputs from torch's caching allocator, the current stream.
-// seg_check is a handful of torch reductions packed into one tensor (read back once by the caller);
-// seg_hist and seg_energy are one kernel per image each (energy.cu).
+// seg_check is one pass over the pixels (three small launches: set up, the pass, the colour range's bits),
+// packed into one tensor read back once by the caller; seg_hist and seg_energy are one kernel per image each
+// (energy.cu).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -49,13 +50,18 @@ std::tuple<at::Tensor, at::Tensor> seg_check(at::Tensor x, at::Tensor seeds, boo
   TORCH_CHECK(at::isIntegralType(seeds.scalar_type(), false), op, ": seeds: expected an integer tensor, got ",
               seeds.scalar_type());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor s = seeds.to(at::kLong);
-  at::Tensor bad = finite ? at::logical_not(at::isfinite(x)).sum().view({1}) : at::zeros({1}, s.options());
-  at::Tensor seeded = at::stack({s.eq(1).sum(1), s.eq(2).sum(1)}, 1).view({2 * g.B});
-  at::Tensor lo = x.amin(2).view(at::kInt).to(at::kLong).view({g.B * g.C});
-  at::Tensor hi = x.amax(2).view(at::kInt).to(at::kLong).view({g.B * g.C});
-  at::Tensor info = at::cat({bad, s.min().view({1}), s.max().view({1}), seeded, lo, hi});
-  at::Tensor s8 = seeds.scalar_type() == at::kByte ? at::empty({0}, seeds.options()) : seeds.to(at::kByte);
+  at::Tensor info = at::empty({3 + 2 * g.B + 2 * g.B * g.C}, x.options().dtype(at::kLong));
+  const bool wide = seeds.scalar_type() != at::kByte;
+  at::Tensor s8 = wide ? at::empty({g.B, g.N}, seeds.options().dtype(at::kByte)) : at::empty({0}, seeds.options().dtype(at::kByte));
+  AT_DISPATCH_INTEGRAL_TYPES(seeds.scalar_type(), "seg_check", [&] {
+    try {
+      launch_seg_check<scalar_t>(at::cuda::getCurrentCUDAStream(), g, x.data_ptr<float>(), seeds.data_ptr<scalar_t>(),
+                                 finite, wide ? s8.data_ptr<uint8_t>() : nullptr,
+                                 reinterpret_cast<long long*>(info.data_ptr<int64_t>()));
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, e.what());
+    }
+  });
   return {info, s8};
 }
 
