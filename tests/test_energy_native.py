@@ -214,6 +214,20 @@ def test_errors_are_the_reference_errors(image, seeds, kw, match, device):
             build(torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device), **kw)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_host_sigma_coefficient_is_torchs(device):
+    """The native path works out ``-0.5 / sigma**2`` on the host; torch's float32 ops on ``device`` give
+    the same bits, over the whole float32 range of sigma."""
+    rng = np.random.default_rng(3)
+    sig = np.concatenate(
+        [(rng.random(200_000) * 10.0**e).astype(np.float32) + np.float32(1e-38) for e in (-20, -3, 0, 3, 15, 19)]
+    )
+    want = (-0.5 / torch.from_numpy(sig).to(device).square()).cpu().numpy()
+    got = energy._sigma_coef(sig)
+    assert np.array_equal(got[0], sig)
+    assert np.array_equal(got[1].view(np.int32), want.view(np.int32))
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("seed_dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
 @pytest.mark.parametrize("channels", [1, 3, 4])

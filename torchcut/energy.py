@@ -442,8 +442,9 @@ def _sigma_sums(x: torch.Tensor, o, exps) -> tuple:
     return sums, flat.shape[1]
 
 
-def _sigma_value(sums, count: int, exps, device) -> torch.Tensor:
-    """float32 ``[B]``: ``sqrt(sums[b] * 2**exps[b] / count)`` from exact integers, 1 where that is 0."""
+def _sigma_floats(sums, count: int, exps) -> np.ndarray:
+    """float32 ``[B]`` on the host: ``sqrt(sums[b] * 2**exps[b] / count)`` from exact integers, 1 where
+    that is 0."""
     out = []
     for s, e in zip(sums, exps):
         if s == math.inf:
@@ -451,7 +452,26 @@ def _sigma_value(sums, count: int, exps, device) -> torch.Tensor:
         else:
             mean = 0.0 if e is None or count == 0 or s == 0 else float(Fraction(s) * Fraction(2) ** e / count)
         out.append(math.sqrt(mean) if mean > 0 else 1.0)
-    return torch.tensor(out, dtype=torch.float32).to(device, non_blocking=True)  # no wait for the device
+    return np.asarray(out, dtype=np.float32)
+
+
+def _sigma_value(sums, count: int, exps, device) -> torch.Tensor:
+    """:func:`_sigma_floats` as a tensor on ``device``."""
+    return _to_device(_sigma_floats(sums, count, exps), device)
+
+
+def _sigma_coef(sig: np.ndarray) -> np.ndarray:
+    """float32 ``[2, B]``: ``sig`` and the exponent's coefficient ``-0.5 / sig**2``, rounded as torch's
+    float32 ops round ``-0.5 / sig.square()`` (a square, a reciprocal, an exact product by -0.5)."""
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):
+        coef = (np.float32(1) / (sig * sig)) * np.float32(-0.5)
+    return np.stack([sig, coef.astype(np.float32)])
+
+
+def _to_device(a: np.ndarray, device) -> torch.Tensor:
+    """A host array as a tensor on ``device``: one copy, not waited for on a GPU."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t if torch.device(device).type == "cpu" else t.to(device, non_blocking=True)
 
 
 def _default_bins(channels: int) -> int:
@@ -475,6 +495,9 @@ def _smooth_hist(h: torch.Tensor, channels: int) -> torch.Tensor:
         h = out
     return h
 
+
+# The largest float32: sigma is used in float32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # Nodes per chunk of the data term: its temporaries (bin indices, log ratios) stay this small.
 CHUNK = 1 << 22
@@ -714,9 +737,13 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
         raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
     if sigma is not None and (
-        isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma <= 0
+        isinstance(sigma, bool)
+        or not isinstance(sigma, (int, float))
+        or not math.isfinite(sigma)
+        or sigma <= 0
+        or sigma > FLOAT32_MAX
     ):
-        raise ValueError(f"sigma: expected a finite number > 0 or None, got {sigma!r}")
+        raise ValueError(f"sigma: expected a finite number > 0 (at most {FLOAT32_MAX:.4g}) or None, got {sigma!r}")
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
     ):
@@ -889,14 +916,16 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         for k in range(2):
             if vals[3 + 2 * b + k] == 0:
                 raise _missing_error(b, k, B)
-    lohi = info[3 + 2 * B :].to(torch.int32).view(torch.float32).view(2, B, C)
-    lo, hi = lohi[0], lohi[1]
-    span = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
+    # the colour range, read back with the checks: lo and span are worked out here, in float32 as the
+    # reference's tensor ops round them, and go to the device in one copy
+    host = np.asarray(vals[3 + 2 * B :], dtype=np.int64).astype(np.int32).view(np.float32).reshape(2, B, C)
+    lo_h, hi_h = host[0], host[1]
+    span_h = np.where(hi_h > lo_h, hi_h - lo_h, np.float32(1))
+    lo, span = _to_device(np.stack([lo_h, span_h]), dev)
     sums = sigma is None and 3 * math.prod(shape) < _SIGMA_TERMS
     units, wide, exps = [0.0] * B, False, None
     if sums:
-        host = torch.tensor(vals[3 + 2 * B :], dtype=torch.int64).to(torch.int32).view(torch.float32).view(2, B, C)
-        exps = _sigma_exponents(host[0], host[1])
+        exps = _sigma_exponents(torch.from_numpy(lo_h), torch.from_numpy(hi_h))
         units = [0.0 if e is None else 2.0**-e for e in exps]
         wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
     counts, total = torch.ops.torchcut.seg_hist(x, s, lo, span, bins, units, wide, list(shape), sums)
@@ -905,13 +934,15 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         got = total.tolist()
         syncs += 1
         count = sum(math.prod(n - (i == a) for i, n in enumerate(shape)) for a in range(nd))
-        sig = _sigma_value([math.inf if f else v for v, f in zip(*got)], count, exps, dev)
+        sig, coef = _to_device(
+            _sigma_coef(_sigma_floats([math.inf if f else v for v, f in zip(*got)], count, exps)), dev
+        )
     elif sigma is None:
         sig = estimate_sigma(x.view((B, C) + tuple(shape)))
         syncs += 2 + nd
+        coef = -0.5 / sig.square()
     else:
-        sig = torch.full((B,), float(sigma), dtype=torch.float32, device=dev)
-    coef = -0.5 / sig.square()
+        sig, coef = _to_device(_sigma_coef(torch.full((B,), float(sigma), dtype=torch.float32).numpy()), dev)
     weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
     flat = [int(v) for o in offsets for v in o]
     source, sink, caps = torch.ops.torchcut.seg_energy(
