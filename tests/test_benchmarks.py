@@ -205,25 +205,33 @@ def test_compare_detects_an_injected_flow_mismatch(tmp_path):
         calls.append(out.name)
         return _fake_results(specs, [8] if "current" in out.name else [7], 0.01)
 
-    args = R.parse(
-        [
-            "--compare",
-            str(ROOT),
-            "--suite",
-            "cpu",
-            "--quick",
-            "--only",
-            TINY,
-            "--rounds",
-            "2",
-            "--report",
-            str(tmp_path / "cmp.md"),
-        ]
-    )
+    args_list = [
+        "--compare",
+        str(ROOT),
+        "--suite",
+        "cpu",
+        "--quick",
+        "--only",
+        TINY,
+        "--rounds",
+        "2",
+        "--report",
+        str(tmp_path / "cmp.md"),
+    ]
+    args = R.parse(args_list)
     assert R.compare(args, worker=fake) == 1
     name = R._safe(str(ROOT))
     assert calls == ["round0-current.json", f"round0-{name}.json", f"round1-{name}.json", "round1-current.json"]
     assert f"VALUES DIFFER: current 8, {ROOT} 7" in (tmp_path / "cmp.md").read_text()
+    # with a warm-up worker: one untimed pass of the current tree first, its results left out
+    calls.clear()
+    assert R.compare(R.parse([*args_list, "--warm-worker", "on"]), worker=fake) == 1
+    assert calls[0] == "warm-current.json" and calls[1:] == [
+        "round0-current.json",
+        f"round0-{name}.json",
+        f"round1-{name}.json",
+        "round1-current.json",
+    ]
 
 
 def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monkeypatch):
