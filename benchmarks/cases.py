@@ -162,6 +162,12 @@ def _grid(family, label, n, conn, *, batch=1, ndim=2, exact=True, **params):
     )
 
 
+def _case(cid, kind, label, nodes, exact, peers, **params):
+    """A case that is not a grid (its family is the first part of ``cid``)."""
+    family = cid.split("/")[0]
+    return dict(id=cid, family=family, kind=kind, label=label, nodes=nodes, exact=exact, peers=peers, params=params)
+
+
 def suite_cases(suite: str, quick: bool = False):
     """The cases of ``suite`` ("cpu" or "gpu"); ``quick``: small sizes (seconds in all, for tests).
 
@@ -262,43 +268,44 @@ def suite_cases(suite: str, quick: bool = False):
         for k in ups:
             lab = "tsukuba" + (f" x{k}" if k > 1 else "")
             c.append(
-                dict(
-                    id=f"stereo/bvz-moves-{lab.replace(' ', '')}",
-                    family="stereo",
-                    kind="moves",
-                    label=f"BVZ moves {lab}",
-                    nodes=384 * 288 * k * k,
-                    exact=True,
-                    peers=["pymaxflow", "thinhpf"],
-                    params=dict(upsample=k, moves=4 if quick else 16),
+                _case(
+                    f"stereo/bvz-moves-{lab.replace(' ', '')}",
+                    "moves",
+                    f"BVZ moves {lab}",
+                    384 * 288 * k * k,
+                    True,
+                    ["pymaxflow", "thinhpf"],
+                    upsample=k,
+                    moves=4 if quick else 16,
                 )
             )
         crop = (96, 128) if quick else None
         for plain, tag, what, peer in ((True, "-plain", "plain", "aexpansion"), (False, "", "contrast", "gco")):
             c.append(
-                dict(
-                    id=f"stereo/expansion-tsukuba{tag}",
-                    family="stereo",
-                    kind="expansion",
-                    label=f"expansion tsukuba, {what} Potts" + (" (crop)" if quick else ""),
-                    nodes=(crop[0] * crop[1]) if crop else 384 * 288,
-                    exact=False,
-                    peers=[peer],
-                    params=dict(plain=plain, crop=crop),
+                _case(
+                    f"stereo/expansion-tsukuba{tag}",
+                    "expansion",
+                    f"expansion tsukuba, {what} Potts" + (" (crop)" if quick else ""),
+                    (crop[0] * crop[1]) if crop else 384 * 288,
+                    False,
+                    [peer],
+                    plain=plain,
+                    crop=crop,
                 )
             )
     # pipelines: refine, GrabCut, segment
     rb, rs = (1, 64) if quick else ((4, 1024) if gpu else (1, 512))
     c.append(
-        dict(
-            id=f"pipeline/refine-{rb}x{rs}",
-            family="pipeline",
-            kind="refine",
-            label=f"refine {rb}x{rs}^2 C=8",
-            nodes=rb * rs * rs,
-            exact=False,
-            peers=["gco"],
-            params=dict(batch=rb, size=rs, classes=8),
+        _case(
+            f"pipeline/refine-{rb}x{rs}",
+            "refine",
+            f"refine {rb}x{rs}^2 C=8",
+            rb * rs * rs,
+            False,
+            ["gco"],
+            batch=rb,
+            size=rs,
+            classes=8,
         )
     )
     gc_dir = data_dir() / "grabcut" / "data_GT"
@@ -306,28 +313,30 @@ def suite_cases(suite: str, quick: bool = False):
         count = 1 if quick else 4
         for proto in ("trimap-10",) if quick else ("trimap-10", "box"):
             c.append(
-                dict(
-                    id=f"pipeline/grabcut-{proto}",
-                    family="pipeline",
-                    kind="grabcut",
-                    label=f"GrabCut {proto}, {count} image(s)" + (" 1/4 size" if quick else ""),
-                    nodes=None,
-                    exact=False,
-                    peers=["cv2"],
-                    params=dict(protocol=proto, images=count, iterations=2 if quick else 5, shrink=4 if quick else 1),
+                _case(
+                    f"pipeline/grabcut-{proto}",
+                    "grabcut",
+                    f"GrabCut {proto}, {count} image(s)" + (" 1/4 size" if quick else ""),
+                    None,
+                    False,
+                    ["cv2"],
+                    protocol=proto,
+                    images=count,
+                    iterations=2 if quick else 5,
+                    shrink=4 if quick else 1,
                 )
             )
     sn = 128 if quick else 1024
     c.append(
-        dict(
-            id=f"pipeline/segment-{sn}",
-            family="pipeline",
-            kind="segment",
-            label=f"segment() astronaut {sn}^2",
-            nodes=sn * sn,
-            exact=False,
-            peers=[],
-            params=dict(n=sn, connectivity=8),
+        _case(
+            f"pipeline/segment-{sn}",
+            "segment",
+            f"segment() astronaut {sn}^2",
+            sn * sn,
+            False,
+            [],
+            n=sn,
+            connectivity=8,
         )
     )
     # DIMACS instances
@@ -335,15 +344,14 @@ def suite_cases(suite: str, quick: bool = False):
     if mf.is_dir():
         for p in sorted(x for x in mf.rglob("*") if x.name.endswith((".max", ".max.gz", ".max.bz2"))):
             c.append(
-                dict(
-                    id=f"dimacs/{p.name}",
-                    family="dimacs",
-                    kind="dimacs",
-                    label=p.name,
-                    nodes=None,
-                    exact=True,
-                    peers=["pymaxflow"],
-                    params=dict(path=str(p.relative_to(mf))),
+                _case(
+                    f"dimacs/{p.name}",
+                    "dimacs",
+                    p.name,
+                    None,
+                    True,
+                    ["pymaxflow"],
+                    path=str(p.relative_to(mf)),
                 )
             )
     return c

@@ -197,6 +197,14 @@ def test_reference_list_from_the_command_line_or_the_file(tmp_path):
         R.reference_list(args)
 
 
+def _compare_args(refs, report, *extra):
+    """Parsed ``--compare`` arguments on the quick CPU suite's tiny case, 2 rounds, with a report."""
+    return R.parse(
+        ["--compare", str(refs), "--suite", "cpu", "--quick", "--only", TINY, "--rounds", "2", "--report", str(report)]
+        + list(extra)
+    )
+
+
 def test_compare_detects_an_injected_flow_mismatch(tmp_path):
     calls = []
 
@@ -205,27 +213,13 @@ def test_compare_detects_an_injected_flow_mismatch(tmp_path):
         calls.append(out.name)
         return _fake_results(specs, [8] if "current" in out.name else [7], 0.01)
 
-    args_list = [
-        "--compare",
-        str(ROOT),
-        "--suite",
-        "cpu",
-        "--quick",
-        "--only",
-        TINY,
-        "--rounds",
-        "2",
-        "--report",
-        str(tmp_path / "cmp.md"),
-    ]
-    args = R.parse(args_list)
-    assert R.compare(args, worker=fake) == 1
+    assert R.compare(_compare_args(ROOT, tmp_path / "cmp.md"), worker=fake) == 1
     name = R._safe(str(ROOT))
     assert calls == ["round0-current.json", f"round0-{name}.json", f"round1-{name}.json", "round1-current.json"]
     assert f"VALUES DIFFER: current 8, {ROOT} 7" in (tmp_path / "cmp.md").read_text()
     # with a warm-up worker: one untimed pass of the current tree first, its results left out
     calls.clear()
-    assert R.compare(R.parse([*args_list, "--warm-worker", "on"]), worker=fake) == 1
+    assert R.compare(_compare_args(ROOT, tmp_path / "cmp.md", "--warm-worker", "on"), worker=fake) == 1
     assert calls[0] == "warm-current.json" and calls[1:] == [
         "round0-current.json",
         f"round0-{name}.json",
@@ -252,23 +246,7 @@ def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monk
             t = speed.get(Path(tree).name, again if out.name.startswith("retime") else 0.0113)
             return _fake_results(specs, [8], t)
 
-        args = R.parse(
-            [
-                "--compare",
-                ",".join(map(str, refs)),
-                "--suite",
-                "cpu",
-                "--quick",
-                "--only",
-                TINY,
-                "--rounds",
-                "2",
-                "--retime-rounds",
-                "4",
-                "--report",
-                str(tmp_path / "c.md"),
-            ]
-        )
+        args = _compare_args(",".join(map(str, refs)), tmp_path / "c.md", "--retime-rounds", "4")
         assert R.compare(args, worker=fake) == want
         # 4 trees: 2 rounds of 4 workers, then 4 re-timing rounds of 5 (the control is the fifth)
         assert len([c for c in calls if c.startswith("round")]) == 8
@@ -283,25 +261,7 @@ def test_compare_retimes_a_slower_case_against_several_references(tmp_path, monk
 @pytest.mark.slow
 def test_compare_tree_with_itself(tmp_path):
     """Two workers on the same tree (no second build): equal values, ratios within noise."""
-    args = R.parse(
-        [
-            "--compare",
-            str(ROOT),
-            "--suite",
-            "cpu",
-            "--quick",
-            "--only",
-            TINY,
-            "--rounds",
-            "2",
-            "--repeats",
-            "3",
-            "--threshold",
-            "100",
-            "--report",
-            str(tmp_path / "c.md"),
-        ]
-    )
+    args = _compare_args(ROOT, tmp_path / "c.md", "--repeats", "3", "--threshold", "100")
     assert R.compare(args) == 0
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert rows and all(r["verdict"] == "ok" for r in rows)

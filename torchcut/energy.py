@@ -942,7 +942,7 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         syncs += 2 + nd
         coef = -0.5 / sig.square()
     else:
-        sig, coef = _to_device(_sigma_coef(torch.full((B,), float(sigma), dtype=torch.float32).numpy()), dev)
+        sig, coef = _to_device(_sigma_coef(np.full(B, sigma, dtype=np.float32)), dev)  # sigma <= FLOAT32_MAX
     weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
     flat = [int(v) for o in offsets for v in o]
     source, sink, caps = torch.ops.torchcut.seg_energy(
