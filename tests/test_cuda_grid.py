@@ -457,6 +457,7 @@ HOST_LOOP_OPTS = [
 def test_host_loop_options(opts, ndim, conn, shape):
     offs = grid_offsets(ndim, conn)
     s, t, e, r = _instance(shape, offs, batch=3, directed=True, seed=12)
+    opts = {"small": -1, **opts}  # the tiled solver's host loop, also on the small volume
     res = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2, **opts)
     if ENV_OPTS:
         return
@@ -631,6 +632,112 @@ def test_bad_option_is_named():
         torchcut.maxflow(g, backend="cuda", max_rounds=3)
     with pytest.raises(TypeError, match="pipeline"):  # removed: measured no faster (docs/performance.md)
         torchcut.maxflow(g, backend="cuda", pipeline=2)
+
+
+# ------------------------------------------------------------------- small grids in one launch
+SMALL_CASES = [
+    (2, 4, (23, 37), None),
+    (2, 8, (29, 18), 3),
+    (2, 4, (64, 64), None),  # the largest item: 4096 nodes
+    (2, 4, (1, 4096), None),  # one row: the longest paths
+    (2, 8, (4096, 1), 2),
+    (3, 6, (7, 9, 11), 4),
+    (3, 6, (16, 16, 16), None),
+]
+
+
+def _one_launch(nodes: int, directions: int, cap_bytes: int) -> int:
+    """1 where an item fits one block's shared memory (grid_small.cu, small_smem_bytes), else 0."""
+    need = nodes * (8 + (directions + 1) * cap_bytes + 12) + 64
+    return int(need <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("ndim,conn,shape,batch", SMALL_CASES)
+@pytest.mark.parametrize("wide", [False, True])
+def test_small_grids_in_one_launch(ndim, conn, shape, batch, wide):
+    """Items of at most 4096 nodes and 8 directions that fit one block's shared memory are solved by one
+    block each (stats one_launch): the flows equal PyMaxflow's, the certificates verify, and the masks are
+    the canonical minimum cut, equal to the tiled solver's (small=-1) and to themselves over repeated
+    runs; int32 and int64 capacities (the largest int64 items do not fit and run tiled)."""
+    offs = grid_offsets(ndim, conn)
+    hi = 2**40 if wide else 100
+    s, t, e, r = _instance(shape, offs, batch=batch, directed=True, hi=hi, seed=sum(shape) + conn)
+    one = _check(s, t, e, offs, r, batch=batch is not None, reference=False, repeats=3)
+    expected = _one_launch(int(np.prod(shape)), 2 * len(offs), 8 if wide else 4)
+    assert one.stats["one_launch"] == expected
+    if expected:
+        assert one.stats["host_syncs"] == 1 and one.stats["global_relabels"] >= 1
+    tiled = _check(s, t, e, offs, r, batch=batch is not None, reference=False, repeats=1, small=-1)
+    assert tiled.stats["one_launch"] == 0
+    assert torch.equal(one.flow_values, tiled.flow_values)
+    assert torch.equal(one.node_mask, tiled.node_mask)
+    assert (one.graph.caps.dtype == torch.int64) == wide
+
+
+@pytest.mark.cuda
+def test_small_grids_long_paths():
+    """Strong arcs, sources and sinks at the two ends of a 32 x 128 grid and of a batch: many global
+    relabels, each a long search; flows equal PyMaxflow's and the tiled solver's."""
+    offs = grid_offsets(2, 4)
+    s, t, e, r = _long_path_batch((32, 128), len(offs), seed=5)
+    one = _check(s, t, e, offs, r, batch=True, reference=False, repeats=2)
+    tiled = torchcut.maxflow(one.graph, backend="cuda", small=-1)
+    assert one.stats["one_launch"] == 1 and one.stats["global_relabels"] > 1
+    assert torch.equal(one.flow_values, tiled.flow_values) and torch.equal(one.node_mask, tiled.node_mask)
+
+
+@pytest.mark.cuda
+def test_small_grids_where_the_tiled_solver_runs():
+    """More than 4096 nodes per item, more than 8 directions, or any option of the tiled solver: the
+    tiled solver runs (one_launch 0), with the same answer."""
+    for ndim, conn, shape, opts in [
+        (2, 4, (65, 64), {}),
+        (3, 26, (6, 7, 9), {}),
+        (2, 4, (20, 20), {"rounds": 8}),
+        (2, 8, (20, 20), {"push_tail": -1}),
+    ]:
+        offs = grid_offsets(ndim, conn)
+        s, t, e, r = _instance(shape, offs, seed=ndim + conn)
+        res = _check(s, t, e, offs, r, reference=False, repeats=1, **opts)
+        assert res.stats["one_launch"] == 0, (shape, conn, opts)
+
+
+@pytest.mark.cuda
+def test_small_grid_max_cycles_is_an_error():
+    offs = grid_offsets(2, 4)
+    s, t, e, r = _long_path_batch((64, 64), len(offs), seed=1)
+    g = GridGraph(*(torch.as_tensor(a, device="cuda") for a in (s, t, e)), offs, reverse=torch.as_tensor(r).cuda())
+    assert torchcut.maxflow(g, backend="cuda").stats["global_relabels"] >= 3  # one cycle is not enough
+    with pytest.raises(RuntimeError, match="did not converge in 1 global relabels"):
+        torchcut.maxflow(g, backend="cuda", max_cycles=1)
+
+
+@pytest.mark.cuda
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    h=st.integers(1, 48),
+    w=st.integers(1, 80),
+    offsets=st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(-3, 3)).filter(lambda o: o > (0, 0)),
+        min_size=1,
+        max_size=4,
+        unique=True,
+    ),
+    seed=st.integers(0, 10**6),
+)
+def test_small_grids_any_offsets_property(h, w, offsets, seed):
+    """Random small grids with any offsets of up to 3 steps (up to 8 directions): the one-launch solve
+    gives the CPU solver's flows and its canonical masks."""
+    s, t, e, r = _instance((h, w), offsets, directed=True, seed=seed, hi=50)
+    dev = [torch.as_tensor(a, device="cuda") for a in (s, t, e, r)]
+    g = GridGraph(dev[0], dev[1], dev[2], offsets, reverse=dev[3])
+    got = torchcut.maxflow(g, backend="cuda")
+    want = torchcut.maxflow(g.to("cpu"), backend="cpu")
+    assert got.stats["one_launch"] == _one_launch(h * w, 2 * len(offsets), 4)
+    assert got.flow_values.tolist() == want.flow_values.tolist()
+    assert torch.equal(got.node_mask.cpu(), want.node_mask)
+    assert got.verify()
 
 
 # ------------------------------------------------------------------- fallback (runs without a GPU)

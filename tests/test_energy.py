@@ -225,7 +225,11 @@ IMG_NAN[3, 4] = np.nan
         ),
         (dict(lam=-1.0), ValueError, r"lam: expected a finite number >= 0, got -1.0"),
         (dict(sigma=0.0), ValueError, r"sigma: expected a finite number > 0 \(at most 3.403e\+38\) or None, got 0.0"),
-        (dict(sigma=1e300), ValueError, r"sigma: expected a finite number > 0 \(at most 3.403e\+38\) or None, got 1e\+300"),
+        (
+            dict(sigma=1e300),
+            ValueError,
+            r"sigma: expected a finite number > 0 \(at most 3.403e\+38\) or None, got 1e\+300",
+        ),
         (dict(scale=float("nan")), ValueError, r"scale: expected a finite number > 0 or None, got nan"),
         (dict(scale=1e9), ValueError, r"scale: lam \* scale = .* exceed the int32 range"),
         (dict(bins=0), ValueError, r"bins: expected a positive int, got 0"),

@@ -13,14 +13,14 @@
 // CUDA grid solver options, in the order of the op's `options` list (0 = the default).
 #define TORCHCUT_GRID_CUDA_OPTIONS(X)                                                                  \
   X(tile_x) X(tile_y) X(tile_z) X(rounds) X(push_launches) X(max_cycles) X(profile) X(persist)        \
-  X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(push_tail) X(item_skip) X(repair) X(push_chain)
+  X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(push_tail) X(item_skip) X(repair) X(push_chain) X(small)
 
 // CUDA grid solver counters (one vector for the whole batch), `status` last.
 #define TORCHCUT_GRID_CUDA_STATS(X)                                                                    \
   X(global_relabels) X(bfs_launches) X(push_launches) X(host_syncs) X(rounds_per_launch) X(tile_x)     \
   X(tile_y) X(tile_z) X(bfs_tile_x) X(bfs_tile_y) X(bfs_tile_z) X(bfs_us) X(push_us) X(bfs_visits)     \
   X(bfs_depth) X(push_visits) X(push_visit_us) X(push_rounds) X(bfs_pop_us) X(bfs_relax_us)           \
-  X(bfs_passes) X(repairs) X(chained_launches) X(status)
+  X(bfs_passes) X(repairs) X(chained_launches) X(one_launch) X(sweeps) X(status)
 
 // CPU grid solver options.
 #define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm)

@@ -1,8 +1,8 @@
 """Small graphs on CUDA tensors, solved by the compiled CPU solver.
 
-A GPU solve costs a fixed number of kernel launches and host synchronisations whatever the graph's
-size: about 0.4 ms for a 16^2 grid and 3 ms for a general graph of a few hundred nodes on one H100,
-where the CPU solvers take 0.1-0.2 ms. Below the thresholds here ``backend="auto"`` copies a CUDA graph
+A GPU solve of a general graph costs a fixed number of kernel launches and host synchronisations
+whatever its size: about 3 ms for a few hundred nodes on one H100, where the CPU solvers take 0.1-0.2
+ms. Below the thresholds here ``backend="auto"`` copies a CUDA graph
 to the host (one batch of asynchronous copies and one synchronisation), solves it there and copies the
 result back, so the caller still gets every tensor on the graph's device. The thresholds and their
 measurements are in ``docs/performance.md`` ("Small graphs on the GPU").
@@ -19,8 +19,10 @@ from . import cpu
 __all__ = ["HOST_NODES", "wants_host", "solve_on_host"]
 
 #: Largest number of nodes (all batch items together) of a CUDA graph that ``backend="auto"`` solves on
-#: the CPU, per layout: ``"grid"`` (GridGraph) and ``"csr"`` (FlowGraph).
-HOST_NODES = {"grid": 1024, "csr": 2048}
+#: the CPU, per layout: ``"grid"`` (GridGraph) and ``"csr"`` (FlowGraph). Grids: 0, never: the CUDA grid
+#: solver takes items of up to 4096 nodes in one launch (option ``small``), faster than the round trip
+#: to the host at every size measured.
+HOST_NODES = {"grid": 0, "csr": 2048}
 
 
 def wants_host(graph, layout: str, backend: str, options: dict) -> bool:

@@ -54,8 +54,8 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
         The network. Its device picks the solver.
     backend : {"auto", "reference", "cpu", "cuda"}
         "auto" uses the CUDA kernels for CUDA graphs and the compiled CPU solver (Boykov-Kolmogorov)
-        for CPU graphs and for CUDA graphs small enough that the GPU's launches would cost more than
-        the solve (:data:`torchcut.solvers._host.HOST_NODES`; the result still comes back on the GPU),
+        for CPU graphs and for general CUDA graphs small enough that the GPU's launches would cost more
+        than the solve (:data:`torchcut.solvers._host.HOST_NODES`; the result still comes back on the GPU),
         falling back to the reference push-relabel in torch ops with one warning when
         they cannot be built. "cpu" and "cuda" name a compiled solver (and raise when it cannot be
         built); "reference" runs the specification.

@@ -65,6 +65,10 @@ OPTIONS = {
     "many active tiles as push blocks, one chained launch of "
     "up to 16 times the listed tiles replaces 16 plain ones; n > 0: every launch chained, up to n "
     "times; -1: never (2D 4/8-connected grids with the default tile only)",
+    "small": "items of at most 4096 nodes and at most 8 directions (2D 4/8-connected, 3D 6-connected) are each "
+    "solved by one thread block in a single launch, with no host synchronisation until the mask (by default, "
+    "where the device's shared memory holds an item and no other option but max_cycles is set; stats "
+    "one_launch = 1); -1: never (the tiled solver)",
 }
 # Outcomes reported by the op (grid_common.h, kStatus*): it returns a status instead of throwing.
 _STATUS = {
@@ -180,8 +184,8 @@ def solve_grid(caps, excess, sink, offsets, **options):
     **options
         Tuning knobs, all optional, listed with what they do in :data:`OPTIONS` (``tile_x``/``tile_y``/
         ``tile_z``, ``rounds``, ``push_launches``, ``max_cycles``, ``profile``, ``persist``,
-        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``, ``item_skip``, ``repair``). None or 0 means
-        the default.
+        ``bfs_tile_x``/``bfs_tile_y``/``bfs_tile_z``, ``push_tail``, ``item_skip``, ``repair``, ``push_chain``,
+        ``small``). None or 0 means the default.
 
     Returns
     -------

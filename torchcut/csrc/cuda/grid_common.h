@@ -4,8 +4,9 @@
 //
 // Files: grid_device.cuh (device helpers shared by the kernels), grid_push.cuh + grid_push_i32.cu /
 // grid_push_i64.cu (push kernels, one file per capacity type), grid_bfs.cu (global relabel: the
-// worklist BFS, its init and seeds, the active count, the output mask), grid_solve.cpp (geometry and
-// the host loop), grid_ops.cpp (the ops: argument checks, buffers, torch.ops.torchcut.grid_solve_).
+// worklist BFS, its init and seeds, the active count, the output mask), grid_small.cu (items of up to
+// kSmallNodes nodes, one block each, in one launch), grid_solve.cpp (geometry and the host loop, and the
+// choice of grid_small.cu), grid_ops.cpp (the ops: argument checks, buffers, torch.ops.torchcut.grid_solve_).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,6 +47,9 @@ constexpr int kStatusOk = 0, kStatusCycles = 1, kStatusStalled = 2;
 //   repair          later global relabels may repair the last one's distances (see grid_solve.cpp)
 //   push_chain      chained push launches (blocks also visit the tiles that flow enters during the launch);
 //                   see grid_solve.cpp for the default rule; n > 0: always, factor n; -1: never
+//   small           items of at most kSmallNodes nodes and kSmallDirs directions solved in one launch, a
+//                   thread block each (grid_small.cu; default, where the device's shared memory holds
+//                   them and no other option is set); -1: never
 struct Options {
 #define TORCHCUT_FIELD_(name) int64_t name = 0;
   TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_FIELD_)
@@ -160,6 +164,17 @@ void launch_repair_queue(cudaStream_t st, int blocks, int threads, const MaskT* 
 void launch_count(cudaStream_t st, int items, const long long* excess, const int* height, int* tile_active,
                   unsigned long long* count, const Geom& G, const ItemCounts& ic);
 void launch_mask(cudaStream_t st, int blocks, const int* height, bool* out, long long total);
+
+// Small grids in one launch (grid_small.cu): at most this many nodes per item and directions.
+constexpr long long kSmallNodes = 4096;
+constexpr int kSmallDirs = 8;
+// Shared memory of one block for an item of N nodes and D directions (cap_bytes: 4 or 8).
+size_t small_smem_bytes(long long N, int D, int cap_bytes);
+// Solves every item in place (one block each) and writes the mask; counters [items, 4] (zeroed first):
+// global relabels, sweeps, pushes and the status of each item.
+template <typename CapT>
+void launch_small(cudaStream_t st, CapT* caps, long long* excess, CapT* sink, bool* out, const Geom& G, int items,
+                  long long max_cycles, long long* counters);
 
 // Memory the host loop asks the bindings for (torch's caching allocators).
 struct Alloc {

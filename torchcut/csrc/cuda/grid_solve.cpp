@@ -463,12 +463,59 @@ void geometry(const std::vector<int64_t>& shape, const std::vector<int64_t>& off
   finish_geom(GB, offsets, nd);
 }
 
+namespace {
+
+// Whether the items go to grid_small.cu: small enough for one block's shared memory on this device, and
+// no option of the tiled solver set (max_cycles applies to both).
+bool use_small(const Geom& G, const Options& o, int cap_bytes) {
+  if (o.small < 0 || G.N > kSmallNodes || G.D > kSmallDirs) return false;
+  if (o.tile_x || o.tile_y || o.tile_z || o.rounds || o.push_launches || o.profile || o.persist || o.bfs_tile_x ||
+      o.bfs_tile_y || o.bfs_tile_z || o.push_tail || o.item_skip || o.repair || o.push_chain)
+    return false;
+  int dev = 0, most = 0;
+  TC_CUDA_CHECK(cudaGetDevice(&dev));
+  TC_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return small_smem_bytes(G.N, G.D, cap_bytes) + 64 <= (size_t)most;
+}
+
+template <typename CapT>
+void solve_small(CapT* cp, long long* ep, CapT* sp, bool* out, const Geom& G, int64_t B, const Options& opts,
+                 cudaStream_t st, Alloc& alloc, int64_t* stats) {
+  const size_t bytes = (size_t)B * 4 * sizeof(long long);
+  long long* cnt = static_cast<long long*>(alloc.device(bytes));
+  long long* host = static_cast<long long*>(alloc.pinned(bytes));
+  TC_CUDA_CHECK(cudaMemsetAsync(cnt, 0, bytes, st));
+  const long long max_cycles = opts.max_cycles > 0 ? opts.max_cycles : 1000000;
+  launch_small<CapT>(st, cp, ep, sp, out, G, (int)B, max_cycles, cnt);
+  TC_CUDA_CHECK(cudaMemcpyAsync(host, cnt, bytes, cudaMemcpyDeviceToHost, st));
+  TC_CUDA_CHECK(cudaStreamSynchronize(st));
+  Stats s;
+  for (int64_t b = 0; b < B; ++b) {
+    s.global_relabels = std::max<int64_t>(s.global_relabels, host[b * 4]);
+    s.sweeps += host[b * 4 + 1];
+    s.push_visits += host[b * 4 + 2];
+    if (host[b * 4 + 3] != kStatusOk) s.status = host[b * 4 + 3];
+  }
+  s.host_syncs = 1;
+  s.one_launch = 1;
+  s.write(stats);
+}
+
+}  // namespace
+
 void solve(void* caps, int caps_bytes, long long* excess, void* sink, bool* out, const std::vector<int64_t>& shape,
            const std::vector<int64_t>& offsets, int64_t B, const Options& opts, cudaStream_t st, int sms, Alloc& alloc,
            int64_t* stats) {
   Geom G, GB;
   geometry(shape, offsets, opts, G, GB);
   require(B <= 65535, "batch: expected at most 65535 items");
+  if (use_small(G, opts, caps_bytes)) {
+    if (caps_bytes == 4)
+      return solve_small<int>(static_cast<int*>(caps), excess, static_cast<int*>(sink), out, G, B, opts, st, alloc,
+                              stats);
+    return solve_small<long long>(static_cast<long long*>(caps), excess, static_cast<long long*>(sink), out, G, B,
+                                  opts, st, alloc, stats);
+  }
   if (caps_bytes == 4) {
     auto* c = static_cast<int*>(caps);
     auto* s = static_cast<int*>(sink);
