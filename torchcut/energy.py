@@ -405,15 +405,15 @@ def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
 SIGMA_BITS = 30
 
 
-def _sigma_exponents(lo: torch.Tensor, hi: torch.Tensor) -> list:
+def _sigma_exponents(lo, hi) -> list:
     """Per image, the exponent ``e`` of the unit ``2**e`` of the exact sums (None: constant image).
 
-    ``lo``, ``hi``: ``[B, C]`` colour range of each image (over the whole volume). No squared
-    difference exceeds ``M = sum_c (hi_c - lo_c)**2``; the unit makes ``2 M`` less than
-    ``2**SIGMA_BITS`` units.
+    ``lo``, ``hi``: ``[B, C]`` colour range of each image (over the whole volume), tensors or host
+    arrays (read as Python numbers, exact). No squared difference exceeds ``M = sum_c (hi_c - lo_c)**2``;
+    the unit makes ``2 M`` less than ``2**SIGMA_BITS`` units.
     """
     out = []
-    for row_lo, row_hi in zip(lo.double().tolist(), hi.double().tolist()):
+    for row_lo, row_hi in zip(lo.tolist(), hi.tolist()):
         m = sum((b - a) ** 2 for a, b in zip(row_lo, row_hi))
         out.append(math.frexp(2.0 * m)[1] - SIGMA_BITS if 0 < m < math.inf else None)
     return out
@@ -925,7 +925,7 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     sums = sigma is None and 3 * math.prod(shape) < _SIGMA_TERMS
     units, wide, exps = [0.0] * B, False, None
     if sums:
-        exps = _sigma_exponents(torch.from_numpy(lo_h), torch.from_numpy(hi_h))
+        exps = _sigma_exponents(lo_h, hi_h)
         units = [0.0 if e is None else 2.0**-e for e in exps]
         wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
     counts, total = torch.ops.torchcut.seg_hist(x, s, lo, span, bins, units, wide, list(shape), sums)

@@ -897,7 +897,9 @@ def refine(
         )
         _potts_checks(checks, C)
         if C == 2:  # one exact cut of the energy's symmetric graph (energy_potts.cpp)
-            return _solve_binary(a, b, c, offsets, backend).view(label_shape)
+            return _solve_binary(a, b, c, offsets, backend, _refine_algorithm(a.device, backend, offsets)).view(
+                label_shape
+            )
         E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
     else:
         E = _refine_energy(x, P, S, s, mult, offsets, connectivity)
@@ -947,31 +949,28 @@ def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str
     raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{int(lo)}, {int(hi)}]")
 
 
-def _solve_binary(caps, source, sink, offsets, backend, bk_on_4c: bool = True) -> torch.Tensor:
-    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph.
-
-    ``bk_on_4c``: on the CPU, cut 4-connected images by Boykov-Kolmogorov instead of auto's pick. refine's
-    energies want it; torchmaxflow's (:mod:`torchcut.compat.torchmaxflow`) do not: pseudoflow cuts those
-    1.45-3.5x faster (docs/performance.md, "refine and torchmaxflow's job on the CPU").
+def _refine_algorithm(device: torch.device, backend: str, offsets) -> str | None:
+    """The CPU algorithm refine's two-class cuts take: Boykov-Kolmogorov on 4-connected images, as "auto"
+    picks it for :class:`_Energy`'s one-way move arcs (on the symmetric two-class form auto would take
+    pseudoflow, 1.1-1.25x slower on colour images); None (auto's pick) for 8-connected images and volumes,
+    where pseudoflow is 1.1-1.75x faster, and on other devices (docs/performance.md, "refine and
+    torchmaxflow's job on the CPU"). torchmaxflow's graphs (:mod:`torchcut.compat.torchmaxflow`) keep
+    auto's pick even at 4-connectivity: pseudoflow cuts them 1.45-3.5x faster.
     """
+    if device.type == "cpu" and backend in ("auto", "cpu") and len(offsets) == 2 and len(offsets[0]) == 2:
+        return "boykov-kolmogorov"
+    return None
+
+
+def _solve_binary(caps, source, sink, offsets, backend, algorithm: str | None = None) -> torch.Tensor:
+    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph,
+    solved by ``backend`` (and the CPU ``algorithm`` when given; None: the backend's own pick)."""
     from .energy import _grid_graph
     from .solvers import maxflow
 
     graph = _grid_graph(caps, source, sink, offsets, True)
-    if (
-        bk_on_4c
-        and caps.device.type == "cpu"
-        and backend in ("auto", "cpu")
-        and len(offsets) == 2
-        and len(offsets[0]) == 2
-    ):
-        # 4-connected images: Boykov-Kolmogorov, as "auto" picks it for _Energy.move_graph's one-way arcs (on
-        # this symmetric form it would take pseudoflow, 1.1-1.25x slower on colour images). 8-connected
-        # images and volumes keep auto's pseudoflow, 1.1-1.75x faster there (docs/performance.md, "refine
-        # and torchmaxflow's job on the CPU").
-        mask = maxflow(graph, backend=backend, algorithm="boykov-kolmogorov").node_mask
-    else:
-        mask = maxflow(graph, backend=backend).node_mask
+    options = {} if algorithm is None else {"algorithm": algorithm}
+    mask = maxflow(graph, backend=backend, **options).node_mask
     return (~mask).to(torch.int64)
 
 

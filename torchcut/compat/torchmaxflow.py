@@ -234,7 +234,7 @@ def _solve(x, P, lamda, sigma, conn, seeds):
 
     caps, source, sink, offsets = _build(x, P, lamda, sigma, conn, seeds)
     # 1 = background (the sink side); auto's algorithm on every connectivity (pseudoflow on these energies)
-    take = _solve_binary(caps, source, sink, offsets, "auto", bk_on_4c=False)
+    take = _solve_binary(caps, source, sink, offsets, "auto")
     return (1 - take).to(torch.float32).unsqueeze(1)
 
 
