@@ -307,6 +307,18 @@ def test_gpu_suite_needs_cuda():
         R.main(["--suite", "gpu", "--quick"])
 
 
+def test_small_gpu_script_needs_cuda(capsys):
+    """benchmarks/small_gpu.py imports without a GPU and says what it needs."""
+    import torch
+
+    from benchmarks import small_gpu
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available")
+    assert small_gpu.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
 def _cpu_script():
     import importlib.util
 
