@@ -85,7 +85,7 @@ def test_one_namespace_and_names_from_the_library():
         "names",
     ):
         assert hasattr(ops, name), name
-    assert _ops.names("grid_cpu_options") == ("threads", "algorithm")
+    assert _ops.names("grid_cpu_options") == ("threads", "algorithm", "mask_only")
     assert _ops.names("grid_cpu_algorithms") == ("boykov-kolmogorov", "pseudoflow", "auto")
     assert _ops.names("cpu_stats")[0] == "flow" and "pseudoflow_items" in _ops.names("cpu_stats")
     assert _ops.names("grid_cuda_stats")[-1] == "status" and _ops.names("csr_cuda_stats")[-1] == "status"
@@ -109,6 +109,12 @@ def test_the_cpu_op_is_dispatched_by_device_and_exact():
     assert torch.equal(g.caps, caps)
     assert mask.tolist() == [[True, True, False]] and stats[0, 0].item() == 2
     assert sink.tolist() == [[0, 0, 7]] and excess.tolist() == [[7, 0, 0]]
+    # mask_only: the same cut and counters, no residual outputs; a bad flag is named
+    m2, st2, res2, ex2, sink2 = torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, list(g.shape), flat, [1, 0, 1])
+    assert torch.equal(m2, mask) and st2[0, 0].item() == 2
+    assert res2.numel() == 0 and ex2.numel() == 0 and sink2.numel() == 0
+    with pytest.raises(RuntimeError, match="mask_only: expected 0 or 1, got 2"):
+        torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, list(g.shape), flat, [1, 0, 2])
     # the in-place form is the CUDA one
     ex, snk, c = excess.new_tensor([[9, 0, 0]]), sink.new_tensor([[0, 0, 9]]), g.caps.clone()
     with pytest.raises(NotImplementedError, match="torchcut::grid_solve_' with arguments from the 'CPU' backend"):

@@ -165,6 +165,8 @@ def test_compiled_op_fakes_match_real_outputs():
     flat = [v for o in OFF4 for v in o]
     args = (g.caps, g.source, g.sink, list(g.shape), flat, [1, 2])
     torch.library.opcheck(torch.ops.torchcut.grid_solve, args, test_utils=("test_schema", "test_faketensor"))
+    args = (g.caps, g.source, g.sink, list(g.shape), flat, [1, 2, 1])  # mask_only: empty residual outputs
+    torch.library.opcheck(torch.ops.torchcut.grid_solve, args, test_utils=("test_schema", "test_faketensor"))
     fg = torchcut.FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
     args = (fg.row_ptr, fg.head, fg.rev, fg.caps.clone(), fg.source[0].clone(), fg.sink[0].clone(), [])
     torch.library.opcheck(torch.ops.torchcut.csr_solve_, args, test_utils=("test_schema", "test_faketensor"))

@@ -50,6 +50,31 @@ def test_consume_mask_is_the_canonical_cut(seed, conn, backend):
         assert int(g.caps.sum()) == int(r.graph.caps.sum())  # flow moves capacity within arc pairs
 
 
+@pytest.mark.parametrize("algorithm", ["boykov-kolmogorov", "pseudoflow", "auto"])
+@pytest.mark.parametrize(
+    "shape,conn,threads",
+    [((3, 17, 23), 8, 2), ((2, 7, 8, 9), 6, 1), ((1, 640, 600), 4, 2)],  # the last: a grid cut over 2 threads
+)
+def test_cpu_mask_only_solve_equals_the_full_one(shape, conn, threads, algorithm):
+    """On the CPU consume_mask runs the op in its mask-only form (no residual outputs): the same canonical
+    cut as maxflow, item by item, for every algorithm and with the grid cut into ranges; the graph is left
+    as it was."""
+    from torchcut.solvers import cpu
+
+    rng = np.random.default_rng(sum(shape) + conn)
+    offs = torchcut.grid_offsets(len(shape) - 1, conn)
+    src = torch.as_tensor(rng.integers(0, 40, shape) * (rng.random(shape) < 0.3))
+    snk = torch.as_tensor(rng.integers(0, 40, shape) * (rng.random(shape) < 0.3))
+    edges = torch.as_tensor(rng.integers(0, 25, (len(offs),) + shape))
+    g = torchcut.GridGraph(src, snk, edges, offs)
+    before = g.caps.clone(), g.source.clone(), g.sink.clone()
+    full = torchcut.maxflow(g, threads=threads, algorithm=algorithm)
+    mask, stats = cpu.solve_grid_mask(g, threads=threads, algorithm=algorithm)
+    assert torch.equal(mask, full.node_mask) and stats["backend"] == "cpu"
+    assert torch.equal(consume_mask(g, threads=threads, algorithm=algorithm), full.mask)
+    assert all(torch.equal(a, b) for a, b in zip(before, (g.caps, g.source, g.sink)))
+
+
 def test_segment_leaves_its_inputs_alone():
     image = torch.rand(12, 10, 9)
     seeds = torch.zeros(12, 10, 9, dtype=torch.uint8)

@@ -227,7 +227,7 @@ def ensure(kind: str, *, build: bool = True) -> None:
     --------
     >>> ensure("cpu")  # doctest: +SKIP
     >>> torch.ops.torchcut.names("grid_cpu_options")
-    ['threads', 'algorithm']
+    ['threads', 'algorithm', 'mask_only']
     """
     if _state.get(kind) in _ok:
         return
@@ -319,6 +319,14 @@ def _register_fakes() -> None:
     # grid_solve is the CPU form (counters per item), grid_solve_ the CUDA form (one vector)
     def grid_solve(caps, source, sink, shape, offsets, options):
         B, n = caps.shape[0], source.numel() // caps.shape[0]
+        if len(options) > 2 and options[2]:  # mask_only: empty residual outputs
+            return (
+                source.new_empty((B, n), dtype=torch.bool),
+                torch.empty((B, cpu_stats), dtype=torch.int64),
+                caps.new_empty((0,)),
+                source.new_empty((0, n)),
+                sink.new_empty((0, n)),
+            )
         return (
             source.new_empty((B, n), dtype=torch.bool),
             torch.empty((B, cpu_stats), dtype=torch.int64),

@@ -964,13 +964,14 @@ def _refine_algorithm(device: torch.device, backend: str, offsets) -> str | None
 
 def _solve_binary(caps, source, sink, offsets, backend, algorithm: str | None = None) -> torch.Tensor:
     """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph,
-    solved by ``backend`` (and the CPU ``algorithm`` when given; None: the backend's own pick)."""
+    solved by ``backend`` (and the CPU ``algorithm`` when given; None: the backend's own pick). The graph
+    is private, so the solver may use it up and write the mask alone (``consume_mask``)."""
     from .energy import _grid_graph
-    from .solvers import maxflow
+    from .solvers import consume_mask
 
     graph = _grid_graph(caps, source, sink, offsets, True)
     options = {} if algorithm is None else {"algorithm": algorithm}
-    mask = maxflow(graph, backend=backend, **options).node_mask
+    mask = consume_mask(graph, backend=backend, **options)
     return (~mask).to(torch.int64)
 
 

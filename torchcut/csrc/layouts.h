@@ -22,8 +22,9 @@
   X(bfs_depth) X(push_visits) X(push_visit_us) X(push_rounds) X(bfs_pop_us) X(bfs_relax_us)           \
   X(bfs_passes) X(repairs) X(chained_launches) X(one_launch) X(sweeps) X(status)
 
-// CPU grid solver options.
-#define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm)
+// CPU grid solver options (mask_only 1: the op writes the source side alone; its residual, excess and sink
+// outputs are empty).
+#define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm) X(mask_only)
 
 // CPU grid algorithms, by code (the `algorithm` option).
 #define TORCHCUT_GRID_CPU_ALGORITHMS(X) X(boykov-kolmogorov) X(pseudoflow) X(auto)

@@ -93,6 +93,11 @@ class GridBackend(Backend):
         """Maximum flow of a GridGraph into new tensors: ``(mask, residual, excess, sink, stats)``."""
         raise NotImplementedError(f"the {self.name!r} grid backend solves in place")
 
+    def solve_mask(self, graph, **options):
+        """The source side of a GridGraph's minimum cut alone, into a new tensor: ``(mask, stats)`` (the
+        ``new_tensors`` backends; the others solve in place and give the mask from that)."""
+        raise NotImplementedError(f"the {self.name!r} grid backend solves in place")
+
 
 class CsrBackend(Backend):
     """A solver of general networks (the CSR layout of :mod:`torchcut.graph`), in place.
@@ -138,6 +143,9 @@ class CpuGrid(GridBackend):
 
     def solve_graph(self, graph, **options):
         return cpu.solve_grid_graph(graph, **options)
+
+    def solve_mask(self, graph, **options):
+        return cpu.solve_grid_mask(graph, **options)
 
 
 class CudaGrid(GridBackend):

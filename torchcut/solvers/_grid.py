@@ -22,11 +22,15 @@ __all__ = ["solve_grid", "maxflow_grid", "consume_mask"]
 def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict):
     """Run the grid backend on ``graph``: ``(mask, residual caps, residual sink capacities, stats)``.
 
-    A backend that solves into new tensors reads the graph as it is. The others work in place: on the
-    graph's own tensors when ``consume`` (after netting the terminals in place, 2**21 nodes at a time),
-    otherwise on copies.
+    A backend that solves into new tensors reads the graph as it is, and when ``consume`` (the caller
+    wants the mask alone) writes only the mask (the residual entries are None). The others work in
+    place: on the graph's own tensors when ``consume`` (after netting the terminals in place, 2**21
+    nodes at a time), otherwise on copies.
     """
     impl = GRID(graph.device, backend)
+    if impl.new_tensors and consume:  # the caller wants the mask alone: no residuals are written
+        mask, stats = impl.solve_mask(graph, **options)
+        return mask, None, None, stats
     if impl.new_tensors:
         mask, caps, _, sink, stats = impl.solve_graph(graph, **options)
         return mask, caps, sink, stats

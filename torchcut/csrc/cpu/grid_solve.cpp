@@ -75,7 +75,7 @@ template <class Cap>
 void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
                      Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
                      const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm,
-                     int64_t parts) {
+                     int64_t parts, bool mask_only) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
   const auto Ts = std::chrono::steady_clock::now();
@@ -210,6 +210,10 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
 
   rows([&](int64_t v0, int64_t q0, int64_t) {
     if (q0 < 0) return;
+    if (mask_only) {  // the caller wants the cut alone: no residuals, excess or sink capacities
+      for (int64_t x = 0; x < W; ++x) mask[q0 + x] = !reach[v0 + px + x];
+      return;
+    }
     for (int64_t x = 0; x < W; ++x) {
       const int64_t q = q0 + x, v = v0 + px + x;
       const int64_t t = tr[v];
@@ -232,7 +236,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
     const at::Tensor& caps_, const at::Tensor& source_, const at::Tensor& sink_, at::IntArrayRef shape_,
-    at::IntArrayRef offsets, int64_t threads, int64_t algorithm) {
+    at::IntArrayRef offsets, int64_t threads, int64_t algorithm, bool mask_only) {
   TORCH_CHECK(algorithm >= 0 && algorithm <= 2, "torchcut_cpu.grid_solve: algorithm: expected 0 (Boykov-Kolmogorov), "
               "1 (pseudoflow, then Boykov-Kolmogorov) or 2 (auto), got ", algorithm);
   const int64_t nd = static_cast<int64_t>(shape_.size());
@@ -274,9 +278,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   }
   auto mask = at::empty({B, n}, caps.options().dtype(at::kBool));
   auto stats = at::zeros({B, kStats}, caps.options().dtype(at::kLong));
-  auto res = huge_tensor(caps.sizes(), caps.scalar_type());
-  auto excess = at::empty({B, n}, source.options());
-  auto sink_out = at::empty({B, n}, sink.options());
+  // mask_only: the residuals, excess and sink capacities are not written (empty tensors)
+  auto res = mask_only ? at::empty({0}, caps.options()) : huge_tensor(caps.sizes(), caps.scalar_type());
+  auto excess = at::empty({mask_only ? 0 : B, n}, source.options());
+  auto sink_out = at::empty({mask_only ? 0 : B, n}, sink.options());
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
@@ -292,22 +297,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
     // one item: its rows split over the threads (split_parts)
     const int64_t parts = B == 1 ? split_parts(lay, delta, threads) : 1;
     parallel_items(B, threads, [&](int64_t b, int64_t t) {
-      solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, r + b * D * n, e + b * n,
-                           so + b * n, m + b * n, st + b * kStats, delta, sis, algorithm, parts);
+      // mask_only: the result tensors are empty, so no pointers into them
+      solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, mask_only ? nullptr : r + b * D * n,
+                           mask_only ? nullptr : e + b * n, mask_only ? nullptr : so + b * n, m + b * n,
+                           st + b * kStats, delta, sis, algorithm, parts, mask_only);
     });
   });
   return {mask, stats, res, excess, sink_out};
 }
 
-// The registered signatures: options [threads, algorithm] (layouts.h, TORCHCUT_GRID_CPU_OPTIONS).
+// The registered signatures: options [threads, algorithm, mask_only] (layouts.h, TORCHCUT_GRID_CPU_OPTIONS).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve_op(
     at::Tensor caps, at::Tensor source, at::Tensor sink, at::IntArrayRef shape, at::IntArrayRef offsets,
     at::IntArrayRef options) {
-  TORCH_CHECK(options.size() <= 2, "torchcut.grid_solve (CPU): options: expected [threads, algorithm], got ",
-              options.size(), " values");
+  TORCH_CHECK(options.size() <= 3,
+              "torchcut.grid_solve (CPU): options: expected [threads, algorithm, mask_only], got ", options.size(),
+              " values");
   const int64_t threads = options.size() > 0 ? options[0] : 0;
   const int64_t algorithm = options.size() > 1 ? options[1] : 2;
-  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm);
+  const int64_t mask_only = options.size() > 2 ? options[2] : 0;
+  TORCH_CHECK(mask_only == 0 || mask_only == 1, "torchcut.grid_solve (CPU): mask_only: expected 0 or 1, got ",
+              mask_only);
+  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm, mask_only == 1);
 }
 
 }  // namespace
