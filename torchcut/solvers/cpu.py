@@ -148,8 +148,8 @@ def solve_grid_mask(graph, *, threads=None, algorithm="auto"):
     >>> import torchcut
     >>> g = torchcut.GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
     >>> mask, stats = solve_grid_mask(g)
-    >>> mask.tolist(), stats["flow"]
-    ([[[True, True]]], 2)
+    >>> mask.tolist(), stats["augmentations"]
+    ([[[True, True]]], 1)
     """
     mask, _, _, _, stats = _grid_op(graph.caps, graph.source, graph.sink, graph.offsets, threads, algorithm, True)
     return mask, stats
