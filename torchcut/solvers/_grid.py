@@ -13,10 +13,9 @@ import torch
 from ..grid import GridGraph
 from ..result import CutResult
 from ._backends import GRID
-from ._host import solve_on_host, wants_host
 from ._terminals import net_terminals, net_terminals_
 
-__all__ = ["solve_grid", "maxflow_grid", "consume_mask"]
+__all__ = ["solve_grid", "consume_mask"]
 
 
 def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict):
@@ -69,22 +68,6 @@ def solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
     )
 
 
-def maxflow_grid(graph: GridGraph, backend: str, **options) -> CutResult:
-    """:func:`solve_grid`, or for a small CUDA graph under ``auto`` the same on a host copy
-    (:mod:`~torchcut.solvers._host`), the result back on the graph's device.
-
-    Examples
-    --------
-    >>> import torchcut
-    >>> g = torchcut.GridGraph([[5, 0]], [[0, 5]], [[[3, 0]], [[0, 0]]], torchcut.grid_offsets(2, 4))
-    >>> maxflow_grid(g, "auto").flow_value
-    3
-    """
-    if wants_host(graph, "grid", backend, options):
-        return solve_on_host(graph, lambda g: solve_grid(g, backend))
-    return solve_grid(graph, backend, **options)
-
-
 def consume_mask(graph: GridGraph, backend: str, **options) -> torch.Tensor:
     """The source side ``[B, *shape]`` of the minimum cut, solved in the graph's own tensors where the
     backend works in place (the graph is used up); see :func:`torchcut.solvers.consume_mask`.
@@ -96,6 +79,4 @@ def consume_mask(graph: GridGraph, backend: str, **options) -> torch.Tensor:
     >>> consume_mask(g, "reference").tolist()
     [[[True, False]]]
     """
-    if wants_host(graph, "grid", backend, options):
-        return solve_on_host(graph, lambda g: solve_grid(g, backend)).node_mask
     return _phase_one(graph, backend, True, options)[0]

@@ -18,17 +18,16 @@ from . import cpu
 
 __all__ = ["HOST_NODES", "wants_host", "solve_on_host"]
 
-#: Largest number of nodes (all batch items together) of a CUDA graph that ``backend="auto"`` solves on
-#: the CPU, per layout: ``"grid"`` (GridGraph) and ``"csr"`` (FlowGraph). Grids: 0, never: the CUDA grid
-#: solver takes items of up to 4096 nodes in one launch (option ``small``), faster than the round trip
-#: to the host at every size measured.
-HOST_NODES = {"grid": 0, "csr": 2048}
+#: Largest number of nodes of a CUDA graph that ``backend="auto"`` solves on the CPU, per layout: only
+#: ``"csr"`` (FlowGraph). Grids are never routed: the CUDA grid solver takes items of up to 4096 nodes in
+#: one launch (option ``small``), faster than the round trip to the host at every size measured.
+HOST_NODES = {"csr": 2048}
 
 
 def wants_host(graph, layout: str, backend: str, options: dict) -> bool:
-    """Whether ``graph`` (on a CUDA device) goes to the CPU solver: ``backend="auto"``, no
-    solver options (they name the CUDA solver's knobs), at most ``HOST_NODES[layout]`` nodes, and a
-    compiled CPU solver that loads.
+    """Whether ``graph`` (on a CUDA device) goes to the CPU solver: a layout of :data:`HOST_NODES`,
+    ``backend="auto"``, no solver options (they name the CUDA solver's knobs), at most
+    ``HOST_NODES[layout]`` nodes, and a compiled CPU solver that loads.
 
     Examples
     --------
@@ -37,10 +36,9 @@ def wants_host(graph, layout: str, backend: str, options: dict) -> bool:
     >>> wants_host(g, "csr", "auto", {})   # a CPU graph: nothing to route
     False
     """
-    if backend != "auto" or options or graph.device.type != "cuda":
+    if layout not in HOST_NODES or backend != "auto" or options or graph.device.type != "cuda":
         return False
-    nodes = graph.num_nodes if layout == "csr" else graph.batch_size * graph.num_nodes
-    if nodes > HOST_NODES[layout]:
+    if graph.num_nodes > HOST_NODES[layout]:
         return False
     return cpu.load_error() is None
 

@@ -100,7 +100,7 @@ def maxflow(graph, *, backend: str = "auto", **options) -> CutResult:
     if isinstance(device, torch.device) and device.type == "cuda":
         check_not_capturing("torchcut.maxflow")  # every solver reads back: refuse before queueing anything
     if isinstance(graph, GridGraph):
-        return _grid.maxflow_grid(graph, backend, **options)
+        return _grid.solve_grid(graph, backend, **options)
     solve = getattr(graph, "_maxflow", None)
     if solve is not None:
         return solve(backend, **options)

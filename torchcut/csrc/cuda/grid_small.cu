@@ -42,11 +42,9 @@ __device__ __forceinline__ bool inside(const SmallGeom& G, int x, int y, int z, 
   return a >= 0 && a < G.X && b >= 0 && b < G.Y && c >= 0 && c < G.Z;
 }
 
+// Atomic adds to a residual (CapT) or an excess, in shared memory (int64: two's complement).
 __device__ __forceinline__ void add(int* p, long long v) { atomicAdd(p, (int)v); }
 __device__ __forceinline__ void add(long long* p, long long v) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
-}
-__device__ __forceinline__ void add_shared(long long* p, long long v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
 
@@ -132,7 +130,7 @@ __global__ void __launch_bounds__(kSmallThreads)
         if (sv > 0) {  // the sink lies at height 0, below every node
           const CapT f = (CapT)(e < (long long)sv ? e : (long long)sv);
           ss[v] = sv - f;
-          add_shared(ex + v, -(long long)f);
+          add(ex + v, -(long long)f);
           ++pushes;
           continue;
         }
@@ -154,8 +152,8 @@ __global__ void __launch_bounds__(kSmallThreads)
           const CapT f = (CapT)(e < (long long)rb ? e : (long long)rb);
           add(cs + best * N + v, -(long long)f);
           add(cs + rev * N + u, (long long)f);
-          add_shared(ex + v, -(long long)f);
-          add_shared(ex + u, (long long)f);
+          add(ex + v, -(long long)f);
+          add(ex + u, (long long)f);
           ++pushes;
         } else {
           h[v] = low + 1 < N ? low + 1 : kInf;  // a height of N or more: no path to the sink is that long

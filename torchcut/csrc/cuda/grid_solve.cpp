@@ -47,6 +47,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "grid_common.h"
 
@@ -469,9 +470,13 @@ namespace {
 // no option of the tiled solver set (max_cycles applies to both).
 bool use_small(const Geom& G, const Options& o, int cap_bytes) {
   if (o.small < 0 || G.N > kSmallNodes || G.D > kSmallDirs) return false;
-  if (o.tile_x || o.tile_y || o.tile_z || o.rounds || o.push_launches || o.profile || o.persist || o.bfs_tile_x ||
-      o.bfs_tile_y || o.bfs_tile_z || o.push_tail || o.item_skip || o.repair || o.push_chain)
-    return false;
+  // every option of the list but these two names one of the tiled solver's knobs
+  bool tiled = false;
+#define TORCHCUT_TILED_(name) \
+  tiled |= std::string_view(#name) != "small" && std::string_view(#name) != "max_cycles" && o.name != 0;
+  TORCHCUT_GRID_CUDA_OPTIONS(TORCHCUT_TILED_)
+#undef TORCHCUT_TILED_
+  if (tiled) return false;
   int dev = 0, most = 0;
   TC_CUDA_CHECK(cudaGetDevice(&dev));
   TC_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
