@@ -254,3 +254,41 @@ def test_native_arc_layout_equals_the_tensor_ops(ndim, conn, din, dout):
     caps = _arc_layout(e, e + 100, offs, dout)
     assert caps[0, 0].flatten().tolist() == [1, 2, 3, 0, 5, 6, 7, 0, 9, 10, 11, 0]
     assert caps[0, 1].flatten().tolist() == [0, 101, 102, 103, 0, 105, 106, 107, 0, 109, 110, 111]
+
+
+def _syncs(fn) -> int:
+    """Host synchronisations that torch ops in ``fn()`` make (torch's sync debug mode, as warnings)."""
+    import warnings
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode(1)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["int32", "int64", "float32", "mixed"])
+def test_constructor_reads_back_once_per_kind(kind):
+    # the value checks and the maxima behind the layout's dtype: one read-back per kind of capacity,
+    # two more for float graphs (their maxima after zeroing the arcs that leave the grid)
+    dev = "cuda"
+    g = torch.Generator().manual_seed(0)
+    src, snk, e = (torch.randint(0, 50, s, generator=g) for s in ((6, 7), (6, 7), (4, 6, 7)))
+    if kind in ("int32", "int64"):
+        src, snk, e = (t.to(getattr(torch, kind)) for t in (src, snk, e))
+    elif kind == "float32":
+        src, snk, e = (t.float() for t in (src, snk, e))
+    else:
+        e = e.float()
+    src, snk, e = src.to(dev), snk.to(dev), e.to(dev)
+    want = {"int32": 1, "int64": 1, "float32": 2, "mixed": 3}[kind]
+    assert _syncs(lambda: GridGraph(src, snk, e, grid_offsets(2, 8))) == want
+    ref = GridGraph(src.cpu(), snk.cpu(), e.cpu(), grid_offsets(2, 8))
+    got = GridGraph(src, snk, e, grid_offsets(2, 8))
+    assert torch.equal(got.caps.cpu(), ref.caps) and torch.equal(got.sink.cpu(), ref.sink)
+    assert got.caps.dtype == ref.caps.dtype and got.scale == ref.scale

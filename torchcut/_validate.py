@@ -68,10 +68,7 @@ def as_tensor(x: Any, name: str, device: torch.device | None = None) -> torch.Te
 
 def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
     """Check dtype and values of a capacity tensor; unsigned and small ints are widened to int64."""
-    if t.dtype in (torch.uint8, torch.int8, torch.int16):
-        t = t.to(torch.int64)
-    if t.dtype not in CAPACITY_DTYPES:
-        raise ValueError(f"{name}: expected dtype int32, int64, float32 or float64, got {t.dtype}")
+    t = capacity_dtype(t, name)
     if t.numel() == 0:
         return t
     if t.is_floating_point():
@@ -82,6 +79,51 @@ def check_capacity(t: torch.Tensor, name: str) -> torch.Tensor:
     if bool(low < 0):
         raise ValueError(f"{name}: expected non-negative capacities, got minimum {low.item()}")
     return t
+
+
+def capacity_dtype(t: torch.Tensor, name: str) -> torch.Tensor:
+    """Check a capacity tensor's dtype (unsigned and small ints are widened to int64); no values read."""
+    if t.dtype in (torch.uint8, torch.int8, torch.int16):
+        t = t.to(torch.int64)
+    if t.dtype not in CAPACITY_DTYPES:
+        raise ValueError(f"{name}: expected dtype int32, int64, float32 or float64, got {t.dtype}")
+    return t
+
+
+def capacity_ranges(tensors, names) -> list:
+    """:func:`check_capacity` for several tensors at once: one read-back per kind (integer or float)
+    instead of one or two per tensor, which on a CUDA device is a host synchronisation each.
+
+    Returns ``[(tensor, min, max)]``: each tensor after :func:`capacity_dtype`, its smallest and largest
+    value as Python numbers (None for an empty tensor). Raises the errors of :func:`check_capacity`, for
+    the first offending tensor in the order given.
+
+    Examples
+    --------
+    >>> [(lo, hi) for _, lo, hi in capacity_ranges([torch.tensor([3, 1]), torch.tensor([0.5])], ["a", "b"])]
+    [(1, 3), (0.5, 0.5)]
+    """
+    tensors = [capacity_dtype(t, n) for t, n in zip(tensors, names)]
+    rows = {False: [], True: []}  # per kind: [bad count, min, max] of each non-empty tensor
+    for t in tensors:
+        if t.numel():
+            f = t.is_floating_point()
+            kind = torch.float64 if f else torch.int64
+            bad = (~torch.isfinite(t)).sum() if f else t.new_zeros((), dtype=kind)
+            rows[f].append(torch.stack([bad.to(kind), t.min().to(kind), t.max().to(kind)]))
+    got = {f: iter(torch.stack(r).tolist()) if r else iter(()) for f, r in rows.items()}
+    out = []
+    for t, name in zip(tensors, names):
+        if not t.numel():
+            out.append((t, None, None))
+            continue
+        bad, low, high = next(got[t.is_floating_point()])
+        if bad:
+            raise ValueError(f"{name}: expected finite capacities, got {int(bad)} NaN or infinite value(s)")
+        if low < 0:
+            raise ValueError(f"{name}: expected non-negative capacities, got minimum {low}")
+        out.append((t, low, high))
+    return out
 
 
 def check_sum(tensors, what: str) -> None:

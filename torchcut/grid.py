@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, check_capacity, check_sum, describe, quantization_scale
+from ._validate import INT32_MAX, SUM_LIMIT, as_tensor, capacity_ranges, check_sum, describe, quantization_scale
 
 __all__ = ["GridGraph", "grid_offsets", "shift", "overlap_slices"]
 
@@ -295,10 +295,14 @@ class GridGraph:
             return
         if torch.is_grad_enabled() and any(t.requires_grad for t in (source, sink, edges, reverse)):
             self._grad_caps = (source, sink, edges, None if reverse is edges else reverse)
-        source = check_capacity(source, "source")
-        sink = check_capacity(sink, "sink")
-        edges = check_capacity(edges, "edges")
-        reverse = edges if reverse is edges else check_capacity(reverse, "reverse")
+        # the value checks and every maximum used below from one read-back per kind of capacity (each
+        # read-back is a host synchronisation on a CUDA device)
+        same = reverse is edges
+        names = ("source", "sink", "edges") + (() if same else ("reverse",))
+        ranges = capacity_ranges((source, sink, edges) + (() if same else (reverse,)), names)
+        source, sink, edges = (t for t, _, _ in ranges[:3])
+        reverse = edges if same else ranges[3][0]
+        top = {name: hi for name, (_, _, hi) in zip(names, ranges)}
         if not batched:
             source, sink = source.unsqueeze(0), sink.unsqueeze(0)
             edges, reverse = edges.unsqueeze(1), reverse.unsqueeze(1)
@@ -313,14 +317,19 @@ class GridGraph:
             edges = torch.where(inside, edges, torch.zeros((), dtype=edges.dtype, device=device))
             reverse = torch.where(inside, reverse, torch.zeros((), dtype=reverse.dtype, device=device))
             source, sink, edges, reverse = (t.detach().to(torch.float64) for t in (source, sink, edges, reverse))
-            top = max(float((edges + reverse).max()), float(source.max()), float(sink.max()))
-            scale = quantization_scale(top, scale)
+            pair, *highs = torch.stack(
+                [(edges + reverse).max(), source.max(), sink.max(), edges.max(), reverse.max()]
+            ).tolist()
+            scale = quantization_scale(max(pair, highs[0], highs[1]), scale)
             source, sink, edges, reverse = (
                 torch.round(t * scale).to(torch.int64) for t in (source, sink, edges, reverse)
             )
+            # rounding is monotone: the quantized maxima are the maxima quantized, as torch.round rounds
+            top = {name: int(round(hi * scale)) for name, hi in zip(("source", "sink", "edges", "reverse"), highs)}
             scale = float(scale)
         elif scale is not None:
             raise ValueError(f"scale: only applies to float capacities, got integer capacities and scale={scale!r}")
+        top.setdefault("reverse", top["edges"])
         # the layout's dtype, as a copy (solvers may work in the graph's tensors); the sink keeps its
         # own dtype until the end
         source = source.to(torch.int64, copy=source.dtype == torch.int64)
@@ -329,12 +338,13 @@ class GridGraph:
         # and maxima are taken in int64 from the input (arcs that leave the grid counted too, which
         # only makes the checks stricter).
         parts = (source, sink, edges) + (() if reverse is edges else (reverse,))
-        bound = sum(int(t.max()) * t.numel() for t in parts)  # max * count: cheap, and usually enough
+        highs = (top["source"], top["sink"], top["edges"]) + (() if reverse is edges else (top["reverse"],))
+        bound = sum(int(hi) * t.numel() for hi, t in zip(highs, parts))  # max * count: cheap, and usually enough
         check_sum(bound if bound < SUM_LIMIT else _exact_total(parts), "GridGraph")
-        peak_arc = int(edges.max()) + int(reverse.max())
+        peak_arc = int(top["edges"]) + int(top["reverse"])
         if peak_arc > INT32_MAX:  # the bound is loose: the largest pair of arcs that exist
             peak_arc = _pair_peak(edges, reverse, offsets, shape)
-        peak = max(peak_arc, int(sink.max()))
+        peak = max(peak_arc, int(top["sink"]))
         cap_dtype = torch.int32 if peak <= INT32_MAX else torch.int64
 
         caps = _arc_layout(edges, reverse, offsets, cap_dtype)
