@@ -648,7 +648,7 @@ SMALL_CASES = [
 
 def _one_launch(nodes: int, directions: int, cap_bytes: int) -> int:
     """1 where an item fits one block's shared memory (grid_small.cu, small_smem_bytes), else 0."""
-    need = nodes * (8 + (directions + 1) * cap_bytes + 12) + 64
+    need = nodes * (8 + (directions + 1) * cap_bytes + 4) + (8 + 2) * 128 * 4 + 16 + 64  # + the bit sets
     return int(need <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin)
 
 
