@@ -229,27 +229,29 @@ def test_consume_mask_nets_a_batch_in_place_and_agrees_with_maxflow():
     assert bool((torch.minimum(graph.source, graph.sink.to(torch.int64)) == 0).all())  # netted in place
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("ndim,conn", [(2, 4), (2, 8), (3, 6), (3, 26)])
 @pytest.mark.parametrize(
     "din,dout", [(torch.int32, torch.int32), (torch.int32, torch.int64), (torch.int64, torch.int32)]
 )
-def test_native_arc_layout_equals_the_tensor_ops(ndim, conn, din, dout):
-    """``grid_arcs`` (the CPU op behind the constructor) writes the same layout as the tensor-op reference,
-    arcs that leave the grid zeroed, for grids thinner than an offset and for long offsets."""
-    from torchcut.grid import _arc_layout, _arc_layout_tensors
+def test_native_arc_layout_equals_the_tensor_ops(ndim, conn, din, dout, device):
+    """``grid_arcs`` (the CPU and CUDA op behind the constructor) writes the same layout as the tensor-op
+    reference, arcs that leave the grid zeroed, for grids thinner than an offset and for long offsets."""
+    from torchcut.grid import _arc_layout, _arc_layout_tensors, _native_arcs
 
+    assert _native_arcs(device)
     gen = torch.Generator().manual_seed(ndim * 100 + conn)
     offsets = [tuple(o) for o in grid_offsets(ndim, conn)] + [(3,) + (-5,) * (ndim - 1)]
     shapes = [(1, 1), (2, 7), (6, 4)] if ndim == 2 else [(1, 1, 1), (2, 3, 4), (5, 1, 6)]
     for shape in shapes:
         for B in (1, 3):
-            edges = torch.randint(0, 1000, (len(offsets), B) + shape, generator=gen).to(din)
-            reverse = torch.randint(0, 1000, (len(offsets), B) + shape, generator=gen).to(din)
+            edges = torch.randint(0, 1000, (len(offsets), B) + shape, generator=gen).to(din).to(device)
+            reverse = torch.randint(0, 1000, (len(offsets), B) + shape, generator=gen).to(din).to(device)
             got = _arc_layout(edges, reverse, offsets, dout)
             want = _arc_layout_tensors(edges, reverse, offsets, dout)
-            assert got.dtype == dout and torch.equal(got, want), (shape, B)
+            assert got.dtype == dout and got.device == edges.device and torch.equal(got, want), (shape, B)
     # a direction whose arcs all leave the grid is zero; an inner node holds its arc
-    e = torch.arange(1, 13, dtype=din).reshape((1, 1, 3, 4) if ndim == 2 else (1, 1, 1, 3, 4))
+    e = torch.arange(1, 13, dtype=din, device=device).reshape((1, 1, 3, 4) if ndim == 2 else (1, 1, 1, 3, 4))
     offs = [(0, 1)] if ndim == 2 else [(0, 0, 1)]
     caps = _arc_layout(e, e + 100, offs, dout)
     assert caps[0, 0].flatten().tolist() == [1, 2, 3, 0, 5, 6, 7, 0, 9, 10, 11, 0]

@@ -26,6 +26,7 @@ CUDA_SOURCES = [
     "cuda/grid_push_i64.cu",
     "cuda/grid_bfs.cu",
     "cuda/grid_small.cu",
+    "cuda/grid_arcs.cu",
     "cuda/grid_slab.cpp",
     "cuda/grid_slab_kernels.cu",
     "cuda/grid_moves.cu",

@@ -181,12 +181,12 @@ def _arc_layout(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> t
     """
     if (
         _NATIVE_ARCS
-        and edges.device.type == "cpu"
         and edges.dtype == reverse.dtype
         and edges.dtype in (torch.int32, torch.int64)
         and dtype in (torch.int32, torch.int64)
-        and _native_cpu()
-    ):  # one pass (csrc/cpu/grid_arcs.cpp) instead of 2K * (ndim + 1) slab copies
+        and (edges.device.type == "cpu" or len(offsets) <= 32)  # the CUDA kernel's offset table
+        and _native_arcs(edges.device.type)
+    ):  # one pass (csrc/cpu/grid_arcs.cpp, csrc/cuda/grid_arcs.cu) instead of 2K * (ndim + 1) slab copies
         flat = [int(v) for o in offsets for v in o]
         return torch.ops.torchcut.grid_arcs(edges, reverse, flat, dtype == torch.int64)
     return _arc_layout_tensors(edges, reverse, offsets, dtype)
@@ -194,13 +194,22 @@ def _arc_layout(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> t
 
 # False: _arc_layout in tensor ops only (the reference of the native op, for tests and A/B).
 _NATIVE_ARCS = True
+# device type -> whether the loaded libraries implement grid_arcs there
+_ARCS: dict[str, bool] = {}
 
 
-def _native_cpu() -> bool:
-    """Whether the compiled CPU library is usable (compiled once by the fallback if needed)."""
-    from . import _ops
+def _native_arcs(device_type: str) -> bool:
+    """Whether the compiled library of ``device_type`` ("cpu", "cuda") is usable and implements
+    ``grid_arcs`` (a CUDA library built before it has the CPU kernel only)."""
+    if device_type not in _ARCS:
+        from . import _ops
 
-    return _ops.load_error("cpu") is None
+        ok = device_type in ("cpu", "cuda") and _ops.load_error(device_type) is None
+        if ok and device_type == "cuda":
+            has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+            ok = has is None or has("torchcut::grid_arcs", "CUDA")
+        _ARCS[device_type] = ok
+    return _ARCS[device_type]
 
 
 def _arc_layout_tensors(edges: torch.Tensor, reverse: torch.Tensor, offsets, dtype) -> torch.Tensor:

@@ -44,7 +44,7 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   m.def("csr_solve_(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, "
         "Tensor(c!) sink, int[] options) -> (Tensor mask, Tensor stats)");
   // A grid's arcs from the user's layout (edges, reverse [K, B, *shape]) to the solvers' caps [B, 2K, *shape],
-  // int64 if `wide` else int32, arcs that leave the grid zeroed (CPU; cpu/grid_arcs.cpp).
+  // int64 if `wide` else int32, arcs that leave the grid zeroed (cpu/grid_arcs.cpp, cuda/grid_arcs.cu).
   m.def("grid_arcs(Tensor edges, Tensor reverse, int[] offsets, bool wide) -> Tensor");
   // Arc pairs -> CSR layout with reverse-arc index (CPU).
   m.def("pairs_csr(Tensor u, Tensor v, Tensor cf, Tensor cb, int N) -> Tensor[]");
