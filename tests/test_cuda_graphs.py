@@ -61,6 +61,31 @@ def test_maxflow_during_capture_is_a_clear_error_and_the_context_survives(route)
     assert torch.cuda.is_current_stream_capturing() is False
 
 
+@pytest.mark.parametrize("call", ["segment", "refine"])
+def test_segment_and_refine_during_capture_name_themselves(call):
+    # the error names the function the caller used, before any of its work is queued
+    g = torch.Generator().manual_seed(1)
+    image = torch.rand(24, 32, generator=g).cuda()
+    if call == "segment":
+        seeds = torch.zeros(24, 32, dtype=torch.int64, device="cuda")
+        seeds[0], seeds[12, 16] = 2, 1
+        run = lambda: torchcut.segment(image, seeds)  # noqa: E731
+    else:
+        p = torch.rand(24, 32, generator=g).cuda()
+        run = lambda: torchcut.refine(image, torch.stack([p, 1 - p]))  # noqa: E731
+    expected = run()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with pytest.raises(RuntimeError, match=f"torchcut.{call}: the CUDA solver cannot run while a CUDA graph"):
+            with torch.cuda.graph(graph, stream=stream):
+                run()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    assert torch.equal(run(), expected)
+
+
 def test_check_outside_capture_passes():
     from torchcut.solvers.cuda import check_not_capturing
 

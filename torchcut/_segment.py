@@ -11,7 +11,7 @@ import json
 import torch
 from torch import Tensor
 
-from ._ops import CUDAGRAPH_UNSAFE
+from ._ops import CUDAGRAPH_UNSAFE, check_not_capturing
 from .energy import DEFAULT_LAM, segmentation_graph
 from .solvers import consume_mask, maxflow
 from .solvers._options import check_options, device_of
@@ -138,6 +138,8 @@ def segment(
         )
     if solver_options:
         check_options(segment, solver_options, device_of(image), backend)
+    if device_of(image).type == "cuda":  # before the energy is queued: the capture stays valid
+        check_not_capturing("torchcut.segment")
     graph = segmentation_graph(
         image,
         seeds,

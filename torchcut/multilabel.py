@@ -48,6 +48,7 @@ import torch
 
 from ._deprecate import renamed_keywords
 from ._metric import _tensor, check_metric
+from ._ops import check_not_capturing
 from ._validate import INT32_MAX, SUM_LIMIT, describe
 from .grid import grid_offsets, overlap_slices, shift
 from .solvers.warm import WarmGrid
@@ -820,6 +821,8 @@ def refine(
     from .energy import _as_image_tensor, _channel_axis, estimate_sigma
 
     P = _tensor(probs, "probs", finite=False)
+    if P.device.type == "cuda":  # before any work is queued: the capture stays valid
+        check_not_capturing("torchcut.refine")
     P_shape = P.shape
     if P.dim() not in (3, 4):
         raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")

@@ -40,7 +40,7 @@ def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch
     if not isinstance(graph, GridGraph):
         raise TypeError(f"graph: expected a torchcut.GridGraph, got {type(graph).__name__}")
     if graph.device.type == "cuda":
-        check_not_capturing("torchcut.segment")
+        check_not_capturing("torchcut.solvers.consume_mask")
     mask = _grid.consume_mask(graph, backend, **options)
     return mask if graph.batched else mask[0]
 
