@@ -50,7 +50,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,6 +63,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import grid as G  # noqa: E402  (the energies of the GPU benchmark)
+
+from benchmarks.timing import median_time  # noqa: E402
 
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process, for a busy machine)
 SOLVERS = ("torchcut", "torchcut-bk", "torchcut-pseudoflow", "pymaxflow", "thinhpf")
@@ -392,14 +393,8 @@ def runner(spec, solver, offs, items, threads=None):
 
 
 def timed(fn, args, repeat):
-    """Median of ``repeat`` runs after a warm-up."""
-    out = fn(*args)  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = CLOCK()
-        out = fn(*args)
-        times.append(CLOCK() - t0)
-    return statistics.median(times), times, out
+    """Median of ``repeat`` runs of ``fn(*args)`` after a warm-up, on this script's clock (``--clock``)."""
+    return median_time(lambda: fn(*args), repeat, clock=CLOCK)
 
 
 # ------------------------------------------------------------------------------------- peak memory

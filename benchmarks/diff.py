@@ -19,13 +19,21 @@ loaded machine are noisy: rerun on a quiet one before quoting them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-import torchcut
-from torchcut.diff import cut_labels, cut_mask
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torchcut  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
+from torchcut.diff import cut_labels, cut_mask  # noqa: E402
 
 
 def _sync(device):
@@ -34,15 +42,8 @@ def _sync(device):
 
 
 def _median(fn, device, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        return median_time(fn, repeat, cuda=device.type == "cuda")[0]
 
 
 def _inputs(B, L, size, device, seed=0):

@@ -27,8 +27,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import torchcut
-from torchcut.stereo import expansion_moves, load_pair
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torchcut  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
+from torchcut.stereo import expansion_moves, load_pair  # noqa: E402
 
 DATA = Path(os.environ.get("TORCHCUT_DATA", Path(__file__).resolve().parents[1] / "data"))
 
@@ -155,15 +160,8 @@ def sync():
 
 
 def timed(fn, repeat):
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeat):
-        sync()
-        t0 = time.perf_counter()
-        out = fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
+    seconds, _, out = median_time(fn, repeat, cuda=torch.cuda.is_available())
+    return seconds, out
 
 
 def pymaxflow_solve(m):

@@ -33,7 +33,6 @@ import json
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import torchcut  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from torchcut.graph_multilabel import labeling_energy  # noqa: E402
 
 LABELS = 8
@@ -171,12 +171,8 @@ def run_gco(e, w, U, V, algorithm="expansion"):
 
 
 def timed(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    seconds, _, out = median_time(fn, repeat, warmup=0)
+    return seconds, out
 
 
 def energy(e, w, U, V, labels) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import torchcut  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from torchcut import datasets  # noqa: E402
 from torchcut.stereo import DISPARITY_DEFAULTS, bad_pixel_rates, bt_costs, contrast_weights  # noqa: E402
 
@@ -48,17 +48,8 @@ PLAIN_POTTS = 30
 
 def timed(fn, repeat, cuda=False):
     """(median seconds, last result) of ``repeat`` runs after one warm-up."""
-    out = fn()
-    times = []
-    for _ in range(repeat):
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    seconds, _, out = median_time(fn, repeat, cuda=cuda)
+    return seconds, out
 
 
 def tsukuba_energy():

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,22 +26,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torchcut  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from torchcut import GridGraph, grid_offsets  # noqa: E402
 from torchcut.solvers._host import solve_on_host  # noqa: E402
 
 
 def _time(fn, repeats: int) -> float:
     """Median milliseconds of ``fn()`` after 5 warm-up calls."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    return median_time(fn, repeats, warmup=5, cuda=True)[0] * 1e3
 
 
 def _segmentation(n: int, colour: bool):
