@@ -888,7 +888,7 @@ class GraphInt:
             self._dynamic = None
             if isinstance(graph, FlowGraph):
                 self._dynamic = DynamicFlowGraph(graph)
-                self._dynamic._state = (result.residual, result.sink_flow[0].to(torch.int64))
+                self._dynamic._remember(result)
         self.last_result = result
         self._seg = ~result.node_mask.reshape(-1)
         flow = result.flow_value if scale is None else result.flow_value / scale

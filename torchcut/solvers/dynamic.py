@@ -17,18 +17,24 @@ the new network. :class:`DynamicFlowGraph` keeps the last solve's residual netwo
    keeps the cuts but leaves a flow of another network; the repair keeps ``verify()`` against the
    network the user has.)
 3. **Finish.** The CSR backend of :func:`torchcut.maxflow` (Boykov-Kolmogorov on the CPU,
-   push-relabel on CUDA) runs from that preflow.
+   push-relabel on CUDA) runs from that preflow. On the CPU without a deficit, steps 1 and 3 are one
+   op (``csr_resolve_``): the last flow was a maximum preflow, so every augmenting path now starts or
+   ends at a node whose terminals changed, and Boykov-Kolmogorov grows its trees from those nodes
+   alone (the other nodes with terminal capacity left are roots that are not grown); one search back
+   from every sink residual then checks that no excess reaches the sink (else the whole trees are
+   grown) and gives the canonical mask.
 
 The flow value is the maximum flow of the new network and the mask is the canonical source side
 (the nodes that cannot reach the sink in the final residual network, the same for every maximum
 preflow): both equal a solve from scratch, and ``verify()`` holds. Only terminal capacities change;
 n-link capacities stay those of the graph given.
 
-Speed: not yet faster than a solve from scratch on the CPU. The flow is kept, but Boykov-Kolmogorov
-starts its search trees again from every node with terminal capacity left and grows them over the
-whole graph before it can stop, so a warm solve costs a cold one plus the re-fit (``benchmarks/
-dynamic.py``: 1.7-7x the scratch time on a 300^2 image graph after 2% strokes, on a loaded machine).
-Kohli and Torr's speed-up needs the search trees kept between solves inside the solver.
+Speed: on the CPU about a solve from scratch (``benchmarks/dynamic.py``, 2% strokes, one thread: median
+1.04-1.11x at 1000^2, 1.09-1.22x at 400^2, against 2.1x and 3.0x with the re-fit in tensor ops and
+trees grown from every node). The search touches the stroke's neighbourhood (20,000 growths of
+1,000,000 nodes), but the re-fit, the check and the mask still pass over every node and arc, and a
+stroke that leaves a deficit takes the repair (5-6x). Kohli and Torr's speed-up needs the search
+trees and the mask kept between solves inside the solver.
 
 Examples
 --------
@@ -46,11 +52,15 @@ Examples
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
+from .. import _ops
 from .._validate import INT32_MAX, as_tensor, check_sum, describe
 from ..result import CutResult
+from . import cpu
 
 __all__ = ["DynamicFlowGraph"]
 
@@ -228,12 +238,23 @@ class DynamicFlowGraph:
             impl = CSR(g.device, self.backend)
             r = self._warm(impl)
             self.stats["warm"] += 1
-        self._state = (r.residual, r.sink_flow[0].to(torch.int64))
+        self._remember(r)
         return r
+
+    def _remember(self, r: CutResult) -> None:
+        """Keep ``r`` (a maximum flow of :attr:`graph`) as the flow the next solve starts from: its
+        residuals and sink flow, and the terminals it was solved for (the native re-solve starts from the
+        nodes whose terminals differ from these)."""
+        g = self.graph
+        self._state = (r.residual, r.sink_flow[0].to(torch.int64), g.source[0], g.sink[0])
 
     def _warm(self, impl) -> CutResult:
         g = self.graph
         R0 = self._state[0]
+        if g.device.type == "cpu" and impl.name == "cpu" and _native_resolve():
+            r = self._warm_native()
+            if r is not None:
+                return r
         C = g.caps.to(torch.int64)
         R = R0.to(torch.int64)
         S = g.source[0].to(torch.int64)
@@ -265,9 +286,13 @@ class DynamicFlowGraph:
         caps = R.to(g.caps.dtype)
         sink = (T - t).to(g.sink.dtype)
         mask, stats = impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, caps, ex, sink)
-        sink_flow = (T - sink.to(torch.int64)).reshape(1, -1)
-        stats = dict(stats)
-        stats.update(warm=True, repaired=repaired)
+        return self._result(mask, caps, sink, dict(stats, warm=True, repaired=repaired))
+
+    def _result(self, mask, caps, sink, stats) -> CutResult:
+        """The result of a warm solve of :attr:`graph` that left residuals ``caps`` and residual sink
+        capacities ``sink``."""
+        g = self.graph
+        sink_flow = (g.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)
         return CutResult(
             graph=g,
             flow_values=sink_flow.sum(1),
@@ -277,3 +302,38 @@ class DynamicFlowGraph:
             sink_flow=sink_flow,
             stats=stats,
         )
+
+    def _warm_native(self) -> CutResult | None:
+        """The CPU re-solve in one op (``csr_resolve_``): the re-fit of the last flow in one pass and a
+        search grown from the changed nodes (its work is their neighbourhood, not the graph). None where
+        the last flow leaves a deficit, which the tensor path repairs first."""
+        g = self.graph
+        t0 = time.perf_counter()
+        R0, _, S0, T0 = self._state
+        caps = R0.clone()  # the last result's residuals stay as they were
+        S, T = g.source[0], g.sink[0]
+        changed = (S != S0) | (T != T0)
+        mask, _, sink, raw, deficits = torch.ops.torchcut.csr_resolve_(
+            g.row_ptr, g.head, g.rev, g.caps, caps, S, T if T.dtype == g.caps.dtype else T.to(g.caps.dtype), changed
+        )
+        if int(deficits[0]):
+            return None
+        stats = cpu._stats(raw, t0, 1)
+        stats.update(route="csr", warm=True, repaired=0, search="from the changed nodes")
+        return self._result(mask, caps, sink, stats)
+
+
+def _native_resolve() -> bool:
+    """Whether the CPU library has ``csr_resolve_`` (a library built before it has not)."""
+    if "resolve" not in _NATIVE:
+        has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+        _NATIVE["resolve"] = (
+            _ops.load_error("cpu") is None
+            and hasattr(torch.ops.torchcut, "csr_resolve_")
+            and (has is None or has("torchcut::csr_resolve_", "CPU"))
+        )
+    return _NATIVE["resolve"]
+
+
+# op name -> whether the loaded library has it
+_NATIVE: dict[str, bool] = {}

@@ -56,8 +56,26 @@ class BK {
       : g_(g), n_(n), lo_(lo), hi_(hi < 0 ? n : hi), ranged_(lo_ > 0 || hi_ < n), tr_(tr), nxt_(nxt), mk_(marks) {}
 
   BKStats run() {
-    init();
+    init(nullptr);
     return loop();
+  }
+
+  // A re-solve after the terminal residuals of the nodes marked in `changed` moved, from a maximum
+  // preflow of the network before (no residual path from a node with excess to one with a sink residual):
+  // every augmenting path now starts or ends at a changed node, so only the changed roots start active
+  // and the trees grow from them. Then one search back from every sink residual checks that no excess
+  // reaches one (augmentations open reverse arcs); if one does, every tree node is grown too, as run()
+  // would. `reach` (n bytes) ends as the canonical sink side either way.
+  BKStats rerun(const uint8_t* changed, uint8_t* reach) {
+    init(changed);
+    loop();
+    if (sink_reach(reach)) {
+      for (int64_t v = lo_; v < hi_; ++v)
+        if (!g_.is_free(v)) activate(static_cast<int32_t>(v));
+      loop();
+      sink_side(reach);
+    }
+    return st_;
   }
 
   // Continues from the trees that solvers of disjoint ranges left (their ranges covering every node)
@@ -91,22 +109,46 @@ class BK {
         }
       }
     }
-    for (int64_t qh = 0; qh < qt; ++qh) {
-      const int32_t v = nxt_[qh];
-      for (auto k = g_.begin(v), e = g_.end(v); k != e; ++k) {
-        const int32_t j = g_.head(v, k);
-        if (!reach[j] && g_.rc[g_.sister(v, k)] > 0) {
-          reach[j] = 1;
-          nxt_[qt++] = j;
-        }
-      }
+    spread_back(reach, qt);
+  }
+
+  // The nodes that reach a sink residual, by one search back over residual arcs from all of them (the
+  // trees not trusted: rerun's roots were not all grown); true when a node with excess is among them.
+  // Uses nxt as the queue and leaves every node idle.
+  bool sink_reach(uint8_t* reach) {
+    int64_t qt = 0;
+    for (int64_t v = 0; v < n_; ++v) {
+      reach[v] = tr_[v] < 0;
+      if (reach[v]) nxt_[qt++] = static_cast<int32_t>(v);
     }
+    const bool excess = spread_back(reach, qt);
+    for (int64_t v = 0; v < n_; ++v) nxt_[v] = kIdle;
+    qfirst_ = qlast_ = -1;
+    return excess;
   }
 
  private:
   static constexpr int32_t kIdle = -1;     // not active
   static constexpr int32_t kCurrent = -2;  // active, being grown (not in the queue)
   static constexpr int32_t kInfD = std::numeric_limits<int32_t>::max();
+
+  // Marks in `reach` every node with a residual path into the qt nodes queued in nxt (marked already),
+  // breadth-first over the arcs back; true when a node with excess was marked.
+  bool spread_back(uint8_t* reach, int64_t qt) {
+    bool excess = false;
+    for (int64_t qh = 0; qh < qt; ++qh) {
+      const int32_t v = nxt_[qh];
+      for (auto k = g_.begin(v), e = g_.end(v); k != e; ++k) {
+        const int32_t j = g_.head(v, k);
+        if (!reach[j] && g_.rc[g_.sister(v, k)] > 0) {
+          reach[j] = 1;
+          excess |= tr_[j] > 0;
+          nxt_[qt++] = j;
+        }
+      }
+    }
+    return excess;
+  }
 
   BKStats loop() {
     int32_t cur = -1;
@@ -159,16 +201,16 @@ class BK {
     }
   }
 
-  void init() {
+  void init(const uint8_t* only) {  // only: the roots to activate (nullptr: all)
     for (int64_t v = lo_; v < hi_; ++v) {
       nxt_[v] = kIdle;
       mk_[v] = Marks{0, 1};
       if (tr_[v] > 0) {
         g_.set(v, Topo::kTerm, false);
-        activate(static_cast<int32_t>(v));
+        if (!only || only[v]) activate(static_cast<int32_t>(v));
       } else if (tr_[v] < 0) {
         g_.set(v, Topo::kTerm, true);
-        activate(static_cast<int32_t>(v));
+        if (!only || only[v]) activate(static_cast<int32_t>(v));
       } else {
         g_.set_free(v);
       }

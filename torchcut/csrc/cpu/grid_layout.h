@@ -71,52 +71,6 @@ struct GridWork {
   }
 };
 
-// Work buffers kept from one call to the next. A fresh buffer of a few MB is new memory: its first touch
-// faults every page in (zeroing it), which measured about 435 faults and 0.3-0.5 ms a call on a 192^2
-// 8-connected grid (7 ms in all), where a kept buffer is warm. The pool keeps at most kKeep bytes in all
-// (the workspaces of grids up to about 512^2 8-connected on two threads); larger ones are freed as before.
-template <class Cap>
-class WorkPool {
- public:
-  static constexpr int64_t kKeep = int64_t(64) << 20;
-  static WorkPool& get() {
-    static WorkPool pool;
-    return pool;
-  }
-  std::unique_ptr<GridWork<Cap>> take() {
-    std::lock_guard<std::mutex> lock(m_);
-    if (kept_.empty()) return std::make_unique<GridWork<Cap>>();
-    auto w = std::move(kept_.back());
-    kept_.pop_back();
-    bytes_ -= w->bytes();
-    return w;
-  }
-  void give(std::unique_ptr<GridWork<Cap>> w) {
-    if (!w) return;
-    std::lock_guard<std::mutex> lock(m_);
-    if (bytes_ + w->bytes() > kKeep) return;  // freed here
-    bytes_ += w->bytes();
-    kept_.push_back(std::move(w));
-  }
-
- private:
-  std::mutex m_;
-  std::vector<std::unique_ptr<GridWork<Cap>>> kept_;
-  int64_t bytes_ = 0;
-};
-
-// `count` work buffers from the pool for one call, given back when it ends (also on an exception).
-template <class Cap>
-struct PooledWork {
-  std::vector<std::unique_ptr<GridWork<Cap>>> w;
-  explicit PooledWork(int64_t count) {
-    for (int64_t i = 0; i < count; ++i) w.push_back(WorkPool<Cap>::get().take());
-  }
-  ~PooledWork() {
-    for (auto& x : w) WorkPool<Cap>::get().give(std::move(x));
-  }
-  GridWork<Cap>& operator[](int64_t i) { return *w[i]; }
-};
 
 // The geometry of a padded, row-major item.
 struct Layout {

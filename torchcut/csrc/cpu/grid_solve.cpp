@@ -285,7 +285,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
-    PooledWork<Cap> work(std::max<int64_t>(1, std::min(threads, B)));
+    PooledWork<GridWork<Cap>> work(std::max<int64_t>(1, std::min(threads, B)));
     const Cap* c = caps.data_ptr<Cap>();
     const Cap* s = sink.data_ptr<Cap>();
     const int64_t* src = source.data_ptr<int64_t>();
