@@ -18,7 +18,7 @@ the new network. :class:`DynamicFlowGraph` keeps the last solve's residual netwo
    network the user has.)
 3. **Finish.** The CSR backend of :func:`torchcut.maxflow` (Boykov-Kolmogorov on the CPU,
    push-relabel on CUDA) runs from that preflow. On the CPU without a deficit, steps 1 and 3 are one
-   op (``csr_resolve_``): the last flow was a maximum preflow, so every augmenting path now starts or
+   op (``csr_resolve``): the last flow was a maximum preflow, so every augmenting path now starts or
    ends at a node whose terminals changed, and Boykov-Kolmogorov grows its trees from those nodes
    alone (the other nodes with terminal capacity left are roots that are not grown); one search back
    from every sink residual then checks that no excess reaches the sink (else the whole trees are
@@ -29,12 +29,16 @@ The flow value is the maximum flow of the new network and the mask is the canoni
 preflow): both equal a solve from scratch, and ``verify()`` holds. Only terminal capacities change;
 n-link capacities stay those of the graph given.
 
-Speed: on the CPU about a solve from scratch (``benchmarks/dynamic.py``, 2% strokes, one thread: median
-1.04-1.11x at 1000^2, 1.09-1.22x at 400^2, against 2.1x and 3.0x with the re-fit in tensor ops and
-trees grown from every node). The search touches the stroke's neighbourhood (20,000 growths of
-1,000,000 nodes), but the re-fit, the check and the mask still pass over every node and arc, and a
-stroke that leaves a deficit takes the repair (5-6x). Kohli and Torr's speed-up needs the search
-trees and the mask kept between solves inside the solver.
+On the CPU a stroke that leaves a deficit is solved from scratch instead of repaired: the repair and
+the solve after it search the whole graph twice, 5-6x a solve from scratch after a 2% stroke on a
+1000^2 image graph.
+
+Speed on the CPU (``benchmarks/dynamic.py``, 2% strokes, one thread): 0.74x a solve from scratch at
+1000^2 and 0.65x at 400^2 (medians over 6 strokes; 1.1-1.5x on a stroke with a deficit), against
+2.1x and 3.0x with the re-fit in tensor ops and the trees grown from every node. The search touches
+the stroke's neighbourhood (20,000 growths of 1,000,000 nodes); the re-fit, the check and the mask
+still pass over every node and arc. Kohli and Torr's speed-up (PyMaxflow's ``reuse_trees``, ~10x
+faster here) needs the search trees and the mask kept between solves inside the solver.
 
 Examples
 --------
@@ -104,7 +108,8 @@ class DynamicFlowGraph:
         self.graph = graph
         self.backend = backend
         self.warm = bool(warm)
-        self._state = None  # (residual caps, sink flow) of the last solve, for self.graph's capacities
+        self._state = None  # (residual caps, sink flow, source, sink) of the last solve, for self.graph
+        self._caps_total = None  # the sum of the n-link capacities (float64), for the overflow check
         self.stats = {"warm": 0, "cold": 0, "repaired": 0}
 
     # ------------------------------------------------------------------------------------------ changes
@@ -187,22 +192,25 @@ class DynamicFlowGraph:
             if x is None:
                 continue
             t = self._values(x, name, n)
+            if name == "sink" and g.caps.dtype == torch.int32 and n and int(t.max()) > INT32_MAX:
+                raise ValueError(
+                    f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
+                    f"{int(t.max())}; build the FlowGraph with the larger capacities instead"
+                )
             if idx is None:
                 target.copy_(t)
             else:
                 target[idx] = t
-        if g.caps.dtype == torch.int32 and new_snk.numel() and int(new_snk.max()) > INT32_MAX:
-            raise ValueError(
-                f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
-                f"{int(new_snk.max())}; build the FlowGraph with the larger capacities instead"
-            )
         self._install(new_src, new_snk)
 
     def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor) -> None:
         """Make int64 ``[N]`` terminal capacities (in the graph's units) the current ones."""
         g = self.graph
         N = g.num_nodes
-        check_sum((new_src, new_snk, g.caps), "FlowGraph")
+        if self._caps_total is None:  # the n-links never change: their sum once
+            self._caps_total = float(g.caps.sum(dtype=torch.float64))
+        sums = torch.stack([new_src.sum(dtype=torch.float64), new_snk.sum(dtype=torch.float64)])
+        check_sum(int(float(sums.sum()) + self._caps_total), "FlowGraph")
         new = object.__new__(type(g))
         new.__dict__.update(g.__dict__)
         new.source = new_src.to(torch.int64).reshape(1, N)
@@ -230,14 +238,13 @@ class DynamicFlowGraph:
         from ._maxflow import maxflow
 
         g = self.graph
-        if self._state is None or not self.warm:
+        r = None
+        if self._state is not None and self.warm:
+            r = self._warm(CSR(g.device, self.backend))
+        if r is None:
             r = maxflow(g, backend=self.backend, lattice=False)
-            self.stats["cold"] += 1
-            r.stats["warm"] = False
-        else:
-            impl = CSR(g.device, self.backend)
-            r = self._warm(impl)
-            self.stats["warm"] += 1
+        r.stats.setdefault("warm", False)  # a solve from scratch (also the repair's fallback)
+        self.stats["warm" if r.stats["warm"] else "cold"] += 1
         self._remember(r)
         return r
 
@@ -248,13 +255,14 @@ class DynamicFlowGraph:
         g = self.graph
         self._state = (r.residual, r.sink_flow[0].to(torch.int64), g.source[0], g.sink[0])
 
-    def _warm(self, impl) -> CutResult:
+    def _warm(self, impl) -> CutResult | None:
+        """A solve from the last flow, or None where a solve from scratch is the faster way: on the CPU
+        when the last flow leaves a deficit (the repair and the solve after it are two searches over the
+        whole graph, 5-6x a solve from scratch after a 2% stroke on 1000^2)."""
         g = self.graph
         R0 = self._state[0]
         if g.device.type == "cpu" and impl.name == "cpu" and _native_resolve():
-            r = self._warm_native()
-            if r is not None:
-                return r
+            return self._warm_native()
         C = g.caps.to(torch.int64)
         R = R0.to(torch.int64)
         S = g.source[0].to(torch.int64)
@@ -288,11 +296,13 @@ class DynamicFlowGraph:
         mask, stats = impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, caps, ex, sink)
         return self._result(mask, caps, sink, dict(stats, warm=True, repaired=repaired))
 
-    def _result(self, mask, caps, sink, stats) -> CutResult:
+    def _result(self, mask, caps, sink, stats, sink_flow=None) -> CutResult:
         """The result of a warm solve of :attr:`graph` that left residuals ``caps`` and residual sink
-        capacities ``sink``."""
+        capacities ``sink`` (or the int64 sink flows ``sink_flow``)."""
         g = self.graph
-        sink_flow = (g.sink[0].to(torch.int64) - sink.to(torch.int64)).reshape(1, -1)
+        if sink_flow is None:
+            sink_flow = g.sink[0].to(torch.int64) - sink.to(torch.int64)
+        sink_flow = sink_flow.reshape(1, -1)
         return CutResult(
             graph=g,
             flow_values=sink_flow.sum(1),
@@ -304,33 +314,33 @@ class DynamicFlowGraph:
         )
 
     def _warm_native(self) -> CutResult | None:
-        """The CPU re-solve in one op (``csr_resolve_``): the re-fit of the last flow in one pass and a
+        """The CPU re-solve in one op (``csr_resolve``): the re-fit of the last flow in one pass and a
         search grown from the changed nodes (its work is their neighbourhood, not the graph). None where
-        the last flow leaves a deficit, which the tensor path repairs first."""
+        the last flow leaves a deficit (the caller solves from scratch)."""
         g = self.graph
         t0 = time.perf_counter()
         R0, _, S0, T0 = self._state
-        caps = R0.clone()  # the last result's residuals stay as they were
         S, T = g.source[0], g.sink[0]
         changed = (S != S0) | (T != T0)
-        mask, _, sink, raw, deficits = torch.ops.torchcut.csr_resolve_(
-            g.row_ptr, g.head, g.rev, g.caps, caps, S, T if T.dtype == g.caps.dtype else T.to(g.caps.dtype), changed
+        # new residuals (the last result's stay as they were), the sink flows
+        mask, caps, sink_flow, raw, deficits = torch.ops.torchcut.csr_resolve(
+            g.row_ptr, g.head, g.rev, g.caps, R0, S, T if T.dtype == g.caps.dtype else T.to(g.caps.dtype), changed
         )
         if int(deficits[0]):
             return None
         stats = cpu._stats(raw, t0, 1)
         stats.update(route="csr", warm=True, repaired=0, search="from the changed nodes")
-        return self._result(mask, caps, sink, stats)
+        return self._result(mask, caps, None, stats, sink_flow)
 
 
 def _native_resolve() -> bool:
-    """Whether the CPU library has ``csr_resolve_`` (a library built before it has not)."""
+    """Whether the CPU library has ``csr_resolve`` (a library built before it has not)."""
     if "resolve" not in _NATIVE:
         has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
         _NATIVE["resolve"] = (
             _ops.load_error("cpu") is None
-            and hasattr(torch.ops.torchcut, "csr_resolve_")
-            and (has is None or has("torchcut::csr_resolve_", "CPU"))
+            and hasattr(torch.ops.torchcut, "csr_resolve")
+            and (has is None or has("torchcut::csr_resolve", "CPU"))
         )
     return _NATIVE["resolve"]
 

@@ -75,9 +75,9 @@ struct CsrWork {
 };
 
 // Boykov-Kolmogorov on the CSR graph from the netted terminal residuals tr (rc: the arc residuals, left
-// final): writes the excess, the residual sink capacities and the canonical mask (source side) of its N
-// nodes. changed (nullptr: a solve from scratch): the nodes whose terminals moved since the maximum
-// preflow that rc and tr hold (BK::rerun).
+// final): writes the canonical mask (source side) of its N nodes, and the excess and the residual sink
+// capacities where those are given (else tr holds them). changed (nullptr: a solve from scratch): the
+// nodes whose terminals moved since the maximum preflow that rc and tr hold (BK::rerun).
 template <class Cap>
 BKStats run_csr(const at::Tensor& row_ptr, const at::Tensor& head, const at::Tensor& rev, Cap* rc, int64_t N,
                 CsrWork& w, const uint8_t* changed, int64_t* excess, Cap* sink, bool* mask) {
@@ -93,11 +93,11 @@ BKStats run_csr(const at::Tensor& row_ptr, const at::Tensor& head, const at::Ten
     r = bk.run();
     bk.sink_side(reach);
   }
-  for (int64_t v = 0; v < N; ++v) {
-    excess[v] = torchcut::net_source(tr[v]);
-    sink[v] = static_cast<Cap>(torchcut::net_sink(tr[v]));
-    mask[v] = !reach[v];
-  }
+  for (int64_t v = 0; v < N; ++v) mask[v] = !reach[v];
+  if (excess)
+    for (int64_t v = 0; v < N; ++v) excess[v] = torchcut::net_source(tr[v]);
+  if (sink)
+    for (int64_t v = 0; v < N; ++v) sink[v] = static_cast<Cap>(torchcut::net_sink(tr[v]));
   return r;
 }
 
@@ -146,16 +146,16 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
   return {mask, stats};
 }
 
-// csr_resolve_ (schema in torchcut.cpp): the last maximum flow re-fitted to new terminal capacities in
-// one pass (a node's net n-link inflow from its arcs' residuals, then as much as it can to the sink and
-// the rest as excess: unchanged nodes get back the state the last solve left), then the search from the
-// changed nodes (BK::rerun). Where a node's n-links carry out more than its new source capacity and
-// n-link inflow bring in (a deficit), nothing is solved or written and the count comes back: the caller
-// repairs the flow first.
+// csr_resolve (schema in torchcut.cpp): the last maximum flow re-fitted to new terminal capacities in
+// one pass over the arcs (each node's net n-link inflow, read while the residuals are copied into the
+// output; then as much as the node can to the sink and the rest as excess: unchanged nodes get back the
+// state the last solve left), then the search from the changed nodes (BK::rerun). Where a node's n-links
+// carry out more than its new source capacity and n-link inflow bring in (a deficit), nothing is solved
+// and the count comes back: the caller repairs the flow first.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resolve(
     at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps, at::Tensor residual, at::Tensor source,
     at::Tensor sink, at::Tensor changed) {
-  const char* op = "torchcut.csr_resolve_";
+  const char* op = "torchcut.csr_resolve";
   for (const auto* t : {&caps, &residual, &source, &sink, &changed})
     TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
   const int64_t N = source.numel();
@@ -169,8 +169,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resol
   TORCH_CHECK(changed.scalar_type() == at::kBool && changed.numel() == N, op,
               ": changed: expected one bool per node, got ", changed.scalar_type(), " ", changed.sizes());
   auto mask = at::empty({N}, source.options().dtype(at::kBool));
-  auto excess = at::empty({N}, source.options());
-  auto sink_res = at::empty({N}, sink.options());
+  auto out = at::empty({caps.numel()}, caps.options());
+  auto sink_flow = at::empty({N}, source.options());
   auto stats = at::zeros({1, kStats}, source.options());
   auto deficits = at::zeros({1}, source.options());
   const int64_t* rp = row_ptr.data_ptr<int64_t>();
@@ -178,15 +178,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resol
   PooledWork<CsrWork> work(1);
   work[0].resize(N);
   int64_t* tr = work[0].tr.get();
-  AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.csr_resolve_", [&] {
+  int64_t* flow = sink_flow.data_ptr<int64_t>();
+  AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.csr_resolve", [&] {
     using Cap = index_t;
     const Cap* C = caps.data_ptr<Cap>();
-    Cap* R = residual.data_ptr<Cap>();
+    const Cap* R0 = residual.data_ptr<Cap>();
+    Cap* R = out.data_ptr<Cap>();
     const Cap* T = sink.data_ptr<Cap>();
     int64_t bad = 0;
     for (int64_t v = 0; v < N; ++v) {
       int64_t avail = S[v];
-      for (int64_t k = rp[v]; k < rp[v + 1]; ++k) avail += static_cast<int64_t>(R[k]) - static_cast<int64_t>(C[k]);
+      for (int64_t k = rp[v]; k < rp[v + 1]; ++k) {
+        R[k] = R0[k];
+        avail += static_cast<int64_t>(R0[k]) - static_cast<int64_t>(C[k]);
+      }
       if (avail < 0) {
         ++bad;
         continue;
@@ -196,15 +201,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resol
     }
     if (bad) {  // nothing solved: the outputs are zeros
       deficits.data_ptr<int64_t>()[0] = bad;
-      mask.zero_(), excess.zero_(), sink_res.zero_();
+      mask.zero_(), out.zero_(), sink_flow.zero_();
       return;
     }
     const uint8_t* mark = reinterpret_cast<const uint8_t*>(changed.data_ptr<bool>());
-    write_stats(run_csr<Cap>(row_ptr, head, rev, R, N, work[0], mark, excess.data_ptr<int64_t>(),
-                             sink_res.data_ptr<Cap>(), mask.data_ptr<bool>()),
+    write_stats(run_csr<Cap>(row_ptr, head, rev, R, N, work[0], mark, nullptr, nullptr, mask.data_ptr<bool>()),
                 stats);
+    for (int64_t v = 0; v < N; ++v) flow[v] = static_cast<int64_t>(T[v]) - torchcut::net_sink(tr[v]);
   });
-  return {mask, excess, sink_res, stats, deficits};
+  return {mask, out, sink_flow, stats, deficits};
 }
 
 at::Tensor index64(const at::Tensor& t) {
@@ -228,5 +233,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resol
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("csr_solve_", &torchcut_cpu::csr_solve_op);
-  m.impl("csr_resolve_", &torchcut_cpu::csr_resolve_op);
+  m.impl("csr_resolve", &torchcut_cpu::csr_resolve_op);
 }
