@@ -30,7 +30,7 @@ import torch
 
 from . import _build_config as config
 
-__all__ = ["ensure", "load_error", "names", "status", "check_not_capturing"]
+__all__ = ["ensure", "load_error", "has_kernels", "names", "status", "check_not_capturing"]
 
 PKG = Path(__file__).resolve().parent
 CSRC = PKG / "csrc"
@@ -271,6 +271,26 @@ def load_error(kind: str) -> str | None:
     except RuntimeError as exc:
         return str(exc)
     return None
+
+
+def has_kernels(device_type: str, *ops: str) -> bool:
+    """Whether ``torch.ops.torchcut.<op>`` runs on tensors of ``device_type`` ("cpu", "cuda") for every
+    op of ``ops``: the libraries load (the CPU one declares every schema) and register a kernel for each
+    op there (a library built before an op has neither its schema nor its kernel).
+
+    Examples
+    --------
+    >>> has_kernels("cpu", "grid_solve") == (load_error("cpu") is None)
+    True
+    """
+    if device_type not in ("cpu", "cuda") or load_error("cpu") is not None:
+        return False
+    if device_type == "cuda" and load_error("cuda") is not None:
+        return False
+    if not all(hasattr(torch.ops.torchcut, op) for op in ops):
+        return False
+    has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    return has is None or all(has(f"torchcut::{op}", device_type.upper()) for op in ops)
 
 
 def status() -> dict:

@@ -719,17 +719,8 @@ def _native_ops(device: torch.device, channels: int) -> bool:
     if device.type not in _NATIVE:
         from . import _ops
 
-        _NATIVE[device.type] = _ops.load_error(device.type) is None and _has_kernels(device.type.upper())
+        _NATIVE[device.type] = _ops.has_kernels(device.type, "seg_check", "seg_hist", "seg_energy")
     return _NATIVE[device.type]
-
-
-def _has_kernels(key: str) -> bool:
-    """Whether the loaded libraries implement the seg_ ops for dispatch key ``key`` ("CPU", "CUDA"):
-    a library built before them has neither the schemas nor the kernels."""
-    if not hasattr(torch.ops.torchcut, "seg_energy"):
-        return False
-    has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
-    return has is None or all(has(f"torchcut::{op}", key) for op in ("seg_check", "seg_hist", "seg_energy"))
 
 
 def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, native):

@@ -110,13 +110,7 @@ def _compiled_move(device: torch.device) -> bool:
     if "cpu" not in _COMPILED:
         from . import _ops
 
-        ok = _ops.load_error("cpu") is None and hasattr(torch.ops.torchcut, "graph_expansion_move")
-        if ok:
-            try:
-                ok = torch._C._dispatch_has_kernel_for_dispatch_key("torchcut::graph_expansion_move", "CPU")
-            except (AttributeError, RuntimeError):
-                ok = False
-        _COMPILED["cpu"] = ok
+        _COMPILED["cpu"] = _ops.has_kernels("cpu", "graph_expansion_move")
     return _COMPILED["cpu"]
 
 

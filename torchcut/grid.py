@@ -199,16 +199,11 @@ _ARCS: dict[str, bool] = {}
 
 
 def _native_arcs(device_type: str) -> bool:
-    """Whether the compiled library of ``device_type`` ("cpu", "cuda") is usable and implements
-    ``grid_arcs`` (a CUDA library built before it has the CPU kernel only)."""
+    """Whether the compiled ``grid_arcs`` runs on ``device_type`` (checked once per device type)."""
     if device_type not in _ARCS:
         from . import _ops
 
-        ok = device_type in ("cpu", "cuda") and _ops.load_error(device_type) is None
-        if ok and device_type == "cuda":
-            has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
-            ok = has is None or has("torchcut::grid_arcs", "CUDA")
-        _ARCS[device_type] = ok
+        _ARCS[device_type] = _ops.has_kernels(device_type, "grid_arcs")
     return _ARCS[device_type]
 
 

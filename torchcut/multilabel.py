@@ -929,13 +929,7 @@ def _native_potts(device: torch.device) -> bool:
     """Whether ``potts_energy`` runs on ``device`` (the compiled library loaded, with a kernel there)."""
     from . import _ops
 
-    if _ops.load_error("cpu") is not None:
-        return False
-    if device.type == "cpu":
-        return True
-    if device.type != "cuda" or _ops.load_error("cuda") is not None:
-        return False
-    return torch._C._dispatch_has_kernel_for_dispatch_key("torchcut::potts_energy", "CUDA")
+    return _ops.has_kernels(device.type, "potts_energy")
 
 
 def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str = "image") -> None:

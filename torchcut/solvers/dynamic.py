@@ -334,14 +334,9 @@ class DynamicFlowGraph:
 
 
 def _native_resolve() -> bool:
-    """Whether the CPU library has ``csr_resolve`` (a library built before it has not)."""
+    """Whether the CPU library has ``csr_resolve`` (checked once)."""
     if "resolve" not in _NATIVE:
-        has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
-        _NATIVE["resolve"] = (
-            _ops.load_error("cpu") is None
-            and hasattr(torch.ops.torchcut, "csr_resolve")
-            and (has is None or has("torchcut::csr_resolve", "CPU"))
-        )
+        _NATIVE["resolve"] = _ops.has_kernels("cpu", "csr_resolve")
     return _NATIVE["resolve"]
 
 

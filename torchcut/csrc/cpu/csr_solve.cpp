@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -107,6 +108,11 @@ void write_stats(const BKStats& r, const at::Tensor& stats) {
   out.write(stats.data_ptr<int64_t>());
 }
 
+void check_cpu(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  for (const auto* t : tensors)
+    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+}
+
 void check_csr(const char* op, const at::Tensor& row_ptr, const at::Tensor& head, const at::Tensor& rev,
                const at::Tensor& caps, int64_t N) {
   TORCH_CHECK(row_ptr.scalar_type() == at::kLong && head.scalar_type() == at::kLong && rev.scalar_type() == at::kLong,
@@ -122,8 +128,7 @@ void check_csr(const char* op, const at::Tensor& row_ptr, const at::Tensor& head
 std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps,
                                              at::Tensor excess, at::Tensor sink) {
   const char* op = "torchcut_cpu.csr_solve";
-  for (const auto* t : {&row_ptr, &head, &rev, &caps, &excess, &sink})
-    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+  check_cpu(op, {&row_ptr, &head, &rev, &caps, &excess, &sink});
   const int64_t N = excess.numel();
   check_csr(op, row_ptr, head, rev, caps, N);
   TORCH_CHECK(sink.scalar_type() == caps.scalar_type() && excess.scalar_type() == at::kLong, op,
@@ -156,8 +161,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resol
     at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps, at::Tensor residual, at::Tensor source,
     at::Tensor sink, at::Tensor changed) {
   const char* op = "torchcut.csr_resolve";
-  for (const auto* t : {&caps, &residual, &source, &sink, &changed})
-    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+  check_cpu(op, {&caps, &residual, &source, &sink, &changed});
   const int64_t N = source.numel();
   check_csr(op, row_ptr, head, rev, caps, N);
   TORCH_CHECK(residual.scalar_type() == caps.scalar_type() && residual.numel() == caps.numel(), op,
