@@ -188,3 +188,24 @@ def test_build_command(capsys):
     else:
         assert out[1].startswith(("cuda: installed", "cuda: built", "cuda: cached", "cuda: skipped"))
     assert len(out) == 2
+
+
+def test_a_library_is_stale_only_after_its_own_sources_change(tmp_path):
+    """A changed CUDA source leaves the CPU library current (it is not built from it); a changed shared
+    header makes both libraries stale."""
+    cpu, cuda = _ops._native_files("cpu"), _ops._native_files("cuda")
+    names = {p.relative_to(_ops.CSRC).as_posix() for p in cpu}
+    assert "torchcut.cpp" in names and "cpu/grid_arcs.cpp" in names
+    assert not any(n.startswith("cuda/") or n.endswith((".cu", ".cuh")) for n in names)
+    assert set(cpu) < set(cuda) and any(p.suffix == ".cu" for p in cuda)
+    lib = tmp_path / "lib.so"
+    lib.write_bytes(b"")
+    newest = max(p.stat().st_mtime for p in cuda)
+    os.utime(lib, (newest + 10, newest + 10))
+    assert _ops._newer_sources(lib, "cpu") == [] and _ops._newer_sources(lib, "cuda") == []
+    cu = next(p for p in cuda if p.suffix == ".cu")
+    header = next(p for p in cpu if p.suffix == ".h")
+    os.utime(lib, (cu.stat().st_mtime - 1, cu.stat().st_mtime - 1))
+    assert cu.name in _ops._newer_sources(lib, "cuda") and cu.name not in _ops._newer_sources(lib, "cpu")
+    os.utime(lib, (header.stat().st_mtime - 1, header.stat().st_mtime - 1))
+    assert header.name in _ops._newer_sources(lib, "cpu") and header.name in _ops._newer_sources(lib, "cuda")

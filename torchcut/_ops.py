@@ -75,22 +75,26 @@ def _mismatch(kind: str, info: dict | None) -> str | None:
     return None
 
 
-def _native_files() -> list[Path]:
-    """Every C++/CUDA source and header under ``csrc``, sorted."""
-    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh"))
+def _native_files(kind: str = "cuda") -> list[Path]:
+    """The C++/CUDA sources and headers under ``csrc`` that the library of ``kind`` is built from, sorted:
+    every one for "cuda" (it includes the shared headers), all but ``csrc/cuda`` and CUDA files for "cpu"."""
+    files = (p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh"))
+    if kind == "cpu":
+        files = (p for p in files if p.suffix in (".cpp", ".h") and "cuda" not in p.relative_to(CSRC).parts[:-1])
+    return sorted(files)
 
 
-def _newer_sources(path: Path) -> list[str]:
-    """The names of the native sources modified after the library file ``path`` was written."""
+def _newer_sources(path: Path, kind: str) -> list[str]:
+    """The names of the native sources of ``kind``'s library modified after the file ``path`` was written."""
     built = path.stat().st_mtime
-    return [p.name for p in _native_files() if p.stat().st_mtime > built]
+    return [p.name for p in _native_files(kind) if p.stat().st_mtime > built]
 
 
-def _warn_if_stale(path: Path) -> None:
+def _warn_if_stale(path: Path, kind: str) -> None:
     """In a source checkout, warn once when a C++/CUDA source is newer than the library built from it."""
     if not (PKG.parent / "setup.py").is_file():
         return
-    newer = _newer_sources(path)
+    newer = _newer_sources(path, kind)
     if newer:
         import warnings
 
@@ -115,7 +119,7 @@ def _load_installed(kind: str) -> str | None:
     why = _mismatch(kind, build_info())
     if why is not None:
         return why
-    _warn_if_stale(path)
+    _warn_if_stale(path, kind)
     try:
         torch.ops.load_library(str(path))
     except OSError as exc:  # torch's message names the file; the loader's (an undefined symbol, say) is the cause
@@ -140,7 +144,7 @@ def _load_cached(kind: str) -> bool:
     """Load an earlier fallback build of ``kind`` from the cache when it is newer than every source file."""
     lib = cache_dir(kind) / f"torchcut{_LIBS[kind]}.so"
     try:
-        if _newer_sources(lib):
+        if _newer_sources(lib, kind):
             return False
     except OSError:  # no cached build
         return False
