@@ -256,6 +256,30 @@ def test_native_arc_layout_equals_the_tensor_ops(ndim, conn, din, dout, device):
     caps = _arc_layout(e, e + 100, offs, dout)
     assert caps[0, 0].flatten().tolist() == [1, 2, 3, 0, 5, 6, 7, 0, 9, 10, 11, 0]
     assert caps[0, 1].flatten().tolist() == [0, 101, 102, 103, 0, 105, 106, 107, 0, 109, 110, 111]
+    if (
+        device == "cuda" and din == dout == torch.int32
+    ):  # slabs longer than the kernel's blocks: each thread walks several values
+        shape = (300, 301) if ndim == 2 else (40, 41, 43)
+        edges = torch.randint(0, 1000, (len(offsets), 2) + shape, generator=gen).to(din).to(device)
+        reverse = torch.randint(0, 1000, (len(offsets), 2) + shape, generator=gen).to(din).to(device)
+        assert torch.equal(
+            _arc_layout(edges, reverse, offsets, dout), _arc_layout_tensors(edges, reverse, offsets, dout)
+        )
+
+
+def test_native_arc_layout_checks_its_arguments():
+    """The op's own checks (shared by its CPU and CUDA versions) name the argument and what was given."""
+    e = torch.zeros(2, 1, 3, 3, dtype=torch.int32)
+    arcs = torch.ops.torchcut.grid_arcs
+    with pytest.raises(RuntimeError, match=r"edges: expected \[K, B, \*shape\] with 2 or 3 spatial dims"):
+        arcs(e[0], e[0], [0, 1, 1, 0], False)
+    with pytest.raises(RuntimeError, match="reverse: expected the shape of edges"):
+        arcs(e, e[:, :, :2], [0, 1, 1, 0], False)
+    with pytest.raises(RuntimeError, match="offsets: expected 4 values, got 3"):
+        arcs(e, e, [0, 1, 1], False)
+    with pytest.raises(RuntimeError, match="reverse: expected dtype Int .that of edges., got Long"):
+        arcs(e, e.long(), [0, 1, 1, 0], False)
+    assert arcs(e, e, [0, 1, 1, 0], True).shape == (1, 4, 3, 3)
 
 
 def _syncs(fn) -> int:

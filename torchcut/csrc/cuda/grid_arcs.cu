@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../grid_arcs.h"
+
 namespace torchcut_arcs {
 namespace {
 
@@ -94,19 +96,10 @@ void launch_arcs(const at::Tensor& edges, const at::Tensor& reverse, at::Tensor&
 }
 
 at::Tensor grid_arcs_cuda(const at::Tensor& edges_, const at::Tensor& reverse_, at::IntArrayRef offsets, bool wide) {
+  const auto arcs = torchcut_arcs_checks::check_grid_arcs(edges_, reverse_, offsets, at::kCUDA);
+  const int64_t nd = arcs.nd, K = arcs.K, B = arcs.B;
   const int64_t dims = edges_.dim();
-  TORCH_CHECK(dims == 4 || dims == 5, "torchcut.grid_arcs: edges: expected [K, B, *shape] with 2 or 3 spatial dims, "
-              "got ", edges_.sizes());
-  const int64_t nd = dims - 2, K = edges_.size(0), B = edges_.size(1);
-  TORCH_CHECK(reverse_.sizes() == edges_.sizes(), "torchcut.grid_arcs: reverse: expected the shape of edges ",
-              edges_.sizes(), ", got ", reverse_.sizes());
-  TORCH_CHECK(static_cast<int64_t>(offsets.size()) == K * nd, "torchcut.grid_arcs: offsets: expected ", K * nd,
-              " values, got ", offsets.size());
   TORCH_CHECK(K <= kMaxDirs, "torchcut.grid_arcs: expected at most ", kMaxDirs, " offsets, got ", K);
-  TORCH_CHECK(edges_.is_cuda() && reverse_.device() == edges_.device(),
-              "torchcut.grid_arcs: expected edges and reverse on one CUDA device");
-  TORCH_CHECK(edges_.scalar_type() == reverse_.scalar_type(), "torchcut.grid_arcs: reverse: expected dtype ",
-              edges_.scalar_type(), " (that of edges), got ", reverse_.scalar_type());
   const c10::cuda::CUDAGuard guard(edges_.device());
   const at::Tensor edges = edges_.contiguous(), reverse = reverse_.contiguous();
   std::vector<int64_t> out_sizes{B, 2 * K};
