@@ -515,7 +515,7 @@ def test_auto_heldout_parts_are_disjoint_and_its_rule_table_matches_the_solver()
     assert not {(s["family"], s["seed"]) for s in tuning} & {(s["family"], s["seed"]) for s in held}
     assert len(held) >= 60 and {s["conn"] for s in held} == {4, 8, 6, 26}
     assert set(A.TUNING) < set(A.HELDOUT)
-    table = A.RULES["volumes 3.2 / 1.55"]
+    table = A.RULES[A.CURRENT_RULE]
     seen = set()
     for spec in held:
         if spec["family"] in seen:

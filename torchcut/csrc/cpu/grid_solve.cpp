@@ -55,15 +55,27 @@ constexpr int kStats = torchcut::CpuStats::kCount;
 // handover_ratio, auto's pseudoflow hands ranges that run long to Boykov-Kolmogorov (split_hpf), which
 // makes it the faster from 2.7 on cut 8-connected grids. The volumes' thresholds were then fitted again on
 // random energies (benchmarks/auto_heldout.py, its tuning part: smoothed noise with threshold seeds or
-// probability unaries, 32^3-96^3, lam 1-100, seeds on 1-30% of the voxels), where pseudoflow was up to 3.4x
-// faster from a ratio of 3.6 (6-connected) and 1.8 (26-connected, one thread), while the blob volumes (up to
-// 2.85) and a tie at 1.38 stay with Boykov-Kolmogorov: 3.2 and 1.55. The misses of its held-out part lie
-// elsewhere (docs/performance.md, "`auto` on random energies").
+// probability unaries, 32^3-96^3, lam 1-100, seeds on 1-30% of the voxels), on the ratio of their free
+// nodes (below). The misses of its held-out part are in docs/performance.md, "`auto` on random energies".
+//
+// Volumes count their free nodes only (terminal capacity below the n-link capacity): with a share s of the
+// nodes seeded, the ratio over every node stays below about 1 / (2s) however strong the smoothness, and
+// that sent seeded noise volumes to Boykov-Kolmogorov 3.4-4.2x too slow. Over the free nodes the
+// tuning part separates at 3.5-5.3 (6-connected) and 1.8-2.7 (26-connected, one thread); cut 26-connected
+// volumes, where Boykov-Kolmogorov gains more from the cut, keep it up to 8.2 (blob volumes) and want
+// pseudoflow from 53 (noise volumes): 4.0, 2.2 and 20.
 double hpf_ratio(size_t ndim, int D, bool cut) {
   if (ndim == 2) return D <= 4 ? 3.5 : (cut ? 2.7 : 3.85);
-  if (ndim == 3) return D <= 6 ? 3.2 : (cut ? 4.0 : 1.55);
+  if (ndim == 3) return D <= 6 ? 4.0 : (cut ? 20.0 : 2.2);
   return 8.0;
 }
+
+// Volumes whose ratio over every node (fixed nodes clipped) is at most this stay with Boykov-Kolmogorov
+// whatever their free nodes' ratio: weak smoothness, where the nodes without terminal capacity (54% of a
+// seeded noise volume with a 16-bin histogram) make the free ratio large with n-links of any strength
+// (64^3 at lam 0.05-0.5: ratio 0.92, pseudoflow 1.3x slower). No energy of the tuning or held-out parts
+// where pseudoflow was faster has a ratio below 1.6.
+constexpr double kVolumeFloor = 1.2;
 
 // Below this ratio (2D cut grids, auto), split_hpf hands the ranges that run long to Boykov-Kolmogorov;
 // above it pseudoflow costs far less per unit of work than Boykov-Kolmogorov (hard energies, strong
@@ -85,6 +97,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   // algorithm 2: both arcs of every pair and the terminal capacities (each up to the node's n-links), summed
   // per row (int32 arcs: per node in 64-bit integers; int64 arcs in double), in double across rows
   const bool count = algorithm == 2;
+  const bool free_only = lay.shape.size() == 3;  // volumes: the sums over the free nodes only (hpf_ratio)
   // Rows are loaded and stored by `parts` threads (the ranges split_bk solves), sums per part
   auto rows = [&](auto f) {
     if (parts <= 1) return lay.for_each_row([&](int64_t v0, int64_t q0) { f(v0, q0, 0); });
@@ -93,7 +106,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
                        lay.part_row(p + 1, parts));
     });
   };
-  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
+  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0), nfrees(nsums.size(), 0.0),
+      tfrees(nsums.size(), 0.0);
   // load: the netted terminals as one signed value (terminals.h), residuals node-major
   rows([&](int64_t v0, int64_t q0, int64_t part) {
     if (q0 < 0) {
@@ -108,8 +122,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     // one pass over the row: the arcs node-major and, for auto, the sums (int32 arcs: per node in 64-bit
     // integers; int64 arcs in double); the terminal capacity of a node counts only up to its n-link
     // capacity: beyond it, it fixes the node's side and leaves straight through its terminal arcs, whatever
-    // the solver (seed constraints)
-    double row_t = 0, row_n = 0;
+    // the solver (seed constraints); in volumes such a fixed node counts nothing
+    double row_t = 0, row_n = 0, row_tf = 0, row_nf = 0;
     int64_t row_t32 = 0, row_n32 = 0;
     const int64_t* srow = source + q0;
     const Cap* krow = sink + q0;
@@ -129,18 +143,28 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
         for (int d = 0; d < D; ++d) s += r[d];
         row_n32 += s;
         row_t32 += t < s ? t : s;
+        if (free_only && t < s) {
+          row_nf += static_cast<double>(s);
+          row_tf += static_cast<double>(t);
+        }
       } else {
         double s = 0;
         for (int d = 0; d < D; ++d) s += static_cast<double>(r[d]);
         row_n += s;
         row_t += std::min(static_cast<double>(t), s);
+        if (free_only && static_cast<double>(t) < s) {
+          row_nf += s;
+          row_tf += static_cast<double>(t);
+        }
       }
     }
     tsums[part] += row_t + static_cast<double>(row_t32);
     nsums[part] += row_n + static_cast<double>(row_n32);
+    tfrees[part] += row_tf;
+    nfrees[part] += row_nf;
   });
-  double nsum = 0, tsum = 0;
-  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p];
+  double nsum = 0, tsum = 0, nfree = 0, tfree = 0;
+  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p], nfree += nfrees[p], tfree += tfrees[p];
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
   // onto a border node, whose own neighbours may lie outside the padded array.
   auto close_into = [&](int64_t v) {
@@ -164,8 +188,10 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
   // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
   // one passes the threshold.
-  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * tsum;
-  bool hpf = algorithm == 1 || (count && nsum > thr);
+  // volumes: the free nodes' ratio, where the ratio over every node also passes kVolumeFloor
+  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * (free_only ? tfree : tsum);
+  bool hpf = algorithm == 1 ||
+             (count && (free_only ? nsum > 2.0 * kVolumeFloor * tsum && nfree > thr : nsum > thr));
   bool hand = false;  // auto, 2D, below handover_ratio: split_hpf may hand ranges over
   if (hpf && count) {
     double both = 0;
@@ -173,6 +199,11 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
       if (q0 < 0) return;
       for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
         const Cap* r = rc + v * D;
+        if (free_only) {  // a fixed node counts nothing (as in the load pass)
+          double all = 0;
+          for (int d = 0; d < D; ++d) all += static_cast<double>(r[d]);
+          if (static_cast<double>(tr[v] < 0 ? -tr[v] : tr[v]) >= all) continue;
+        }
         double s = 0;
         for (int d = 0; d < D; ++d)  // each pair once, from the node it leaves in a direction d < sis[d]
           if (d < sis[d]) s += 2.0 * static_cast<double>(std::min(r[d], rc[(v + delta[d]) * D + sis[d]]));
