@@ -457,7 +457,7 @@ RULES = {
         (3, 26): 1.55,
         (3, 26, "cut"): 4.0,
     },
-    # volumes on the ratio of their free nodes (features["ratio_free"]) where the ratio passes 1.2, 2D as before
+    # volumes on the ratio of their free nodes (features["ratio_free"]), 2D as before
     "volumes free 4.0 / 2.2 / 20": {
         (2, 4): 3.5,
         (2, 8): 3.85,
@@ -466,7 +466,6 @@ RULES = {
         (3, 26): 2.2,
         (3, 26, "cut"): 20.0,
         "free": True,
-        "floor": 1.2,
     },
 }
 #: The table the solver uses (cpu/grid_solve.cpp, hpf_ratio)
@@ -483,15 +482,11 @@ def is_cut(spec, threads: int = 2) -> bool:
 
 def rule_pick(row, table) -> str:
     """The algorithm a threshold table picks for a measured row: its ``features["ratio"]``, or in volumes
-    ``features["ratio_free"]`` when the table says ``"free"`` (and the ratio above its ``"floor"``)."""
+    ``features["ratio_free"]`` when the table says ``"free"``."""
     key = (row["ndim"], row["conn"])
     thr = table.get(key + ("cut",), table[key]) if is_cut(row) else table[key]
-    f = row["features"]
-    if table.get("free") and row["ndim"] == 3:
-        hpf = f["ratio"] > table.get("floor", 0.0) and f["ratio_free"] > thr
-    else:
-        hpf = f["ratio"] > thr
-    return "pseudoflow" if hpf else "boykov-kolmogorov"
+    feature = "ratio_free" if table.get("free") and row["ndim"] == 3 else "ratio"
+    return "pseudoflow" if row["features"][feature] > thr else "boykov-kolmogorov"
 
 
 def report(path) -> dict:

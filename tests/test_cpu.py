@@ -359,18 +359,11 @@ def test_auto_takes_pseudoflow_on_a_seeded_noise_volume(lam):
         assert torch.equal(r.mask, results["boykov-kolmogorov"].mask), alg
 
 
-@pytest.mark.parametrize("lam", [0.05, 2])
-def test_auto_keeps_boykov_kolmogorov_on_a_weakly_smoothed_volume(lam):
-    """The same volume with weak smoothness stays with Boykov-Kolmogorov: at lam 2 its free voxels' ratio is
-    below 4; at lam 0.05 the voxels without terminal capacity make that ratio huge, and the ratio over every
-    voxel (below the floor of 1.2) decides. Flows and cuts equal pseudoflow's."""
-    g = _bright_dark_volume(24, lam)
-    caps, t = g.caps[0].to(torch.int64), (g.source[0] - g.sink[0]).abs()
-    full = caps.sum().item() / (2 * torch.minimum(t, caps.sum(0)).sum().item())
-    if lam < 1:
-        assert full < 1.2 and _auto_ratio(g) > 1000 * AUTO_RATIO[3, 6]
-    else:
-        assert full > 1.2 and _auto_ratio(g) < AUTO_RATIO[3, 6]
+def test_auto_keeps_boykov_kolmogorov_on_a_weakly_smoothed_volume():
+    """The same volume with weak smoothness (lam 2: its free voxels' ratio below 4) stays with
+    Boykov-Kolmogorov; flows and cuts equal pseudoflow's."""
+    g = _bright_dark_volume(24, 2)
+    assert 1.0 < _auto_ratio(g) < AUTO_RATIO[3, 6]
     r = torchcut.maxflow(g, backend="cpu")
     other = torchcut.maxflow(g, backend="cpu", algorithm="pseudoflow")
     assert r.stats["algorithm"] == "boykov-kolmogorov" and r.verify() and other.verify()

@@ -70,13 +70,6 @@ double hpf_ratio(size_t ndim, int D, bool cut) {
   return 8.0;
 }
 
-// Volumes whose ratio over every node (fixed nodes clipped) is at most this stay with Boykov-Kolmogorov
-// whatever their free nodes' ratio: weak smoothness, where the nodes without terminal capacity (54% of a
-// seeded noise volume with a 16-bin histogram) make the free ratio large with n-links of any strength
-// (64^3 at lam 0.05-0.5: ratio 0.92, pseudoflow 1.3x slower). No energy of the tuning or held-out parts
-// where pseudoflow was faster has a ratio below 1.6.
-constexpr double kVolumeFloor = 1.2;
-
 // Below this ratio (2D cut grids, auto), split_hpf hands the ranges that run long to Boykov-Kolmogorov;
 // above it pseudoflow costs far less per unit of work than Boykov-Kolmogorov (hard energies, strong
 // smoothness: 1.09-1.42x slower with the handover) and runs to the end. docs/performance.md, "Balancing
@@ -106,8 +99,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
                        lay.part_row(p + 1, parts));
     });
   };
-  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0), nfrees(nsums.size(), 0.0),
-      tfrees(nsums.size(), 0.0);
+  std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
   // load: the netted terminals as one signed value (terminals.h), residuals node-major
   rows([&](int64_t v0, int64_t q0, int64_t part) {
     if (q0 < 0) {
@@ -122,8 +114,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     // one pass over the row: the arcs node-major and, for auto, the sums (int32 arcs: per node in 64-bit
     // integers; int64 arcs in double); the terminal capacity of a node counts only up to its n-link
     // capacity: beyond it, it fixes the node's side and leaves straight through its terminal arcs, whatever
-    // the solver (seed constraints); in volumes such a fixed node counts nothing
-    double row_t = 0, row_n = 0, row_tf = 0, row_nf = 0;
+    // the solver (seed constraints); volumes sum their free nodes only (hpf_ratio)
+    double row_t = 0, row_n = 0;
     int64_t row_t32 = 0, row_n32 = 0;
     const int64_t* srow = source + q0;
     const Cap* krow = sink + q0;
@@ -141,30 +133,24 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
       if constexpr (sizeof(Cap) == 4) {
         int64_t s = 0;
         for (int d = 0; d < D; ++d) s += r[d];
-        row_n32 += s;
-        row_t32 += t < s ? t : s;
-        if (free_only && t < s) {
-          row_nf += static_cast<double>(s);
-          row_tf += static_cast<double>(t);
+        if (!free_only || t < s) {
+          row_n32 += s;
+          row_t32 += t < s ? t : s;
         }
       } else {
         double s = 0;
         for (int d = 0; d < D; ++d) s += static_cast<double>(r[d]);
-        row_n += s;
-        row_t += std::min(static_cast<double>(t), s);
-        if (free_only && static_cast<double>(t) < s) {
-          row_nf += s;
-          row_tf += static_cast<double>(t);
+        if (!free_only || static_cast<double>(t) < s) {
+          row_n += s;
+          row_t += std::min(static_cast<double>(t), s);
         }
       }
     }
     tsums[part] += row_t + static_cast<double>(row_t32);
     nsums[part] += row_n + static_cast<double>(row_n32);
-    tfrees[part] += row_tf;
-    nfrees[part] += row_nf;
   });
-  double nsum = 0, tsum = 0, nfree = 0, tfree = 0;
-  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p], nfree += nfrees[p], tfree += tfrees[p];
+  double nsum = 0, tsum = 0;
+  for (size_t p = 0; p < nsums.size(); ++p) nsum += nsums[p], tsum += tsums[p];
   // Arcs into the border are closed whatever the caller's layout holds there: no search ever steps
   // onto a border node, whose own neighbours may lie outside the padded array.
   auto close_into = [&](int64_t v) {
@@ -188,10 +174,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
   // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
   // one passes the threshold.
-  // volumes: the free nodes' ratio, where the ratio over every node also passes kVolumeFloor
-  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * (free_only ? tfree : tsum);
-  bool hpf = algorithm == 1 ||
-             (count && (free_only ? nsum > 2.0 * kVolumeFloor * tsum && nfree > thr : nsum > thr));
+  const double thr = 2.0 * hpf_ratio(lay.shape.size(), D, parts > 1) * tsum;
+  bool hpf = algorithm == 1 || (count && nsum > thr);
   bool hand = false;  // auto, 2D, below handover_ratio: split_hpf may hand ranges over
   if (hpf && count) {
     double both = 0;
