@@ -1,6 +1,6 @@
 """Train a small CNN end to end through a graph cut, and compare held-out IoU with and without the cut.
 
-    python examples/train_graphcut_head.py                   # CPU, about 2-3 minutes on 2 cores
+    python examples/train_graphcut_head.py                   # CPU, about 20 s on 2 cores
     python examples/train_graphcut_head.py --device cuda     # the same on a GPU
     python examples/train_graphcut_head.py --estimator perturbed --samples 8
 
