@@ -215,9 +215,8 @@ class DynamicFlowGraph:
         are never modified in place afterwards."""
         g = self.graph
         N = g.num_nodes
-        if self._caps_total is None:  # the n-links never change: their sum once
-            self._caps_total = float(g.caps.sum(dtype=torch.float64))
-        if nodes is None or self._terminal_total is None:
+        self._sums()
+        if nodes is None:
             sums = torch.stack([new_src.sum(dtype=torch.float64), new_snk.sum(dtype=torch.float64)])
         else:  # the change of the terminals' sum, from the changed nodes alone
             old_src, old_snk = g.source[0].index_select(0, nodes), g.sink[0].index_select(0, nodes)
@@ -238,6 +237,15 @@ class DynamicFlowGraph:
         self.graph = new
         if self._pending is not None:
             self._pending = None if nodes is None else self._pending + [nodes]
+
+    def _sums(self) -> None:
+        """The sums of the n-link capacities (they never change) and of the terminal capacities (then
+        kept up to date by :meth:`_install`), as floats, where they are not known yet."""
+        g = self.graph
+        if self._caps_total is None:
+            self._caps_total = float(g.caps.sum(dtype=torch.float64))
+        if self._terminal_total is None:
+            self._terminal_total = float(g.source.sum(dtype=torch.float64) + g.sink.sum(dtype=torch.float64))
 
     # ------------------------------------------------------------------------------------------ solves
     def maxflow(self) -> CutResult:
@@ -349,6 +357,7 @@ class DynamicFlowGraph:
         if self._kept is None or not self.warm:
             self._kept = torch.classes.torchcut.CsrState(g.row_ptr, g.head, g.rev, g.caps, S, T.to(torch.int64))
             out = self._kept.solve()
+            self._sums()  # the overflow check's sums once, with the solve from scratch (not on a stroke)
         else:
             if self._pending is None:  # every node may have changed: the state skips those that did not
                 nodes = torch.arange(g.num_nodes, dtype=torch.int64)

@@ -240,10 +240,10 @@ struct CsrState : torch::CustomClassHolder {
   }
 
   // The outputs, from one of two slots of output tensors used in turn: a slot whose tensors the caller
-  // has let go (only the state holds them) and that was written two solves ago gets the values of the
-  // nodes those two solves changed (their logs: the nodes' mask entries, sink flows and arc rows), not a
-  // copy of the whole state; else new tensors are written whole (the first solves, after a solve from
-  // scratch, or while the caller keeps the results of the last two solves).
+  // has let go (only the state holds them) and that was written one or two solves ago gets the values of
+  // the nodes those solves changed (their logs: the nodes' mask entries, sink flows and arc rows), not a
+  // copy of the whole state; else new tensors are written whole (while the caller keeps the results of
+  // the last two solves). A solve from scratch writes both slots whole.
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> output(const BKStats& r, int64_t deficits,
                                                                               bool fresh) {
     // the nodes changed by this solve, each once
@@ -255,7 +255,6 @@ struct CsrState : torch::CustomClassHolder {
     if (fresh) {
       total = 0;
       for (int64_t v = 0; v < N; ++v) total += (fl[v] = T[v] + std::min<int64_t>(tr[v], 0));  // T - net_sink
-      slots[0].step = slots[1].step = -1;
     } else {
       for (const int32_t v : changed_now) {
         const int64_t f = T[v] + std::min<int64_t>(tr[v], 0);
@@ -263,33 +262,60 @@ struct CsrState : torch::CustomClassHolder {
       }
     }
     ++step;
+    if (fresh) {  // both slots written now (their pages faulted in by the solve from scratch, not a stroke)
+      for (Slot& o : slots) {
+        if (!owned(o)) o.mask = at::Tensor();  // the caller keeps those: new tensors
+        write_all(o);
+      }
+      changed_now.clear();
+      return finish(slots[step % 2], r, deficits, fresh);
+    }
     Slot& o = slots[step % 2];
-    // the caller gets aliases (new tensors on the slot's storage), so a storage held by the slot alone is
-    // one the caller has let go
-    const bool own = o.mask.defined() && o.mask.storage().use_count() == 1 && o.res.storage().use_count() == 1 &&
-                     o.flow.storage().use_count() == 1;
+    const bool own = owned(o);
     const int64_t* rp = row_ptr.data_ptr<int64_t>();
     const size_t width = rc.element_size();
     const char* from = static_cast<const char*>(rc.data_ptr());
-    if (own && o.step == step - 2) {
+    if (own && (o.step == step - 1 || o.step == step - 2)) {
       bool* m = o.mask.data_ptr<bool>();
       int64_t* f = o.flow.data_ptr<int64_t>();
       char* to = static_cast<char*>(o.res.data_ptr());
-      for (const auto* list : {&changed_before, &changed_now})
+      for (const auto* list : {&changed_before, &changed_now}) {
+        if (list == &changed_before && o.step == step - 1) continue;
         for (const int32_t v : *list) {
           m[v] = !tree[v], f[v] = fl[v];
           std::memcpy(to + rp[v] * width, from + rp[v] * width, (rp[v + 1] - rp[v]) * width);
         }
+      }
+      o.step = step;
     } else {
-      if (!own) o.mask = at::empty({N}, at::kBool), o.res = at::empty({rc.numel()}, rc.scalar_type()),
-                o.flow = at::empty({N}, at::kLong);
-      std::memcpy(o.res.data_ptr(), rc.data_ptr(), rc.nbytes());
-      std::memcpy(o.flow.data_ptr(), fl.data(), N * sizeof(int64_t));
-      bool* m = o.mask.data_ptr<bool>();
-      const uint8_t* b = tree.data();
-      for (int64_t v = 0; v < N; ++v) m[v] = !b[v];
+      if (!own) o.mask = at::Tensor();  // the caller keeps those: new tensors
+      write_all(o);
     }
+    return finish(o, r, deficits, fresh);
+  }
+
+  // Whether the caller has let go of slot o's tensors: it gets aliases (new tensors on the slot's
+  // storage), so a storage that the slot alone holds is one no result holds.
+  static bool owned(const Slot& o) {
+    return o.mask.defined() && o.mask.storage().use_count() == 1 && o.res.storage().use_count() == 1 &&
+           o.flow.storage().use_count() == 1;
+  }
+
+  // Writes the whole state into slot o (new tensors where it has none).
+  void write_all(Slot& o) {
+    if (!o.mask.defined())
+      o.mask = at::empty({N}, at::kBool), o.res = at::empty({rc.numel()}, rc.scalar_type()),
+      o.flow = at::empty({N}, at::kLong);
+    std::memcpy(o.res.data_ptr(), rc.data_ptr(), rc.nbytes());
+    std::memcpy(o.flow.data_ptr(), fl.data(), N * sizeof(int64_t));
+    bool* m = o.mask.data_ptr<bool>();
+    const uint8_t* b = tree.data();
+    for (int64_t v = 0; v < N; ++v) m[v] = !b[v];
     o.step = step;
+  }
+
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> finish(Slot& o, const BKStats& r,
+                                                                              int64_t deficits, bool fresh) {
     changed_before.swap(changed_now);
     auto stats = at::zeros({1, kStats}, at::TensorOptions().dtype(at::kLong));
     auto info = at::empty({3}, at::TensorOptions().dtype(at::kLong));
