@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace torchcut_cpu {
@@ -42,6 +44,13 @@ struct BKStats {
   int64_t orphans = 0;
   int64_t growths = 0;
 };
+
+// Whether a topology logs touched nodes (touch(v)); a trait rather than a requires-expression, so that
+// the header also builds as C++17, the standard older torch releases compile extensions with.
+template <class T, class = void>
+struct HasTouch : std::false_type {};
+template <class T>
+struct HasTouch<T, std::void_t<decltype(std::declval<T&>().touch(int64_t{0}))>> : std::true_type {};
 
 template <class Topo>
 class BK {
@@ -77,7 +86,7 @@ class BK {
   // neighbour at the other end of a changed arc is touched too): the kept state of csr_solve.cpp
   // copies those nodes' values alone into its outputs.
   void touch(int32_t v) {
-    if constexpr (requires(Topo& t) { t.touch(int64_t{0}); }) g_.touch(v);
+    if constexpr (HasTouch<Topo>::value) g_.touch(v);
   }
 
   // Kohli and Torr's re-solve with the trees kept (PAMI 2007; the reuse_trees of Kolmogorov's maxflow
