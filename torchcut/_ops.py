@@ -368,16 +368,6 @@ def _register_fakes() -> None:
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
 
-    def csr_resolve(row_ptr, head, rev, caps, residual, source, sink, changed):
-        n = source.numel()
-        return (
-            source.new_empty((n,), dtype=torch.bool),
-            caps.new_empty((caps.numel(),)),
-            source.new_empty((n,)),
-            torch.empty((1, cpu_stats), dtype=torch.int64),
-            source.new_empty((1,)),
-        )
-
     def grid_arcs(edges, reverse, offsets, wide):
         K, B, S = edges.shape[0], edges.shape[1], tuple(edges.shape[2:])
         return edges.new_empty((B, 2 * K) + S, dtype=torch.int64 if wide else torch.int32)
@@ -405,7 +395,6 @@ def _register_fakes() -> None:
         ("grid_solve_", grid_solve_),
         ("csr_solve_", csr_solve_),
         ("potts_energy", potts_energy),
-        ("csr_resolve", csr_resolve),
         ("grid_arcs", grid_arcs),
     ):
         if hasattr(torch.ops.torchcut, name):  # a library built before an op has not its schema

@@ -43,16 +43,8 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // General graphs in CSR layout (row_ptr, head, rev: reverse-arc index), in place.
   m.def("csr_solve_(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, "
         "Tensor(c!) sink, int[] options) -> (Tensor mask, Tensor stats)");
-  // A re-solve after terminal changes (CPU; cpu/csr_solve.cpp): caps the network's arc capacities,
-  // residual the last maximum flow's residuals, source and sink the new terminal capacities, changed
-  // (bool) the nodes whose terminals differ from the last solve's. The last flow is re-fitted to them
-  // (each node sends what it can to the sink, the rest is excess) and the search grows from the changed
-  // nodes. Returns the mask, the new residuals, the sink flows (int64), the counters and deficits [1]:
-  // nodes whose n-links carry out more than the new capacities bring in; when it is not 0 nothing was
-  // solved (the other outputs are zeros).
-  m.def("csr_resolve(Tensor row_ptr, Tensor head, Tensor rev, Tensor caps, Tensor residual, Tensor source, "
-        "Tensor sink, Tensor changed) -> (Tensor mask, Tensor residual_out, Tensor sink_flow, Tensor stats, "
-        "Tensor deficits)");
+  // (cpu/csr_solve.cpp also registers the class CsrState: a FlowGraph's residual network and search trees
+  // kept between solves, for DynamicFlowGraph's re-solves on the CPU.)
   // A grid's arcs from the user's layout (edges, reverse [K, B, *shape]) to the solvers' caps [B, 2K, *shape],
   // int64 if `wide` else int32, arcs that leave the grid zeroed (cpu/grid_arcs.cpp, cuda/grid_arcs.cu).
   m.def("grid_arcs(Tensor edges, Tensor reverse, int[] offsets, bool wide) -> Tensor");

@@ -15,30 +15,33 @@ the new network. :class:`DynamicFlowGraph` keeps the last solve's residual netwo
    unit at the sink or at an excess), so the result is a valid preflow of the new network, every
    source arc saturated. (Kohli and Torr instead add ``-avail`` to both terminal capacities, which
    keeps the cuts but leaves a flow of another network; the repair keeps ``verify()`` against the
-   network the user has.)
-3. **Finish.** The CSR backend of :func:`torchcut.maxflow` (Boykov-Kolmogorov on the CPU,
-   push-relabel on CUDA) runs from that preflow. On the CPU without a deficit, steps 1 and 3 are one
-   op (``csr_resolve``): the last flow was a maximum preflow, so every augmenting path now starts or
-   ends at a node whose terminals changed, and Boykov-Kolmogorov grows its trees from those nodes
-   alone (the other nodes with terminal capacity left are roots that are not grown); one search back
-   from every sink residual then checks that no excess reaches the sink (else the whole trees are
-   grown) and gives the canonical mask.
+   network the user has. The CPU path below starts as Kohli and Torr do, then takes back what the
+   network the user has cannot carry.)
+3. **Finish.** The CSR backend of :func:`torchcut.maxflow` runs from that preflow (push-relabel on
+   CUDA, the reference solver's).
+
+On the CPU the residual network and the Boykov-Kolmogorov search trees stay in a native object between
+solves (``torch.classes.torchcut.CsrState``), as in Kohli and Torr's method and PyMaxflow's
+``maxflow(reuse_trees=True)``. An update changes the terminal residuals of the changed nodes alone (step 1
+for each); a node whose sign of terminal residual changes becomes a root of the other tree, orphaning its
+children and activating the neighbours across, and the search continues from those nodes. A deficit is
+solved with the deficit added to both terminal capacities of its node (every cut grows by the same
+amount, so the minimum cuts stay); where the node's sink arc then carries less than that, the rest is
+taken back along the flow that leaves the node (a depth-first search over arcs carrying flow, to a node
+with sink flow or excess), and the trees are mended around those paths. The flow value is then that of
+a maximum flow of the network the user has, and ``verify()`` holds.
 
 The flow value is the maximum flow of the new network and the mask is the canonical source side
 (the nodes that cannot reach the sink in the final residual network, the same for every maximum
 preflow): both equal a solve from scratch, and ``verify()`` holds. Only terminal capacities change;
-n-link capacities stay those of the graph given.
+n-link capacities stay those of the graph given. On the CPU the mask needs no search: when the
+search stops, every residual arc into the sink tree starts in it and every node with a sink residual is
+one of its roots, so the sink tree is exactly the nodes that reach the sink.
 
-On the CPU a stroke that leaves a deficit is solved from scratch instead of repaired: the repair and
-the solve after it search the whole graph twice, 5-6x a solve from scratch after a 2% stroke on a
-1000^2 image graph.
-
-Speed on the CPU (``benchmarks/dynamic.py``, 2% strokes, one thread): 0.74x a solve from scratch at
-1000^2 and 0.65x at 400^2 (medians over 6 strokes; 1.1-1.5x on a stroke with a deficit), against
-2.1x and 3.0x with the re-fit in tensor ops and the trees grown from every node. The search touches
-the stroke's neighbourhood (20,000 growths of 1,000,000 nodes); the re-fit, the check and the mask
-still pass over every node and arc. Kohli and Torr's speed-up (PyMaxflow's ``reuse_trees``, ~10x
-faster here) needs the search trees and the mask kept between solves inside the solver.
+Speed on the CPU (``benchmarks/dynamic.py``, 1000^2, one thread; docs/performance.md has the table):
+0.1-0.2x a solve from scratch after strokes of 2-5% of the pixels, deficits included. The outputs come
+from buffers that the state hands out in turn: once the caller lets go of the result before last, only
+the nodes changed since are copied into them (the whole residual network else: 1-3 ms at 1000^2).
 
 Examples
 --------
@@ -110,6 +113,9 @@ class DynamicFlowGraph:
         self.warm = bool(warm)
         self._state = None  # (residual caps, sink flow, source, sink) of the last solve, for self.graph
         self._caps_total = None  # the sum of the n-link capacities (float64), for the overflow check
+        self._terminal_total = None  # the sum of the terminal capacities (float64), kept up to date
+        self._kept = None  # CPU: the native residual network and search trees (CsrState) of self.graph
+        self._pending = []  # node ids (int64 tensors) given new terminals since the last solve; None: all
         self.stats = {"warm": 0, "cold": 0, "repaired": 0}
 
     # ------------------------------------------------------------------------------------------ changes
@@ -187,7 +193,7 @@ class DynamicFlowGraph:
             if idx.numel() != torch.unique(idx).numel():
                 raise ValueError("nodes: expected each node at most once, got repeated ids")
         n = N if idx is None else idx.numel()
-        new_src, new_snk = g.source[0].clone(), g.sink[0].to(torch.int64)
+        new_src, new_snk = g.source[0].clone(), g.sink[0].clone()  # copies: the last graph stays as it was
         for name, x, target in (("source", source, new_src), ("sink", sink, new_snk)):
             if x is None:
                 continue
@@ -200,22 +206,46 @@ class DynamicFlowGraph:
             if idx is None:
                 target.copy_(t)
             else:
-                target[idx] = t
-        self._install(new_src, new_snk)
+                target[idx] = t.to(target.dtype)
+        self._install(new_src, new_snk, idx)
 
-    def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor) -> None:
-        """Make int64 ``[N]`` terminal capacities (in the graph's units) the current ones."""
+    def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor, nodes: torch.Tensor | None = None) -> None:
+        """Make ``[N]`` terminal capacities (in the graph's units) the current ones; ``nodes``: the int64
+        ids of the only nodes whose capacities may differ (None: any). The tensors become the graph's and
+        are never modified in place afterwards."""
         g = self.graph
         N = g.num_nodes
-        if self._caps_total is None:  # the n-links never change: their sum once
-            self._caps_total = float(g.caps.sum(dtype=torch.float64))
-        sums = torch.stack([new_src.sum(dtype=torch.float64), new_snk.sum(dtype=torch.float64)])
-        check_sum(int(float(sums.sum()) + self._caps_total), "FlowGraph")
+        self._sums()
+        if nodes is None:
+            sums = torch.stack([new_src.sum(dtype=torch.float64), new_snk.sum(dtype=torch.float64)])
+        else:  # the change of the terminals' sum, from the changed nodes alone
+            old_src, old_snk = g.source[0].index_select(0, nodes), g.sink[0].index_select(0, nodes)
+            sums = torch.stack(
+                [
+                    new_src.index_select(0, nodes).sum(dtype=torch.float64) - old_src.sum(dtype=torch.float64),
+                    new_snk.index_select(0, nodes).sum(dtype=torch.float64) - old_snk.sum(dtype=torch.float64),
+                    torch.tensor(self._terminal_total, dtype=torch.float64, device=new_src.device),
+                ]
+            )
+        total = float(sums.sum())
+        check_sum(int(total + self._caps_total), "FlowGraph")
+        self._terminal_total = total
         new = object.__new__(type(g))
         new.__dict__.update(g.__dict__)
         new.source = new_src.to(torch.int64).reshape(1, N)
         new.sink = new_snk.to(g.sink.dtype).reshape(1, N)
         self.graph = new
+        if self._pending is not None:
+            self._pending = None if nodes is None else self._pending + [nodes]
+
+    def _sums(self) -> None:
+        """The sums of the n-link capacities (they never change) and of the terminal capacities (then
+        kept up to date by :meth:`_install`), as floats, where they are not known yet."""
+        g = self.graph
+        if self._caps_total is None:
+            self._caps_total = float(g.caps.sum(dtype=torch.float64))
+        if self._terminal_total is None:
+            self._terminal_total = float(g.source.sum(dtype=torch.float64) + g.sink.sum(dtype=torch.float64))
 
     # ------------------------------------------------------------------------------------------ solves
     def maxflow(self) -> CutResult:
@@ -238,14 +268,19 @@ class DynamicFlowGraph:
         from ._maxflow import maxflow
 
         g = self.graph
-        r = None
-        if self._state is not None and self.warm:
-            r = self._warm(CSR(g.device, self.backend))
-        if r is None:
-            r = maxflow(g, backend=self.backend, lattice=False)
+        if g.device.type == "cpu" and CSR(g.device, self.backend).name == "cpu" and _native_kept():
+            r = self._kept_solve()
+        else:
+            r = None
+            if self._state is not None and self.warm:
+                r = self._warm(CSR(g.device, self.backend))
+            if r is None:
+                r = maxflow(g, backend=self.backend, lattice=False)
         r.stats.setdefault("warm", False)  # a solve from scratch (also the repair's fallback)
         self.stats["warm" if r.stats["warm"] else "cold"] += 1
-        self._remember(r)
+        if self._kept is None:  # the native state keeps its own flow (and reuses the result's buffers once
+            self._remember(r)  # the caller lets them go: nothing here holds them)
+        self._pending = []
         return r
 
     def _remember(self, r: CutResult) -> None:
@@ -256,13 +291,11 @@ class DynamicFlowGraph:
         self._state = (r.residual, r.sink_flow[0].to(torch.int64), g.source[0], g.sink[0])
 
     def _warm(self, impl) -> CutResult | None:
-        """A solve from the last flow, or None where a solve from scratch is the faster way: on the CPU
-        when the last flow leaves a deficit (the repair and the solve after it are two searches over the
-        whole graph, 5-6x a solve from scratch after a 2% stroke on 1000^2)."""
+        """A solve from the last flow in tensor ops and the CSR backend ``impl`` (CUDA, the reference
+        solver; the CPU keeps its native state instead), or None where the repair could not take a
+        deficit back (not the case for a valid last flow): the caller solves from scratch then."""
         g = self.graph
         R0 = self._state[0]
-        if g.device.type == "cpu" and impl.name == "cpu" and _native_resolve():
-            return self._warm_native()
         C = g.caps.to(torch.int64)
         R = R0.to(torch.int64)
         S = g.source[0].to(torch.int64)
@@ -296,48 +329,61 @@ class DynamicFlowGraph:
         mask, stats = impl.solve_csr(g.row_ptr, g.head, g.tail, g.rev, caps, ex, sink)
         return self._result(mask, caps, sink, dict(stats, warm=True, repaired=repaired))
 
-    def _result(self, mask, caps, sink, stats, sink_flow=None) -> CutResult:
+    def _result(self, mask, caps, sink, stats, sink_flow=None, total=None) -> CutResult:
         """The result of a warm solve of :attr:`graph` that left residuals ``caps`` and residual sink
-        capacities ``sink`` (or the int64 sink flows ``sink_flow``)."""
+        capacities ``sink`` (or the int64 sink flows ``sink_flow``, and their sum ``total`` if known)."""
         g = self.graph
         if sink_flow is None:
             sink_flow = g.sink[0].to(torch.int64) - sink.to(torch.int64)
         sink_flow = sink_flow.reshape(1, -1)
+        flow = sink_flow.sum(1) if total is None else torch.tensor([total], dtype=torch.int64, device=g.device)
         return CutResult(
             graph=g,
-            flow_values=sink_flow.sum(1),
+            flow_values=flow,
             node_mask=mask.reshape(1, -1),
             residual=caps,
-            source_flow=g.source.clone(),
+            source_flow=g.source,  # saturated; the graph's tensors are never modified in place
             sink_flow=sink_flow,
             stats=stats,
         )
 
-    def _warm_native(self) -> CutResult | None:
-        """The CPU re-solve in one op (``csr_resolve``): the re-fit of the last flow in one pass and a
-        search grown from the changed nodes (its work is their neighbourhood, not the graph). None where
-        the last flow leaves a deficit (the caller solves from scratch)."""
+    def _kept_solve(self) -> CutResult:
+        """The CPU solve with the residual network and search trees kept natively (``CsrState``): from
+        scratch the first time (and with ``warm=False``), else an update of the nodes whose terminals
+        were set since the last solve (Kohli and Torr's re-solve with the trees reused; see the module)."""
         g = self.graph
         t0 = time.perf_counter()
-        R0, _, S0, T0 = self._state
         S, T = g.source[0], g.sink[0]
-        changed = (S != S0) | (T != T0)
-        # new residuals (the last result's stay as they were), the sink flows
-        mask, caps, sink_flow, raw, deficits = torch.ops.torchcut.csr_resolve(
-            g.row_ptr, g.head, g.rev, g.caps, R0, S, T if T.dtype == g.caps.dtype else T.to(g.caps.dtype), changed
-        )
-        if int(deficits[0]):
-            return None
+        if self._kept is None or not self.warm:
+            self._kept = torch.classes.torchcut.CsrState(g.row_ptr, g.head, g.rev, g.caps, S, T.to(torch.int64))
+            out = self._kept.solve()
+            self._sums()  # the overflow check's sums once, with the solve from scratch (not on a stroke)
+        else:
+            if self._pending is None:  # every node may have changed: the state skips those that did not
+                nodes = torch.arange(g.num_nodes, dtype=torch.int64)
+            elif self._pending:
+                nodes = torch.cat(self._pending)
+            else:
+                nodes = torch.empty(0, dtype=torch.int64)
+            out = self._kept.update(nodes, S.index_select(0, nodes), T.index_select(0, nodes).to(torch.int64))
+        mask, caps, sink_flow, raw, info = out
+        deficits, fresh, total = info.tolist()
         stats = cpu._stats(raw, t0, 1)
-        stats.update(route="csr", warm=True, repaired=0, search="from the changed nodes")
-        return self._result(mask, caps, None, stats, sink_flow)
+        stats.update(route="csr", warm=not fresh, repaired=deficits, search="kept trees")
+        self.stats["repaired"] += deficits
+        return self._result(mask, caps, None, stats, sink_flow, total)
 
 
-def _native_resolve() -> bool:
-    """Whether the CPU library has ``csr_resolve`` (checked once)."""
-    if "resolve" not in _NATIVE:
-        _NATIVE["resolve"] = _ops.has_kernels("cpu", "csr_resolve")
-    return _NATIVE["resolve"]
+def _native_kept() -> bool:
+    """Whether the CPU library has the class ``CsrState`` (checked once)."""
+    if "kept" not in _NATIVE:
+        ok = _ops.load_error("cpu") is None
+        try:
+            ok = ok and torch.classes.torchcut.CsrState is not None
+        except (RuntimeError, AttributeError):
+            ok = False
+        _NATIVE["kept"] = ok
+    return _NATIVE["kept"]
 
 
 # op name -> whether the loaded library has it

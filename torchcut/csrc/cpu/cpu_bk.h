@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace torchcut_cpu {
@@ -42,6 +44,13 @@ struct BKStats {
   int64_t orphans = 0;
   int64_t growths = 0;
 };
+
+// Whether a topology logs touched nodes (touch(v)); a trait rather than a requires-expression, so that
+// the header also builds as C++17, the standard older torch releases compile extensions with.
+template <class T, class = void>
+struct HasTouch : std::false_type {};
+template <class T>
+struct HasTouch<T, std::void_t<decltype(std::declval<T&>().touch(int64_t{0}))>> : std::true_type {};
 
 template <class Topo>
 class BK {
@@ -60,24 +69,6 @@ class BK {
     return loop();
   }
 
-  // A re-solve after the terminal residuals of the nodes marked in `changed` moved, from a maximum
-  // preflow of the network before (no residual path from a node with excess to one with a sink residual):
-  // every augmenting path now starts or ends at a changed node, so only the changed roots start active
-  // and the trees grow from them. Then one search back from every sink residual checks that no excess
-  // reaches one (augmentations open reverse arcs); if one does, every tree node is grown too, as run()
-  // would. `reach` (n bytes) ends as the canonical sink side either way.
-  BKStats rerun(const uint8_t* changed, uint8_t* reach) {
-    init(changed);
-    loop();
-    if (sink_reach(reach)) {
-      for (int64_t v = lo_; v < hi_; ++v)
-        if (!g_.is_free(v)) activate(static_cast<int32_t>(v));
-      loop();
-      sink_side(reach);
-    }
-    return st_;
-  }
-
   // Continues from the trees that solvers of disjoint ranges left (their ranges covering every node)
   // after arcs between the ranges were opened: the nodes of `seeds` that are in a tree become active
   // (they hold every opened arc), and the marks of those solvers stay valid as older ones (start: above
@@ -90,6 +81,63 @@ class BK {
   }
 
   int32_t clock() const { return time_; }
+
+  // A topology may log the nodes whose terminal residual or arc residuals change (touch(v); the
+  // neighbour at the other end of a changed arc is touched too): the kept state of csr_solve.cpp
+  // copies those nodes' values alone into its outputs.
+  void touch(int32_t v) {
+    if constexpr (HasTouch<Topo>::value) g_.touch(v);
+  }
+
+  // Kohli and Torr's re-solve with the trees kept (PAMI 2007; the reuse_trees of Kolmogorov's maxflow
+  // 3.0): the trees, marks and residuals are those a finished loop left (start: its clock; every node
+  // idle), and the terminal residuals of the m nodes `nodes` become `tr_new` (`seen`: n zero bytes, left
+  // zero; a node listed twice keeps its first value). A node with a terminal residual becomes a root of
+  // the tree of its sign; one that changes tree orphans its children and activates its neighbours of the
+  // other tree that hold a residual arc towards it; one left without a terminal residual becomes an
+  // orphan. Then the orphans are adopted and the trees grow from the changed nodes. A finished loop
+  // leaves both trees closed (every residual arc out of an S node ends in S, every residual arc into a T
+  // node starts in T; a node that is grown adds its free neighbours, and a node that becomes free
+  // activates the neighbours that held it), and the update keeps that true for every node but the active
+  // ones, so the trees end closed again: the T tree is exactly the nodes that reach the sink.
+  BKStats update(const int32_t* nodes, int64_t m, const int64_t* tr_new, uint8_t* seen, int32_t start) {
+    time_ = start;
+    tick();
+    for (int64_t k = 0; k < m; ++k) {
+      const int32_t i = nodes[k];
+      if (seen[i]) continue;
+      seen[i] = 1;
+      const int64_t t = tr_new[k];
+      tr_[i] = t;
+      touch(i);
+      activate(i);
+      if (t == 0) {
+        if (!g_.is_free(i) && g_.parent(i) != Topo::kOrphan) orphan(i);
+        continue;
+      }
+      const bool sink = t < 0;
+      if (g_.is_free(i) || g_.is_sink(i) != sink) {
+        for (auto a = g_.begin(i), e = g_.end(i); a != e; ++a) {
+          const int32_t j = g_.head(i, a);
+          if (g_.is_free(j)) continue;
+          const P pj = g_.parent(j);
+          if (pj != Topo::kTerm && pj != Topo::kOrphan && g_.parent_node(j, pj) == i) orphan(j);
+          // j of the other tree with a residual arc towards i (S: i -> j, T: j -> i)
+          if (g_.is_sink(j) != sink && g_.rc[sink ? g_.sister(i, a) : g_.arc(i, a)] > 0) activate(j);
+        }
+      }
+      g_.set(i, Topo::kTerm, sink);
+      mk_[i] = Marks{time_, 1};
+    }
+    for (int64_t k = 0; k < m; ++k) seen[nodes[k]] = 0;
+    // every orphan (a changed node made a root meanwhile is one no more)
+    std::vector<int32_t> pending;
+    pending.swap(orphans_);
+    for (const int32_t v : pending)
+      if (g_.parent(v) == Topo::kOrphan) orphans_.push_back(v);
+    adopt();
+    return loop();
+  }
 
   // The canonical sink side: nodes that can reach the sink in the residual network. Writes 1 there and
   // 0 elsewhere into `reach`; uses nxt as the BFS queue. Every node of the T tree reaches the sink along
@@ -110,21 +158,6 @@ class BK {
       }
     }
     spread_back(reach, qt);
-  }
-
-  // The nodes that reach a sink residual, by one search back over residual arcs from all of them (the
-  // trees not trusted: rerun's roots were not all grown); true when a node with excess is among them.
-  // Uses nxt as the queue and leaves every node idle.
-  bool sink_reach(uint8_t* reach) {
-    int64_t qt = 0;
-    for (int64_t v = 0; v < n_; ++v) {
-      reach[v] = tr_[v] < 0;
-      if (reach[v]) nxt_[qt++] = static_cast<int32_t>(v);
-    }
-    const bool excess = spread_back(reach, qt);
-    for (int64_t v = 0; v < n_; ++v) nxt_[v] = kIdle;
-    qfirst_ = qlast_ = -1;
-    return excess;
   }
 
  private:
@@ -260,6 +293,7 @@ class BK {
     g_.rc[mid_sis] += bc;
     // source side: flow runs parent -> v
     for (v = x;;) {
+      touch(v);
       const P p = g_.parent(v);
       if (p == Topo::kTerm) {
         if ((tr_[v] -= b) == 0) orphan(v);
@@ -273,6 +307,7 @@ class BK {
     }
     // sink side: flow runs v -> parent
     for (v = y;;) {
+      touch(v);
       const P p = g_.parent(v);
       if (p == Topo::kTerm) {
         if ((tr_[v] += b) == 0) orphan(v);

@@ -2,15 +2,21 @@
 // (cpu_bk.h) on the CSR layout of torchcut/graph.py (row_ptr, head, rev, residuals), in place. It leaves
 // the final residuals, the excess (unsaturated source residual, as a preflow) and the residual sink
 // capacities in its inputs, and returns the source side of the canonical minimum cut (nodes that cannot
-// reach the sink) and one row of counters (kStats).
+// reach the sink) and one row of counters (kStats). The same file holds the class CsrState: a residual
+// network and its search trees kept between solves, for re-solves after terminal changes.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <limits>
 #include <vector>
 
@@ -24,6 +30,10 @@ namespace {
 
 // One row of counters, named and ordered by TORCHCUT_CPU_STATS (layouts.h).
 constexpr int kStats = torchcut::CpuStats::kCount;
+
+at::Tensor index64(const at::Tensor& t) {
+  return t.scalar_type() == at::kLong ? t.contiguous() : t.to(at::kLong).contiguous();
+}
 
 template <class CapT>
 struct CsrTopo {
@@ -77,23 +87,17 @@ struct CsrWork {
 
 // Boykov-Kolmogorov on the CSR graph from the netted terminal residuals tr (rc: the arc residuals, left
 // final): writes the canonical mask (source side) of its N nodes, and the excess and the residual sink
-// capacities where those are given (else tr holds them). changed (nullptr: a solve from scratch): the
-// nodes whose terminals moved since the maximum preflow that rc and tr hold (BK::rerun).
+// capacities where those are given (else tr holds them).
 template <class Cap>
 BKStats run_csr(const at::Tensor& row_ptr, const at::Tensor& head, const at::Tensor& rev, Cap* rc, int64_t N,
-                CsrWork& w, const uint8_t* changed, int64_t* excess, Cap* sink, bool* mask) {
+                CsrWork& w, int64_t* excess, Cap* sink, bool* mask) {
   int64_t* tr = w.tr.get();
   uint8_t* reach = w.reach.get();
   CsrTopo<Cap> g{rc, row_ptr.data_ptr<int64_t>(), head.data_ptr<int64_t>(), rev.data_ptr<int64_t>(), w.par.get(),
                  w.tree.get()};
   BK<CsrTopo<Cap>> bk(g, N, tr, w.nxt.get(), w.mk.get());
-  BKStats r;
-  if (changed) {
-    r = bk.rerun(changed, reach);
-  } else {
-    r = bk.run();
-    bk.sink_side(reach);
-  }
+  const BKStats r = bk.run();
+  bk.sink_side(reach);
   for (int64_t v = 0; v < N; ++v) mask[v] = !reach[v];
   if (excess)
     for (int64_t v = 0; v < N; ++v) excess[v] = torchcut::net_source(tr[v]);
@@ -144,81 +148,317 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
     using Cap = index_t;
     Cap* s = sink.data_ptr<Cap>();
     for (int64_t v = 0; v < N; ++v) tr[v] = torchcut::net_terminal(e[v], static_cast<int64_t>(s[v]));
-    write_stats(run_csr<Cap>(row_ptr, head, rev, caps.data_ptr<Cap>(), N, work[0], nullptr, e, s,
+    write_stats(run_csr<Cap>(row_ptr, head, rev, caps.data_ptr<Cap>(), N, work[0], e, s,
                              mask.data_ptr<bool>()),
                 stats);
   });
   return {mask, stats};
 }
 
-// csr_resolve (schema in torchcut.cpp): the last maximum flow re-fitted to new terminal capacities in
-// one pass over the arcs (each node's net n-link inflow, read while the residuals are copied into the
-// output; then as much as the node can to the sink and the rest as excess: unchanged nodes get back the
-// state the last solve left), then the search from the changed nodes (BK::rerun). Where a node's n-links
-// carry out more than its new source capacity and n-link inflow bring in (a deficit), nothing is solved
-// and the count comes back: the caller repairs the flow first.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resolve(
-    at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps, at::Tensor residual, at::Tensor source,
-    at::Tensor sink, at::Tensor changed) {
-  const char* op = "torchcut.csr_resolve";
-  check_cpu(op, {&caps, &residual, &source, &sink, &changed});
-  const int64_t N = source.numel();
-  check_csr(op, row_ptr, head, rev, caps, N);
-  TORCH_CHECK(residual.scalar_type() == caps.scalar_type() && residual.numel() == caps.numel(), op,
-              ": residual: expected the dtype and size of caps, got ", residual.scalar_type(), " ", residual.sizes());
-  TORCH_CHECK(source.scalar_type() == at::kLong, op, ": source: expected int64, got ", source.scalar_type());
-  TORCH_CHECK(sink.scalar_type() == caps.scalar_type() && sink.numel() == N, op,
-              ": sink: expected the dtype of caps and one value per node, got ", sink.scalar_type(), " ",
-              sink.sizes());
-  TORCH_CHECK(changed.scalar_type() == at::kBool && changed.numel() == N, op,
-              ": changed: expected one bool per node, got ", changed.scalar_type(), " ", changed.sizes());
-  auto mask = at::empty({N}, source.options().dtype(at::kBool));
-  auto out = at::empty({caps.numel()}, caps.options());
-  auto sink_flow = at::empty({N}, source.options());
-  auto stats = at::zeros({1, kStats}, source.options());
-  auto deficits = at::zeros({1}, source.options());
-  const int64_t* rp = row_ptr.data_ptr<int64_t>();
-  const int64_t* S = source.data_ptr<int64_t>();
-  PooledWork<CsrWork> work(1);
-  work[0].resize(N);
-  int64_t* tr = work[0].tr.get();
-  int64_t* flow = sink_flow.data_ptr<int64_t>();
-  AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.csr_resolve", [&] {
-    using Cap = index_t;
-    const Cap* C = caps.data_ptr<Cap>();
-    const Cap* R0 = residual.data_ptr<Cap>();
-    Cap* R = out.data_ptr<Cap>();
-    const Cap* T = sink.data_ptr<Cap>();
-    int64_t bad = 0;
-    for (int64_t v = 0; v < N; ++v) {
-      int64_t avail = S[v];
-      for (int64_t k = rp[v]; k < rp[v + 1]; ++k) {
-        R[k] = R0[k];
-        avail += static_cast<int64_t>(R0[k]) - static_cast<int64_t>(C[k]);
-      }
-      if (avail < 0) {
-        ++bad;
-        continue;
-      }
-      const int64_t t = std::min<int64_t>(avail, T[v]);  // to the sink first, the rest stays as excess
-      tr[v] = torchcut::net_terminal(avail - t, static_cast<int64_t>(T[v]) - t);
-    }
-    if (bad) {  // nothing solved: the outputs are zeros
-      deficits.data_ptr<int64_t>()[0] = bad;
-      mask.zero_(), out.zero_(), sink_flow.zero_();
-      return;
-    }
-    const uint8_t* mark = reinterpret_cast<const uint8_t*>(changed.data_ptr<bool>());
-    write_stats(run_csr<Cap>(row_ptr, head, rev, R, N, work[0], mark, nullptr, nullptr, mask.data_ptr<bool>()),
-                stats);
-    for (int64_t v = 0; v < N; ++v) flow[v] = static_cast<int64_t>(T[v]) - torchcut::net_sink(tr[v]);
-  });
-  return {mask, out, sink_flow, stats, deficits};
-}
+// The residual network and the search trees of a FlowGraph kept between solves (class CsrState, used by
+// torchcut/solvers/dynamic.py): Kohli and Torr's dynamic graph cuts with the trees reused. solve() runs
+// Boykov-Kolmogorov from scratch; update() gives some nodes new terminal capacities and continues from
+// the trees the last solve left (BK::update), so its search is the changed nodes' neighbourhood. Each
+// returns the source side of the canonical cut, a copy of the residuals, the sink flows (int64), the
+// counters and info [3]: deficit nodes (see update), whether the state was solved from scratch, the
+// flow value.
+//
+// The mask without a search: a finished Boykov-Kolmogorov loop leaves the T tree closed under residual
+// arcs into it (BK::update), and every node with a sink residual is one of its roots, so the T tree is
+// the set of nodes that reach the sink: the canonical sink side. Free nodes keep tree byte 0
+// (KeptTopo::set_free), so the mask is one pass over the tree bytes.
+template <class CapT>
+struct KeptTopo : CsrTopo<CapT> {
+  std::vector<int32_t>* log;  // the nodes whose tree, terminal residual or arc residuals changed
+  void set(int64_t v, typename CsrTopo<CapT>::P p, bool sink) {
+    this->par[v] = p, this->sink_tree[v] = sink;
+    log->push_back(static_cast<int32_t>(v));
+  }
+  void set_free(int64_t v) {
+    this->par[v] = CsrTopo<CapT>::kNone, this->sink_tree[v] = 0;
+    log->push_back(static_cast<int32_t>(v));
+  }
+  void touch(int64_t v) { log->push_back(static_cast<int32_t>(v)); }
+};
 
-at::Tensor index64(const at::Tensor& t) {
-  return t.scalar_type() == at::kLong ? t.contiguous() : t.to(at::kLong).contiguous();
-}
+struct CsrState : torch::CustomClassHolder {
+  at::Tensor row_ptr, head, rev, caps;  // the layout and the capacities (kept as given)
+  at::Tensor rc;                        // the residuals, caps' dtype
+  std::vector<int64_t> S, T;            // the terminal capacities now
+  std::vector<int64_t> tr, par;         // netted terminal residuals, parent arcs
+  std::vector<int32_t> nxt;
+  std::vector<Marks> mk;
+  std::vector<uint8_t> tree, seen;
+  std::vector<int32_t> stamp;  // pull_back's depth-first search: visit marks, current arcs, tree arcs
+  std::vector<int64_t> cur, via;
+  std::vector<int64_t> fl;  // the sink flows
+  int64_t total = 0;         // their sum
+  std::vector<int32_t> log, changed_now, changed_before;  // the nodes changed by this solve, the last
+  struct Slot {
+    at::Tensor mask, res, flow;
+    int64_t step = -1;  // the solve whose values they hold
+  } slots[2];
+  int64_t step = 0;
+  int32_t clock = 0, visit = 0;
+  int64_t N = 0;
+
+  CsrState(at::Tensor row_ptr_, at::Tensor head_, at::Tensor rev_, at::Tensor caps_, at::Tensor source,
+           at::Tensor sink) {
+    const char* op = "torchcut.CsrState";
+    row_ptr = index64(row_ptr_), head = index64(head_), rev = index64(rev_), caps = caps_.contiguous();
+    check_cpu(op, {&caps, &source, &sink});
+    N = source.numel();
+    check_csr(op, row_ptr, head, rev, caps, N);
+    TORCH_CHECK(sink.numel() == N, op, ": sink: expected ", N, " values (one per node), got ", sink.numel());
+    auto s = source.to(at::kLong).contiguous(), k = sink.to(at::kLong).contiguous();
+    S.assign(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + N);
+    T.assign(k.data_ptr<int64_t>(), k.data_ptr<int64_t>() + N);
+    tr.resize(N), par.resize(N), nxt.resize(N), mk.resize(N), tree.assign(N, 0), seen.assign(N, 0);
+    fl.resize(N);
+  }
+
+  // Boykov-Kolmogorov from scratch or the update of m nodes (BK::update).
+  template <class Cap>
+  BKStats run(const int32_t* nodes, int64_t m, const int64_t* tr_new, bool from_scratch = false) {
+    KeptTopo<Cap> g{{rc.data_ptr<Cap>(), row_ptr.data_ptr<int64_t>(), head.data_ptr<int64_t>(),
+                      rev.data_ptr<int64_t>(), par.data(), tree.data()},
+                     &log};
+    BK<KeptTopo<Cap>> bk(g, N, tr.data(), nxt.data(), mk.data());
+    BKStats r = from_scratch ? bk.run() : bk.update(nodes, m, tr_new, seen.data(), clock);
+    clock = bk.clock();
+    return r;
+  }
+
+  // Boykov-Kolmogorov from scratch on the terminals S, T.
+  BKStats scratch() {
+    rc = caps.clone();
+    for (int64_t v = 0; v < N; ++v) tr[v] = torchcut::net_terminal(S[v], T[v]);
+    clock = 0;
+    BKStats r;
+    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(nullptr, 0, nullptr, true); });
+    return r;
+  }
+
+  // The outputs, from one of two slots of output tensors used in turn: a slot whose tensors the caller
+  // has let go (only the state holds them) and that was written one or two solves ago gets the values of
+  // the nodes those solves changed (their logs: the nodes' mask entries, sink flows and arc rows), not a
+  // copy of the whole state; else new tensors are written whole (while the caller keeps the results of
+  // the last two solves). A solve from scratch writes both slots whole.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> output(const BKStats& r, int64_t deficits,
+                                                                              bool fresh) {
+    // the nodes changed by this solve, each once
+    changed_now.clear();
+    for (const int32_t v : log)
+      if (!seen[v]) seen[v] = 1, changed_now.push_back(v);
+    for (const int32_t v : changed_now) seen[v] = 0;
+    log.clear();
+    if (fresh) {
+      total = 0;
+      for (int64_t v = 0; v < N; ++v) total += (fl[v] = T[v] + std::min<int64_t>(tr[v], 0));  // T - net_sink
+    } else {
+      for (const int32_t v : changed_now) {
+        const int64_t f = T[v] + std::min<int64_t>(tr[v], 0);
+        total += f - fl[v], fl[v] = f;
+      }
+    }
+    ++step;
+    if (fresh) {  // both slots written now (their pages faulted in by the solve from scratch, not a stroke)
+      for (Slot& o : slots) {
+        if (!owned(o)) o.mask = at::Tensor();  // the caller keeps those: new tensors
+        write_all(o);
+      }
+      changed_now.clear();
+      return finish(slots[step % 2], r, deficits, fresh);
+    }
+    Slot& o = slots[step % 2];
+    const bool own = owned(o);
+    const int64_t* rp = row_ptr.data_ptr<int64_t>();
+    const size_t width = rc.element_size();
+    const char* from = static_cast<const char*>(rc.data_ptr());
+    if (own && (o.step == step - 1 || o.step == step - 2)) {
+      bool* m = o.mask.data_ptr<bool>();
+      int64_t* f = o.flow.data_ptr<int64_t>();
+      char* to = static_cast<char*>(o.res.data_ptr());
+      for (const auto* list : {&changed_before, &changed_now}) {
+        if (list == &changed_before && o.step == step - 1) continue;
+        for (const int32_t v : *list) {
+          m[v] = !tree[v], f[v] = fl[v];
+          std::memcpy(to + rp[v] * width, from + rp[v] * width, (rp[v + 1] - rp[v]) * width);
+        }
+      }
+      o.step = step;
+    } else {
+      if (!own) o.mask = at::Tensor();  // the caller keeps those: new tensors
+      write_all(o);
+    }
+    return finish(o, r, deficits, fresh);
+  }
+
+  // Whether the caller has let go of slot o's tensors: it gets aliases (new tensors on the slot's
+  // storage), so a storage that the slot alone holds is one no result holds.
+  static bool owned(const Slot& o) {
+    return o.mask.defined() && o.mask.storage().use_count() == 1 && o.res.storage().use_count() == 1 &&
+           o.flow.storage().use_count() == 1;
+  }
+
+  // Writes the whole state into slot o (new tensors where it has none).
+  void write_all(Slot& o) {
+    if (!o.mask.defined())
+      o.mask = at::empty({N}, at::kBool), o.res = at::empty({rc.numel()}, rc.scalar_type()),
+      o.flow = at::empty({N}, at::kLong);
+    std::memcpy(o.res.data_ptr(), rc.data_ptr(), rc.nbytes());
+    std::memcpy(o.flow.data_ptr(), fl.data(), N * sizeof(int64_t));
+    bool* m = o.mask.data_ptr<bool>();
+    const uint8_t* b = tree.data();
+    for (int64_t v = 0; v < N; ++v) m[v] = !b[v];
+    o.step = step;
+  }
+
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> finish(Slot& o, const BKStats& r,
+                                                                              int64_t deficits, bool fresh) {
+    changed_before.swap(changed_now);
+    auto stats = at::zeros({1, kStats}, at::TensorOptions().dtype(at::kLong));
+    auto info = at::empty({3}, at::TensorOptions().dtype(at::kLong));
+    write_stats(r, stats);
+    int64_t* in = info.data_ptr<int64_t>();
+    in[0] = deficits, in[1] = fresh, in[2] = total;
+    return {o.mask.alias(), o.res.alias(), o.flow.alias(), stats, info};
+  }
+
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve() {
+    return output(scratch(), 0, true);
+  }
+
+  // New terminal capacities for `nodes` (int64 ids; source, sink: int64, one per id; an id listed twice
+  // keeps its first values), then the search from the nodes that changed. Each changed node re-fits the
+  // flow it holds: its n-links keep their flow, so it has avail = S' + (net n-link inflow) = S + avail
+  // change; up to T' goes to the sink, the rest is excess. Where avail < 0 (a deficit d: the n-links
+  // carry out more than comes in), the node is solved with d added to both terminal capacities (Kohli and
+  // Torr: every cut grows by d, so the minimum cuts stay and the flow grows by d); when the node's sink
+  // arc then carries at least d, taking d off both leaves a maximum flow of the real network with the
+  // same residuals. Otherwise the state is solved from scratch (info[1] = 1).
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> update(at::Tensor nodes, at::Tensor source,
+                                                                              at::Tensor sink) {
+    const char* op = "torchcut.CsrState.update";
+    TORCH_CHECK(nodes.scalar_type() == at::kLong && source.scalar_type() == at::kLong &&
+                    sink.scalar_type() == at::kLong,
+                op, ": nodes, source, sink: expected int64, got ", nodes.scalar_type(), ", ", source.scalar_type(),
+                ", ", sink.scalar_type());
+    const int64_t n = nodes.numel();
+    TORCH_CHECK(source.numel() == n && sink.numel() == n, op, ": source, sink: expected ", n,
+                " values (one per node id), got ", source.numel(), " and ", sink.numel());
+    auto ids = nodes.contiguous();
+    auto s = source.contiguous(), k = sink.contiguous();
+    const int64_t* id = ids.data_ptr<int64_t>();
+    const int64_t* sv = s.data_ptr<int64_t>();
+    const int64_t* kv = k.data_ptr<int64_t>();
+    std::vector<int32_t> which;
+    std::vector<int64_t> tr_new;
+    int64_t deficits = 0;
+    for (int64_t q = 0; q < n; ++q) {
+      const int64_t v = id[q];
+      TORCH_CHECK(v >= 0 && v < N, op, ": nodes: expected ids in [0, ", N, "), got ", v);
+      if (seen[v]) continue;
+      seen[v] = 1;
+      if (sv[q] == S[v] && kv[q] == T[v]) continue;
+      const int64_t t0 = T[v] - torchcut::net_sink(tr[v]);  // the flow to the sink now
+      const int64_t avail = torchcut::net_source(tr[v]) + t0 + (sv[q] - S[v]);
+      S[v] = sv[q], T[v] = kv[q];
+      int64_t t;
+      if (avail < 0) {
+        ++deficits;
+        t = -T[v] + avail;  // S' + d, T' + d with d = -avail: nothing to the sink yet
+      } else {
+        const int64_t to_sink = std::min(avail, T[v]);
+        t = torchcut::net_terminal(avail - to_sink, T[v] - to_sink);
+      }
+      which.push_back(static_cast<int32_t>(v));
+      tr_new.push_back(t);
+    }
+    for (int64_t q = 0; q < n; ++q) seen[id[q]] = 0;
+    BKStats r;
+    bool ok = true;
+    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState.update", [&] {
+      r = run<index_t>(which.data(), static_cast<int64_t>(which.size()), tr_new.data());
+      if (!deficits) return;
+      std::vector<int32_t> touched;
+      ok = pull_back<index_t>(which, touched);
+      if (!ok || touched.empty()) return;
+      std::vector<int64_t> now(touched.size());
+      for (size_t q = 0; q < touched.size(); ++q) now[q] = tr[touched[q]];
+      const BKStats more = run<index_t>(touched.data(), static_cast<int64_t>(touched.size()), now.data());
+      r.flow += more.flow, r.augmentations += more.augmentations, r.orphans += more.orphans;
+      r.growths += more.growths;
+    });
+    if (!ok) return output(scratch(), deficits, true);  // not reached for a valid state; kept as a guard
+    return output(r, deficits, false);
+  }
+
+  // After a solve with deficits (update): a node v whose sink arc carries less than its deficit d (the
+  // flow holds r = net_sink(tr[v]) - T[v] > 0 units that the real network cannot give) takes r units back
+  // along the flow that leaves it: a path of arcs with positive net flow from v to a node w that sends
+  // flow to the sink or holds excess (w != v; one exists: the flow out of the nodes that v's flow reaches
+  // ends at sink arcs and excesses, r more than v sends there), found depth first, its flow lowered by
+  // its bottleneck, until r is 0. Each unit comes off a sink arc or an excess, and the value was the
+  // maximum flow plus the deficits, so the result is a maximum preflow of the real network. The nodes
+  // of the paths go to `touched`: their residuals moved, so the trees are mended from them (BK::update;
+  // no augmenting path is left, so it only re-parents and re-grows). False if some path is not found.
+  template <class Cap>
+  bool pull_back(const std::vector<int32_t>& changed, std::vector<int32_t>& touched) {
+    Cap* rc_ = rc.data_ptr<Cap>();
+    const Cap* C = caps.data_ptr<Cap>();
+    const int64_t* rp = row_ptr.data_ptr<int64_t>();
+    const int64_t* hd = head.data_ptr<int64_t>();
+    const int64_t* rv = rev.data_ptr<int64_t>();
+    if (stamp.empty()) stamp.assign(N, 0), cur.resize(N), via.resize(N);
+    std::vector<int32_t> stack;
+    for (const int32_t v : changed) {
+      int64_t r = torchcut::net_sink(tr[v]) - T[v];
+      if (r <= 0) continue;
+      touched.push_back(v);
+      while (r > 0) {
+        if (++visit == std::numeric_limits<int32_t>::max()) std::fill(stamp.begin(), stamp.end(), 0), visit = 1;
+        stack.assign(1, v);
+        stamp[v] = visit, cur[v] = rp[v];
+        int32_t w = -1;
+        while (!stack.empty()) {
+          const int32_t x = stack.back();
+          if (x != v && (tr[x] > 0 || T[x] - torchcut::net_sink(tr[x]) > 0)) {
+            w = x;
+            break;
+          }
+          int64_t k = cur[x];
+          for (; k < rp[x + 1]; ++k) {
+            const int32_t y = static_cast<int32_t>(hd[k]);
+            if (stamp[y] != visit && C[k] > rc_[k]) break;
+          }
+          cur[x] = k < rp[x + 1] ? k + 1 : k;
+          if (k == rp[x + 1]) {
+            stack.pop_back();
+            continue;
+          }
+          const int32_t y = static_cast<int32_t>(hd[k]);
+          stamp[y] = visit, cur[y] = rp[y], via[y] = k;
+          stack.push_back(y);
+        }
+        if (w < 0) return false;
+        int64_t b = std::min(r, torchcut::net_source(tr[w]) + T[w] - torchcut::net_sink(tr[w]));
+        for (size_t q = 1; q < stack.size(); ++q) {
+          const int64_t k = via[stack[q]];
+          b = std::min<int64_t>(b, static_cast<int64_t>(C[k]) - rc_[k]);
+        }
+        for (size_t q = 1; q < stack.size(); ++q) {
+          const int64_t k = via[stack[q]];
+          rc_[k] += static_cast<Cap>(b), rc_[rv[k]] -= static_cast<Cap>(b);
+          touched.push_back(stack[q]);
+        }
+        tr[w] -= b, tr[v] += b, r -= b;
+      }
+    }
+    return true;
+  }
+};
+
 
 std::tuple<at::Tensor, at::Tensor> csr_solve_op(at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps,
                                                 at::Tensor excess, at::Tensor sink, at::IntArrayRef options) {
@@ -226,16 +466,16 @@ std::tuple<at::Tensor, at::Tensor> csr_solve_op(at::Tensor row_ptr, at::Tensor h
   return csr_solve(index64(row_ptr), index64(head), index64(rev), caps, excess, sink);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_resolve_op(
-    at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps, at::Tensor residual, at::Tensor source,
-    at::Tensor sink, at::Tensor changed) {
-  return csr_resolve(index64(row_ptr), index64(head), index64(rev), caps, residual, source, sink, changed);
-}
-
 }  // namespace
 }  // namespace torchcut_cpu
 
+TORCH_LIBRARY_FRAGMENT(torchcut, m) {
+  m.class_<torchcut_cpu::CsrState>("CsrState")
+      .def(torch::init<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>())
+      .def("solve", &torchcut_cpu::CsrState::solve)
+      .def("update", &torchcut_cpu::CsrState::update);
+}
+
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("csr_solve_", &torchcut_cpu::csr_solve_op);
-  m.impl("csr_resolve", &torchcut_cpu::csr_resolve_op);
 }
