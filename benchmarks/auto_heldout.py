@@ -446,27 +446,13 @@ def summary(rows, key="auto_over_faster") -> dict:
 
 
 # The thresholds of auto's ratio (torchcut/csrc/cpu/grid_solve.cpp, hpf_ratio) by (ndim, connectivity, cut over
-# two threads): the volumes' thresholds before the tuning part was fitted, and after.
+# two threads): the 2D ones (unchanged by the fits), then the volumes' before the tuning part was fitted, after
+# it, and on the ratio of their free nodes (features["ratio_free"], "free").
+_RULES_2D = {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7}
 RULES = {
-    "volumes 5 / 2": {(2, 4): 3.5, (2, 8): 3.85, (2, 8, "cut"): 2.7, (3, 6): 5.0, (3, 26): 2.0, (3, 26, "cut"): 4.0},
-    "volumes 3.2 / 1.55": {
-        (2, 4): 3.5,
-        (2, 8): 3.85,
-        (2, 8, "cut"): 2.7,
-        (3, 6): 3.2,
-        (3, 26): 1.55,
-        (3, 26, "cut"): 4.0,
-    },
-    # volumes on the ratio of their free nodes (features["ratio_free"]), 2D as before
-    "volumes free 4.0 / 2.2 / 20": {
-        (2, 4): 3.5,
-        (2, 8): 3.85,
-        (2, 8, "cut"): 2.7,
-        (3, 6): 4.0,
-        (3, 26): 2.2,
-        (3, 26, "cut"): 20.0,
-        "free": True,
-    },
+    "volumes 5 / 2": {**_RULES_2D, (3, 6): 5.0, (3, 26): 2.0, (3, 26, "cut"): 4.0},
+    "volumes 3.2 / 1.55": {**_RULES_2D, (3, 6): 3.2, (3, 26): 1.55, (3, 26, "cut"): 4.0},
+    "volumes free 4.0 / 2.2 / 20": {**_RULES_2D, (3, 6): 4.0, (3, 26): 2.2, (3, 26, "cut"): 20.0, "free": True},
 }
 #: The table the solver uses (cpu/grid_solve.cpp, hpf_ratio)
 CURRENT_RULE = "volumes free 4.0 / 2.2 / 20"
