@@ -93,8 +93,18 @@ def test_bad_updates_are_named():
         d.set_terminals(sink=[-1, 0, 0])
     with pytest.raises(ValueError, match=r"nodes: expected node ids in \[0, 3\), got 3"):
         d.set_terminals(sink=[1], nodes=[3])
+    with pytest.raises(ValueError, match=r"nodes: expected node ids in \[0, 3\), got -1"):
+        d.set_terminals(sink=[1, 1], nodes=[0, -1])
     with pytest.raises(ValueError, match=r"nodes: expected each node at most once"):
         d.set_terminals(sink=[1, 1], nodes=[0, 0])
+    with pytest.raises(ValueError, match=r"nodes: expected each node at most once"):
+        d.set_terminals(sink=[1, 1, 1], nodes=[2, 1, 2])
+    # the check's counts are cleared after a repeat: the same ids once each are accepted
+    e = DynamicFlowGraph(graph)
+    with pytest.raises(ValueError, match=r"nodes: expected each node at most once"):
+        e.set_terminals(sink=[1, 1], nodes=[2, 2])
+    e.set_terminals(sink=[1, 1], nodes=[2, 0])
+    assert e.graph.sink.tolist() == [[1, 0, 1]] and graph.sink.tolist() == [[0, 0, 5]]
     with pytest.raises(TypeError, match=r"source: expected integer capacities for an integer graph"):
         d.set_terminals(source=[0.5, 0, 0])
     with pytest.raises(ValueError, match=r"source: expected a tensor on cpu \(the graph's device\), got one on meta"):

@@ -116,9 +116,21 @@ class DynamicFlowGraph:
         self._terminal_total = None  # the sum of the terminal capacities (float64), kept up to date
         self._kept = None  # CPU: the native residual network and search trees (CsrState) of self.graph
         self._pending = []  # node ids (int64 tensors) given new terminals since the last solve; None: all
+        self._marks = None  # int32 [N] zeros: the repeated-ids check counts into it and clears it again
         self.stats = {"warm": 0, "cold": 0, "repaired": 0}
 
     # ------------------------------------------------------------------------------------------ changes
+    def _repeated(self, idx: torch.Tensor) -> bool:
+        """Whether the node ids ``idx`` (in range) repeat one: a count per id, in O(len(idx)) (a sort of
+        a 5% stroke's ids at 1000^2 took 1 ms, this 0.3 ms)."""
+        if self._marks is None:
+            self._marks = torch.zeros(self.graph.num_nodes, dtype=torch.int32, device=idx.device)
+        m = self._marks
+        m.index_add_(0, idx, torch.ones(idx.numel(), dtype=torch.int32, device=idx.device))
+        repeated = bool((m.index_select(0, idx) > 1).any())
+        m.index_fill_(0, idx, 0)
+        return repeated
+
     def _values(self, x, name: str, n: int) -> torch.Tensor:
         g = self.graph
         if isinstance(x, torch.Tensor) and x.device != g.device:
@@ -187,11 +199,13 @@ class DynamicFlowGraph:
             if idx.is_floating_point() or idx.dtype == torch.bool or idx.dim() != 1:
                 raise ValueError(f"nodes: expected a 1-D integer tensor of node ids, got {describe(idx)}")
             idx = idx.to(torch.int64)
-            if idx.numel() and (bool((idx < 0).any()) or bool((idx >= N).any())):
-                bad = idx[(idx < 0) | (idx >= N)][0].item()
-                raise ValueError(f"nodes: expected node ids in [0, {N}), got {bad}")
-            if idx.numel() != torch.unique(idx).numel():
-                raise ValueError("nodes: expected each node at most once, got repeated ids")
+            if idx.numel():
+                lo, hi = torch.aminmax(idx)
+                if int(lo) < 0 or int(hi) >= N:
+                    bad = idx[(idx < 0) | (idx >= N)][0].item()
+                    raise ValueError(f"nodes: expected node ids in [0, {N}), got {bad}")
+                if self._repeated(idx):
+                    raise ValueError("nodes: expected each node at most once, got repeated ids")
         n = N if idx is None else idx.numel()
         new_src, new_snk = g.source[0].clone(), g.sink[0].clone()  # copies: the last graph stays as it was
         for name, x, target in (("source", source, new_src), ("sink", sink, new_snk)):
