@@ -14,7 +14,13 @@ of the pixels, alternately marked object (source capacity ``hard``) and backgrou
 
 Flows and masks of warm and scratch are compared on every stroke (equal or the script fails).
 
-    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02]
+``--compat`` times the script a PyMaxflow user writes instead, whole: ``add_grid_tedges`` of the
+stroke's changes, ``mark_node`` on its nodes and ``maxflow(reuse_trees=True)``, through PyMaxflow and
+through ``torchcut.compat.pymaxflow`` with ``REUSE_FLOW`` on (the default) and off (a solve from
+scratch); the three flows must agree on every stroke. The first re-solve after the plain first solve
+builds the kept state (a solve from scratch), so it is listed but left out of the median.
+
+    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02] [--compat]
 """
 
 from __future__ import annotations
@@ -62,6 +68,55 @@ def strokes(shape, count, cover, seed=0):
         yield k % 2 == 0, np.flatnonzero((yy - cy) ** 2 + (xx - cx) ** 2 <= r * r)
 
 
+def compat_script(mod, shape, u, v, w, src, snk, a, reuse_flow=None):
+    """Seconds of each stroke's update and re-solve through a PyMaxflow-like module, and its flows."""
+    if reuse_flow is not None:
+        mod.REUSE_FLOW = reuse_flow
+    N = src.size
+    g = mod.Graph[int]()
+    g.add_nodes(N)
+    g.add_edges(u.astype(np.int32), v.astype(np.int32), w.astype(np.int32), w.astype(np.int32))
+    g.add_grid_tedges(np.arange(N), src, snk)
+    g.maxflow()
+    S, T = src.copy(), snk.copy()
+    out = []
+    for obj, nodes in strokes(shape, a.strokes, a.cover):
+        S0, T0 = S[nodes].copy(), T[nodes].copy()
+        if obj:
+            S[nodes], T[nodes] = a.hard, 0
+        else:
+            S[nodes], T[nodes] = 0, a.hard
+        t0 = time.perf_counter()
+        g.add_grid_tedges(nodes, S[nodes] - S0, T[nodes] - T0)
+        for i in nodes:
+            g.mark_node(int(i))
+        flow = g.maxflow(reuse_trees=True)
+        out.append((time.perf_counter() - t0, flow))
+    return out
+
+
+def main_compat(a, shape, u, v, w, src, snk):
+    import torchcut.compat.pymaxflow as tmax
+
+    runs = {"reuse on": compat_script(tmax, shape, u, v, w, src, snk, a, True)}
+    runs["reuse off"] = compat_script(tmax, shape, u, v, w, src, snk, a, False)
+    tmax.REUSE_FLOW = True
+    try:
+        import maxflow
+
+        runs["PyMaxflow"] = compat_script(maxflow, shape, u, v, w, src, snk, a)
+    except ImportError:
+        pass
+    print(f"{a.size}x{a.size}, strokes of {a.cover:.0%}; ms per stroke (update, marks and maxflow(reuse_trees=True)):")
+    print(f"{'stroke':>6} " + " ".join(f"{k:>14}" for k in runs))
+    for k in range(a.strokes):
+        flows = {r[k][1] for r in runs.values()}
+        assert len(flows) == 1, f"stroke {k}: the flows differ: {flows}"
+        print(f"{k:>6} " + " ".join(f"{1e3 * r[k][0]:>14.1f}" for r in runs.values()))
+    med = {name: statistics.median(t for t, _ in r[1:]) for name, r in runs.items()}
+    print("median after the first stroke: " + ", ".join(f"{n} {1e3 * m:.1f} ms" for n, m in med.items()))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=1000)
@@ -69,9 +124,12 @@ def main(argv=None):
     p.add_argument("--cover", type=float, default=0.02, help="fraction of the pixels one stroke covers")
     p.add_argument("--hard", type=int, default=10**6)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--compat", action="store_true", help="time the PyMaxflow script through compat.pymaxflow")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     shape, u, v, w, src, snk = problem(a.size)
+    if a.compat:
+        return main_compat(a, shape, u, v, w, src, snk)
     N = src.size
     g = torchcut.FlowGraph.from_edges(
         torch.from_numpy(u),

@@ -1,6 +1,7 @@
 """DynamicFlowGraph: re-solving a FlowGraph after terminal changes from its last flow gives the flow and
 the mask of a solve from scratch, with a certificate against the changed network."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -171,6 +172,79 @@ def test_compat_pymaxflow_reuse_trees_gives_pymaxflows_flows_and_segments(monkey
     maxflow = pytest.importorskip("maxflow")
     theirs, _ = _stroke_script(maxflow, True)
     assert ours == theirs
+
+
+def _grid_tedge_script(mod, reuse, gen_seed=5, grow_at=None, big_at=None, mark=False):
+    """An edge-list graph changed by ``add_grid_tedges`` (consecutive and scattered ids; marked only with
+    ``mark``, which PyMaxflow's tree reuse needs), with an edge added before stroke ``grow_at`` and sink
+    totals past int32 before stroke ``big_at``."""
+    gen = torch.Generator().manual_seed(gen_seed)
+    n = 12
+    N = n * n
+    G = mod.Graph[int]()
+    ids = G.add_nodes(N)
+    u = np.array([i for i in range(N) if (i + 1) % n] + list(range(N - n)), dtype=np.int64)
+    v = np.array([i + 1 for i in range(N) if (i + 1) % n] + list(range(n, N)), dtype=np.int64)
+    w = torch.randint(1, 9, (len(u),), generator=gen).numpy()
+    G.add_edges(u, v, w, w)
+    G.add_grid_tedges(
+        ids, torch.randint(0, 6, (N,), generator=gen).numpy(), torch.randint(0, 6, (N,), generator=gen).numpy()
+    )
+    out = [(G.maxflow(), G.get_grid_segments(ids).tolist())]
+    for stroke in range(6):
+        if stroke == grow_at:
+            G.add_edge(0, N - 1, 4, 4)
+        if stroke == big_at:
+            G.add_grid_tedges(np.array([3]), 0, 2**31 + 5)
+        nodes = torch.randperm(N, generator=gen)[:9].numpy()
+        caps = torch.randint(0, 25, (9,), generator=gen).numpy()
+        G.add_grid_tedges(nodes, caps, 0) if stroke % 2 else G.add_grid_tedges(nodes, 0, caps)
+        G.add_grid_tedges(ids[:1], 1, 0)  # consecutive ids too (a range)
+        if mark:
+            G.mark_grid_nodes(nodes)
+            G.mark_grid_nodes(ids[:1])
+            if stroke == big_at:
+                G.mark_node(3)
+        out.append((G.maxflow(reuse_trees=reuse), G.get_grid_segments(ids).tolist()))
+    return out, G
+
+
+@pytest.mark.parametrize("grow_at, big_at", [(None, None), (3, None), (None, 2)])
+def test_compat_pymaxflow_reuse_from_grid_tedges_without_marks(grow_at, big_at):
+    import torchcut.compat.pymaxflow as tmax
+
+    assert tmax.REUSE_FLOW  # on by default
+    ours, G = _grid_tedge_script(tmax, True, grow_at=grow_at, big_at=big_at)
+    scratch, _ = _grid_tedge_script(tmax, False, grow_at=grow_at, big_at=big_at)
+    assert ours == scratch
+    assert G.last_result.verify()
+    if grow_at is None and big_at is None:  # every stroke after the first re-solved from the kept state
+        assert G._dynamic.stats["warm"] >= 5
+    maxflow = pytest.importorskip("maxflow")
+    theirs, _ = _grid_tedge_script(maxflow, True, grow_at=grow_at, big_at=big_at, mark=True)
+    assert ours == theirs
+
+
+def test_compat_pymaxflow_reuse_after_reset_solves_the_new_graph():
+    import torchcut.compat.pymaxflow as tmax
+
+    G = tmax.Graph[int]()
+    G.add_nodes(2)
+    G.add_edge(0, 1, 3, 0)
+    G.add_tedge(0, 9, 0)
+    G.add_tedge(1, 0, 9)
+    assert G.maxflow() == 3 and G.maxflow(reuse_trees=True) == 3
+    G.reset()  # the same counts of nodes and arcs, other capacities: no reuse of the old network
+    G.add_nodes(2)
+    G.add_edge(0, 1, 5, 0)
+    G.add_tedge(0, 9, 0)
+    G.add_tedge(1, 0, 9)
+    assert G.maxflow(reuse_trees=True) == 5
+    G.add_tedge(1, 2, 0)  # node 1: source 2, sink 9, netted to sink 7 and a constant 2
+    G.mark_node(1)
+    assert G.maxflow(reuse_trees=True) == 7 and G.get_segment(1) == 1
+    with pytest.raises(ValueError, match=r"i: expected a node id in \[0, 2\)"):
+        G.mark_node(2)
 
 
 def sink_reach(r):

@@ -26,13 +26,15 @@ is a constant every cut pays, and only the difference stays on the node.
 
 Differences that remain (see also the README, "Coming from PyMaxflow")
 ----------------------------------------------------------------------
-* ``maxflow(reuse_trees=True)`` solves from scratch: re-solving from the last flow
-  (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`, switched on by setting ``REUSE_FLOW = True``
-  in this module; edge-list graphs whose edges did not change, only terminal capacities) gives the
-  same values and segments but measured slower, because the CPU solver regrows its search trees
-  from every terminal node instead of keeping them. ``mark_node`` / ``mark_grid_nodes`` do nothing
-  (every node is re-fitted). Adding capacity
-  after ``maxflow()`` and calling it again gives the maximum flow of the grown graph, as in PyMaxflow.
+* ``maxflow(reuse_trees=True)`` on an integer edge-list graph (``add_edge`` / ``add_edges``) whose
+  links did not change since the last solve re-solves from the last flow
+  (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`; on the CPU its search trees are kept between
+  calls): the nodes given terminal capacity since then are re-fitted, found from the ``add_tedge`` /
+  ``add_grid_tedges`` calls themselves, so ``mark_node`` / ``mark_grid_nodes`` only check their ids.
+  The first such call after a plain ``maxflow()`` solves once more to build the kept state. Grid
+  graphs (``add_grid_edges``), float graphs and graphs with new links solve from scratch; values
+  and segments are those of a solve from scratch either way. Adding capacity after ``maxflow()`` and
+  calling it again gives the maximum flow of the grown graph, as in PyMaxflow.
 * Which minimum cut: the sink side is the set of nodes that can still reach the sink in the final
   residual graph (torchcut's convention, unique per instance). Boykov-Kolmogorov's maximal search
   trees give the same set, so integer graphs get PyMaxflow's segments; float graphs are quantized
@@ -74,7 +76,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from .._validate import quantization_scale
+from .._validate import INT32_MAX, quantization_scale
 from ..graph import FlowGraph
 from ..grid import GridGraph, shift
 from ..solvers import maxflow as _solve
@@ -162,6 +164,8 @@ def _positive_int(x, name: str) -> int:
 
 
 def _node_index(i, name: str, n: int) -> int:
+    if type(i) is int and 0 <= i < n:  # the common case first (mark_node in a loop over a stroke's nodes)
+        return i
     if isinstance(i, (np.ndarray, torch.Tensor)) and i.ndim == 0:
         i = i.item()
     if isinstance(i, bool) or not isinstance(i, Integral):
@@ -212,10 +216,10 @@ _STAGE_MIN_BYTES = 1 << 20
 
 
 #: ``maxflow(reuse_trees=True)`` re-solves an edge-list graph from its last flow when only terminal
-#: capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`). Off: measured 1.7-7x slower
-#: than a solve from scratch on 90k-node image graphs after 2% strokes, because the CPU solver regrows its
-#: search trees from every terminal node (docs/performance.md); the results are the same either way.
-REUSE_FLOW = False
+#: capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`); False: always from scratch
+#: (the results are the same). On: 1000^2 image graphs (2 M arcs) after strokes of 2% of the pixels,
+#: 10-17 ms a stroke against 140-170 ms from scratch, one thread (docs/performance.md).
+REUSE_FLOW = True
 
 
 def _same_links(a: FlowGraph, b: FlowGraph) -> bool:
@@ -333,6 +337,9 @@ class GraphInt:
         self._seg = None
         self.last_result = None
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
+        self._solved_links = None  # (nodes, arcs) when self._dynamic was solved: links change only by adding
+        self._touched: list = []  # node ids (ints, int64 tensors) given terminal capacity since that solve
+        self._low = None  # [n] scratch: the smaller terminal total of each node (the netted constant)
 
     def _grow(self, count: int) -> int:
         first = self._n
@@ -550,6 +557,7 @@ class GraphInt:
         caps = (self._scalar(cap_source, "cap_source"), self._scalar(cap_sink, "cap_sink"))  # checked before any change
         self._t_ids.append(a)
         self._t_caps.append(caps)
+        self._touched.append(a)
         self._seg = None
 
     def add_grid_tedges(self, nodeids, sourcecaps, sinkcaps) -> None:
@@ -575,6 +583,10 @@ class GraphInt:
                 self._terms[row, ids.base : ids.base + n] += t
             else:
                 self._terms[row].index_add_(0, ids.tensor.reshape(-1), t)
+        if ids.base is not None:
+            self._touched.append(torch.arange(ids.base, ids.base + n, device=self._device))
+        else:
+            self._touched.append(ids.tensor.reshape(-1).to(torch.int64))
         self._seg = None
 
     def _grid_ids(self, nodeids) -> _Ids:
@@ -672,13 +684,15 @@ class GraphInt:
 
     # ------------------------------------------------------------------ no-ops kept for compatibility
     def mark_node(self, i) -> None:
-        """Accepted for compatibility: ``maxflow(reuse_trees=True)`` re-fits every node, so nothing to mark.
+        """Accepted for compatibility: ``maxflow(reuse_trees=True)`` finds the changed nodes from the
+        terminal calls themselves, so this only checks the id.
 
         Examples
         --------
         >>> g = GraphInt(); _ = g.add_nodes(1); g.mark_node(0)
         """
-        _node_index(i, "i", self._n)
+        if type(i) is not int or not 0 <= i < self._n:  # in a loop over a stroke's nodes: no call when valid
+            _node_index(i, "i", self._n)
 
     def mark_grid_nodes(self, nodeids) -> None:
         """Accepted for compatibility (see :meth:`mark_node`).
@@ -690,13 +704,19 @@ class GraphInt:
         self._ids(nodeids)
 
     # ------------------------------------------------------------------ solving
-    def _terminals(self):
-        """Source and sink totals per node (scalar ``add_tedge`` calls folded in)."""
-        terms = self._terms[:, : self._n].clone()
+    def _totals(self) -> torch.Tensor:
+        """The ``[2, n]`` source and sink totals (a view of this graph's own array, not to be modified),
+        the scalar ``add_tedge`` calls folded in once."""
         if self._t_ids:
             idx = torch.tensor(self._t_ids, dtype=torch.int64, device=self._device)
             caps = torch.tensor(self._t_caps, dtype=self._dtype, device=self._device).T
-            terms.index_add_(1, idx, caps)
+            self._terms[:, : self._n].index_add_(1, idx, caps)
+            self._t_ids, self._t_caps = [], []
+        return self._terms[:, : self._n]
+
+    def _terminals(self):
+        """Source and sink totals per node, as new tensors."""
+        terms = self._totals().clone()
         return terms[0], terms[1]
 
     def _grid_layout(self):
@@ -870,25 +890,34 @@ class GraphInt:
         if self._n == 0:
             self._seg = torch.zeros(0, dtype=torch.bool, device=self._device)
             return 0 if self._integer else 0.0
-        graph, constant, scale = self.build()
-        dyn = self._dynamic
-        if (
-            reuse_trees
-            and REUSE_FLOW
-            and isinstance(graph, FlowGraph)
-            and dyn is not None
-            and dyn.graph.device == graph.device
-            and _same_links(dyn.graph, graph)
-        ):
-            # only terminal capacities changed since the last solve: re-solve from its flow
-            dyn._install(graph.source[0], graph.sink[0])
-            result = dyn.maxflow()
+        links = (self._n, self._arcs)
+        fast = reuse_trees and REUSE_FLOW and self._integer and self._solved_links == links
+        result = self._resolve() if fast else None
+        if result is not None:
+            constant, scale = self._constant, None
         else:
-            result = _solve(graph)
-            self._dynamic = None
-            if isinstance(graph, FlowGraph):
-                self._dynamic = DynamicFlowGraph(graph)
-                self._dynamic._remember(result)
+            graph, constant, scale = self.build()
+            dyn = self._dynamic
+            if (
+                reuse_trees
+                and REUSE_FLOW
+                and isinstance(graph, FlowGraph)
+                and dyn is not None
+                and dyn.graph.device == graph.device
+                and _same_links(dyn.graph, graph)
+            ):
+                # only terminal capacities changed since the last solve: re-solve from its flow
+                dyn._install(graph.source[0], graph.sink[0])
+                result = dyn.maxflow()
+            else:
+                result = _solve(graph)
+                self._dynamic = None
+                if isinstance(graph, FlowGraph):
+                    self._dynamic = DynamicFlowGraph(graph)
+                    self._dynamic._remember(result)
+            self._solved_links = links if self._dynamic is not None else None
+        self._constant = constant
+        self._touched = []
         self.last_result = result
         self._seg = ~result.node_mask.reshape(-1)
         flow = result.flow_value if scale is None else result.flow_value / scale
@@ -896,6 +925,32 @@ class GraphInt:
             return math.inf
         flow += constant
         return int(flow) if self._integer else float(flow)
+
+    def _resolve(self):
+        """The re-solve of an integer edge-list graph whose links did not change since the last solve:
+        only the nodes given terminal capacity since then get their netted totals (no rebuild of the
+        network, no comparison of its arcs). None where the new totals do not fit the solved graph's
+        sink dtype (the caller then builds the network again)."""
+        dyn = self._dynamic
+        src, snk = self._totals()
+        if self._low is None or self._low.shape != src.shape:
+            self._low = torch.empty_like(src)
+        self._constant = torch.minimum(src, snk, out=self._low).sum().item()
+        touched = [t for t in self._touched if isinstance(t, torch.Tensor)]
+        scalars = [t for t in self._touched if not isinstance(t, torch.Tensor)]
+        if scalars:
+            touched.append(torch.tensor(scalars, dtype=torch.int64, device=self._device))
+        if not touched:
+            nodes = torch.empty(0, dtype=torch.int64, device=self._device)
+        else:
+            nodes = torch.unique(torch.cat(touched))
+        s, t = src.index_select(0, nodes), snk.index_select(0, nodes)
+        least = torch.minimum(s, t)
+        source, sink = s - least, t - least
+        if dyn.graph.sink.dtype == torch.int32 and nodes.numel() and int(sink.max()) > INT32_MAX:
+            return None
+        dyn.set_terminals(source=source, sink=sink, nodes=nodes)
+        return dyn.maxflow()
 
     # ------------------------------------------------------------------ segments
     def _segments(self) -> torch.Tensor:
