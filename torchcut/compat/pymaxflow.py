@@ -26,8 +26,8 @@ is a constant every cut pays, and only the difference stays on the node.
 
 Differences that remain (see also the README, "Coming from PyMaxflow")
 ----------------------------------------------------------------------
-* ``maxflow(reuse_trees=True)`` on an integer edge-list graph (``add_edge`` / ``add_edges``) whose
-  links did not change since the last solve re-solves from the last flow
+* ``maxflow(reuse_trees=True)`` on an integer edge-list graph (``add_edge`` / ``add_edges``) on the
+  CPU whose links did not change since the last solve re-solves from the last flow
   (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`; on the CPU its search trees are kept between
   calls): the nodes given terminal capacity since then are re-fitted, found from the ``add_tedge`` /
   ``add_grid_tedges`` calls themselves, so ``mark_node`` / ``mark_grid_nodes`` only check their ids.
@@ -215,10 +215,11 @@ class _Record:
 _STAGE_MIN_BYTES = 1 << 20
 
 
-#: ``maxflow(reuse_trees=True)`` re-solves an edge-list graph from its last flow when only terminal
-#: capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`); False: always from scratch
-#: (the results are the same). On: 1000^2 image graphs (2 M arcs) after strokes of 2% of the pixels,
-#: 10-17 ms a stroke against 140-170 ms from scratch, one thread (docs/performance.md).
+#: ``maxflow(reuse_trees=True)`` re-solves an edge-list graph on the CPU from its last flow when only
+#: terminal capacities changed (:class:`torchcut.solvers.dynamic.DynamicFlowGraph`); False: always from
+#: scratch (the results are the same). Graphs on CUDA solve from scratch: the re-solve is not measured
+#: there. On: 1000^2 image graphs (2 M arcs) after strokes of 2% of the pixels, 12 ms a stroke against
+#: 179 ms from scratch, one thread (``benchmarks/dynamic.py --compat``, docs/performance.md).
 REUSE_FLOW = True
 
 
@@ -877,9 +878,9 @@ class GraphInt:
     def maxflow(self, reuse_trees: bool = False):
         """Compute the maximum flow; return its value (the capacity of the minimum cut).
 
-        ``reuse_trees`` is accepted; with ``REUSE_FLOW`` set, an edge-list graph whose terminal
-        capacities alone changed since the last call is solved from the last flow (module docstring).
-        Either way the value and segments are those of a solve from scratch.
+        ``reuse_trees=True``: an integer edge-list graph on the CPU whose terminal capacities alone
+        changed since the last call is solved from the last flow (``REUSE_FLOW``, on by default; module
+        docstring). Either way the value and segments are those of a solve from scratch.
 
         Examples
         --------
@@ -891,7 +892,8 @@ class GraphInt:
             self._seg = torch.zeros(0, dtype=torch.bool, device=self._device)
             return 0 if self._integer else 0.0
         links = (self._n, self._arcs)
-        fast = reuse_trees and REUSE_FLOW and self._integer and self._solved_links == links
+        reuse = reuse_trees and REUSE_FLOW and self._device.type == "cpu"  # measured on the CPU only
+        fast = reuse and self._integer and self._solved_links == links
         result = self._resolve() if fast else None
         if result is not None:
             constant, scale = self._constant, None
@@ -899,8 +901,7 @@ class GraphInt:
             graph, constant, scale = self.build()
             dyn = self._dynamic
             if (
-                reuse_trees
-                and REUSE_FLOW
+                reuse
                 and isinstance(graph, FlowGraph)
                 and dyn is not None
                 and dyn.graph.device == graph.device
