@@ -339,7 +339,7 @@ class GraphInt:
         self.last_result = None
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
         self._solved_links = None  # (nodes, arcs) when self._dynamic was solved: links change only by adding
-        self._touched: list = []  # node ids (ints, int64 tensors) given terminal capacity since that solve
+        self._touched: list = []  # nodes given terminal capacity since that solve: ids, (first, count), tensors
         self._low = None  # [n] scratch: the smaller terminal total of each node (the netted constant)
 
     def _grow(self, count: int) -> int:
@@ -558,7 +558,8 @@ class GraphInt:
         caps = (self._scalar(cap_source, "cap_source"), self._scalar(cap_sink, "cap_sink"))  # checked before any change
         self._t_ids.append(a)
         self._t_caps.append(caps)
-        self._touched.append(a)
+        if self._dynamic is not None:  # tracked only where a re-solve may follow
+            self._touched.append(a)
         self._seg = None
 
     def add_grid_tedges(self, nodeids, sourcecaps, sinkcaps) -> None:
@@ -584,10 +585,8 @@ class GraphInt:
                 self._terms[row, ids.base : ids.base + n] += t
             else:
                 self._terms[row].index_add_(0, ids.tensor.reshape(-1), t)
-        if ids.base is not None:
-            self._touched.append(torch.arange(ids.base, ids.base + n, device=self._device))
-        else:
-            self._touched.append(ids.tensor.reshape(-1).to(torch.int64))
+        if self._dynamic is not None:  # tracked only where a re-solve may follow
+            self._touched.append((ids.base, n) if ids.base is not None else ids.tensor.reshape(-1).to(torch.int64))
         self._seg = None
 
     def _grid_ids(self, nodeids) -> _Ids:
@@ -938,7 +937,8 @@ class GraphInt:
             self._low = torch.empty_like(src)
         self._constant = torch.minimum(src, snk, out=self._low).sum().item()
         touched = [t for t in self._touched if isinstance(t, torch.Tensor)]
-        scalars = [t for t in self._touched if not isinstance(t, torch.Tensor)]
+        touched += [torch.arange(t[0], t[0] + t[1], device=self._device) for t in self._touched if isinstance(t, tuple)]
+        scalars = [t for t in self._touched if isinstance(t, int)]
         if scalars:
             touched.append(torch.tensor(scalars, dtype=torch.int64, device=self._device))
         if not touched:
