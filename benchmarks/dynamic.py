@@ -20,7 +20,11 @@ through ``torchcut.compat.pymaxflow`` with ``REUSE_FLOW`` on (the default) and o
 scratch); the three flows must agree on every stroke. The first re-solve after the plain first solve
 builds the kept state (a solve from scratch), so it is listed but left out of the median.
 
-    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02] [--compat]
+``--device cuda`` runs warm and scratch on a CUDA device (push-relabel from the last flow with its
+residual repaired, against the CUDA solve from scratch; CUDA synchronised around each); PyMaxflow stays
+on the CPU.
+
+    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02] [--compat] [--device cuda]
 """
 
 from __future__ import annotations
@@ -125,7 +129,14 @@ def main(argv=None):
     p.add_argument("--hard", type=int, default=10**6)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--compat", action="store_true", help="time the PyMaxflow script through compat.pymaxflow")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (warm and scratch)")
     a = p.parse_args(argv)
+    dev = torch.device(a.device)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     torch.set_num_threads(a.threads)
     shape, u, v, w, src, snk = problem(a.size)
     if a.compat:
@@ -139,10 +150,14 @@ def main(argv=None):
         source=torch.from_numpy(src),
         sink=torch.from_numpy(snk),
         num_nodes=N,
-    )
-    d = DynamicFlowGraph(g, backend="cpu")
+    ).to(dev)
+    backend = "cpu" if dev.type == "cpu" else "auto"
+    d = DynamicFlowGraph(g, backend=backend)
+    torchcut.maxflow(d.graph, backend=backend)  # warm-up (CUDA: the kernels' first launch)
+    sync()
     t0 = time.perf_counter()
     d.maxflow()
+    sync()
     first = time.perf_counter() - t0
     pm = None
     try:
@@ -158,7 +173,7 @@ def main(argv=None):
     except ImportError:
         pm_first = None
     print(
-        f"{a.size}x{a.size}: {N} nodes, {len(u)} edges; first solve {1e3 * first:.0f} ms"
+        f"{a.size}x{a.size} on {dev.type}: {N} nodes, {len(u)} edges; first solve {1e3 * first:.0f} ms"
         + (f", PyMaxflow {1e3 * pm_first:.0f} ms" if pm_first else "")
     )
     print(
@@ -172,13 +187,16 @@ def main(argv=None):
             S[nodes], T[nodes] = a.hard, 0
         else:
             S[nodes], T[nodes] = 0, a.hard
-        idx = torch.from_numpy(nodes)
+        idx, s_new, t_new = (torch.from_numpy(x).to(dev) for x in (nodes, S[nodes], T[nodes]))
+        sync()
         t0 = time.perf_counter()
-        d.set_terminals(source=torch.from_numpy(S[nodes]), sink=torch.from_numpy(T[nodes]), nodes=idx)
+        d.set_terminals(source=s_new, sink=t_new, nodes=idx)
         r = d.maxflow()
+        sync()
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ref = torchcut.maxflow(d.graph, backend="cpu")
+        ref = torchcut.maxflow(d.graph, backend=backend)
+        sync()
         scratch = time.perf_counter() - t0
         assert r.flow_value == ref.flow_value and torch.equal(r.mask, ref.mask), "warm and scratch differ"
         pm_t = "-"

@@ -20,6 +20,11 @@ the new network. :class:`DynamicFlowGraph` keeps the last solve's residual netwo
 3. **Finish.** The CSR backend of :func:`torchcut.maxflow` runs from that preflow (push-relabel on
    CUDA, the reference solver's).
 
+On CUDA a re-fit that finds a deficit is not repaired: the repair's max-flow runs on the CSR kernels,
+which are bound by launches (33-79 ms after strokes on a 1000^2 grid), and the graph is solved from
+scratch instead, a lattice through the grid kernels (4 ms there). Solves from scratch on CUDA take
+that route too.
+
 On the CPU the residual network and the Boykov-Kolmogorov search trees stay in a native object between
 solves (``torch.classes.torchcut.CsrState``), as in Kohli and Torr's method and PyMaxflow's
 ``maxflow(reuse_trees=True)``. An update changes the terminal residuals of the changed nodes alone (step 1
@@ -89,7 +94,8 @@ class DynamicFlowGraph:
     graph : FlowGraph
         The network with the capacities of the last :meth:`set_terminals`.
     stats : dict
-        ``warm`` solves, ``cold`` solves and ``repaired`` nodes (deficits taken back) so far.
+        ``warm`` solves, ``cold`` solves and ``repaired`` nodes (deficits taken back) so far;
+        ``deficit_scratch``: CUDA re-solves that met a deficit and were solved from scratch instead.
 
     Examples
     --------
@@ -117,7 +123,7 @@ class DynamicFlowGraph:
         self._kept = None  # CPU: the native residual network and search trees (CsrState) of self.graph
         self._pending = []  # node ids (int64 tensors) given new terminals since the last solve; None: all
         self._marks = None  # int32 [N] zeros: the repeated-ids check counts into it and clears it again
-        self.stats = {"warm": 0, "cold": 0, "repaired": 0}
+        self.stats = {"warm": 0, "cold": 0, "repaired": 0, "deficit_scratch": 0}
 
     # ------------------------------------------------------------------------------------------ changes
     def _repeated(self, idx: torch.Tensor) -> bool:
@@ -288,8 +294,8 @@ class DynamicFlowGraph:
             r = None
             if self._state is not None and self.warm:
                 r = self._warm(CSR(g.device, self.backend))
-            if r is None:
-                r = maxflow(g, backend=self.backend, lattice=False)
+            if r is None:  # CUDA lattices through the grid kernels (33 against 4 ms at 1000^2)
+                r = maxflow(g, backend=self.backend, lattice=None if g.device.type == "cuda" else False)
         r.stats.setdefault("warm", False)  # a solve from scratch (also the repair's fallback)
         self.stats["warm" if r.stats["warm"] else "cold"] += 1
         if self._kept is None:  # the native state keeps its own flow (and reuses the result's buffers once
@@ -322,6 +328,11 @@ class DynamicFlowGraph:
         ex = avail.clamp(min=0) - t
         deficit = (-avail).clamp(min=0)
         repaired = int((deficit > 0).sum())
+        if repaired and g.device.type == "cuda":
+            # the repair's CSR max-flow is launch-bound: 33-79 ms after strokes on a 1000^2 grid, where the
+            # grid kernels solve from scratch in 4 ms (docs/performance.md); the caller solves from scratch
+            self.stats["deficit_scratch"] += 1
+            return None
         if repaired:
             self.stats["repaired"] += repaired
             back = (C - R).index_select(0, g.rev).clamp(min=0)  # arc x -> y: the flow on y -> x
