@@ -106,6 +106,16 @@ def test_bad_updates_are_named():
         e.set_terminals(sink=[1, 1], nodes=[2, 2])
     e.set_terminals(sink=[1, 1], nodes=[2, 0])
     assert e.graph.sink.tolist() == [[1, 0, 1]] and graph.sink.tolist() == [[0, 0, 5]]
+    # the checks are read together but reported in order: ids out of range before repeats and values
+    with pytest.raises(ValueError, match=r"nodes: expected node ids in \[0, 3\), got 7"):
+        e.set_terminals(sink=[-1, 1, 1], nodes=[7, 7, 0])
+    with pytest.raises(ValueError, match=r"nodes: expected each node at most once"):
+        e.set_terminals(source=[-2, 1], sink=[-1, 1], nodes=[1, 1])
+    with pytest.raises(ValueError, match=r"source: expected non-negative capacities, got minimum -2"):
+        e.set_terminals(source=[-2, 1], sink=[-1, 1], nodes=[1, 2])
+    e.set_terminals(source=[4, 4, 4])  # and nothing of the failed calls is left: counts, capacities, sums
+    assert e.graph.source.tolist() == [[4, 4, 4]] and e.graph.sink.tolist() == [[1, 0, 1]]
+    assert e._terminal_total == 14 and e.maxflow().flow_value == torchcut.maxflow(e.graph).flow_value
     with pytest.raises(TypeError, match=r"source: expected integer capacities for an integer graph"):
         d.set_terminals(source=[0.5, 0, 0])
     with pytest.raises(ValueError, match=r"source: expected a tensor on cpu \(the graph's device\), got one on meta"):

@@ -64,6 +64,7 @@ Examples
 
 from __future__ import annotations
 
+import struct
 import time
 
 import numpy as np
@@ -126,16 +127,16 @@ class DynamicFlowGraph:
         self.stats = {"warm": 0, "cold": 0, "repaired": 0, "deficit_scratch": 0}
 
     # ------------------------------------------------------------------------------------------ changes
-    def _repeated(self, idx: torch.Tensor) -> bool:
-        """Whether the node ids ``idx`` (in range) repeat one: a count per id, in O(len(idx)) (a sort of
-        a 5% stroke's ids at 1000^2 took 1 ms, this 0.3 ms)."""
+    def _repeats(self, idx: torch.Tensor) -> torch.Tensor:
+        """How many of the node ids ``idx`` (in range) occur more than once, as a 0-d tensor (not read): a
+        count per id in O(len(idx)) (a sort of a 5% stroke's ids at 1000^2 took 1 ms, this 0.3 ms)."""
         if self._marks is None:
             self._marks = torch.zeros(self.graph.num_nodes, dtype=torch.int32, device=idx.device)
         m = self._marks
         m.index_add_(0, idx, torch.ones(idx.numel(), dtype=torch.int32, device=idx.device))
-        repeated = bool((m.index_select(0, idx) > 1).any())
+        repeats = (m.index_select(0, idx) > 1).sum()
         m.index_fill_(0, idx, 0)
-        return repeated
+        return repeats
 
     def _values(self, x, name: str, n: int) -> torch.Tensor:
         g = self.graph
@@ -160,10 +161,7 @@ class DynamicFlowGraph:
         elif g.scale is not None:
             t = t.to(torch.float64) * g.scale
             t = torch.round(t)
-        t = t.to(torch.int64)
-        if n and bool((t < 0).any()):
-            raise ValueError(f"{name}: expected non-negative capacities, got minimum {int(t.min())}")
-        return t
+        return t.to(torch.int64)  # the sign is checked by the caller, with the other checks in one read
 
     def set_terminals(self, source=None, sink=None, nodes=None) -> None:
         """Give nodes new terminal capacities (the next :meth:`maxflow` starts from the last flow).
@@ -194,6 +192,9 @@ class DynamicFlowGraph:
         g = self.graph
         N = g.num_nodes
         idx = None
+        # The values the checks need, read back in one copy (one wait on a CUDA device, not one a check):
+        # (0-d tensor, the error its value raises or None), in the order the checks are reported.
+        reads = []
         if nodes is not None:
             if isinstance(nodes, torch.Tensor) and nodes.device != g.device:
                 raise ValueError(
@@ -207,47 +208,88 @@ class DynamicFlowGraph:
             idx = idx.to(torch.int64)
             if idx.numel():
                 lo, hi = torch.aminmax(idx)
-                if int(lo) < 0 or int(hi) >= N:
+
+                def bad_id(_):
                     bad = idx[(idx < 0) | (idx >= N)][0].item()
-                    raise ValueError(f"nodes: expected node ids in [0, {N}), got {bad}")
-                if self._repeated(idx):
-                    raise ValueError("nodes: expected each node at most once, got repeated ids")
+                    return ValueError(f"nodes: expected node ids in [0, {N}), got {bad}")
+
+                reads += [(lo, lambda v: v < 0 and bad_id(v)), (hi, lambda v: v >= N and bad_id(v))]
+                safe = idx.clamp(0, N - 1)  # counted before the range is known: no access out of bounds
+                reads.append(
+                    (
+                        self._repeats(safe),
+                        lambda v: v and ValueError("nodes: expected each node at most once, got repeated ids"),
+                    )
+                )
         n = N if idx is None else idx.numel()
-        new_src, new_snk = g.source[0].clone(), g.sink[0].clone()  # copies: the last graph stays as it was
-        for name, x, target in (("source", source, new_src), ("sink", sink, new_snk)):
+        new = {}
+        for name, x in (("source", source), ("sink", sink)):
             if x is None:
                 continue
-            t = self._values(x, name, n)
-            if name == "sink" and g.caps.dtype == torch.int32 and n and int(t.max()) > INT32_MAX:
-                raise ValueError(
-                    f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
-                    f"{int(t.max())}; build the FlowGraph with the larger capacities instead"
+            t = new[name] = self._values(x, name, n)
+            if not n:
+                continue
+            low = t.min()
+            reads.append(
+                (
+                    low,
+                    lambda v, name=name: (
+                        v < 0 and ValueError(f"{name}: expected non-negative capacities, got minimum {int(v)}")
+                    ),
                 )
+            )
+            if name == "sink" and g.caps.dtype == torch.int32:
+                reads.append(
+                    (
+                        t.max(),
+                        lambda v: (
+                            v > INT32_MAX
+                            and ValueError(
+                                f"sink: expected capacities up to {INT32_MAX} (this graph holds int32 capacities), got "
+                                f"{int(v)}; build the FlowGraph with the larger capacities instead"
+                            )
+                        ),
+                    )
+                )
+        # the change of the terminals' sum (float64, its bits carried in the int64 read), for the overflow check
+        self._sums()
+        parts = []
+        for name, t in new.items():
+            old = g.source[0] if name == "source" else g.sink[0]
+            old = old if idx is None else old.index_select(0, safe if n else idx)
+            parts += [t.sum(dtype=torch.float64), -old.sum(dtype=torch.float64)]
+        if parts:
+            reads.append((torch.stack(parts).sum().view(torch.int64), None))
+        total = self._terminal_total
+        if reads:
+            values = torch.stack([r.to(torch.int64) for r, _ in reads]).tolist()
+            for v, (_, error) in zip(values, reads):
+                e = error(v) if error else None
+                if e:
+                    raise e
+            if parts:
+                total += struct.unpack("d", struct.pack("q", values[-1]))[0]
+        new_src, new_snk = g.source[0].clone(), g.sink[0].clone()  # copies: the last graph stays as it was
+        for name, target in (("source", new_src), ("sink", new_snk)):
+            if name not in new:
+                continue
             if idx is None:
-                target.copy_(t)
+                target.copy_(new[name])
             else:
-                target[idx] = t.to(target.dtype)
-        self._install(new_src, new_snk, idx)
+                target[idx] = new[name].to(target.dtype)
+        self._install(new_src, new_snk, idx, total)
 
-    def _install(self, new_src: torch.Tensor, new_snk: torch.Tensor, nodes: torch.Tensor | None = None) -> None:
+    def _install(
+        self, new_src: torch.Tensor, new_snk: torch.Tensor, nodes: torch.Tensor | None = None, total=None
+    ) -> None:
         """Make ``[N]`` terminal capacities (in the graph's units) the current ones; ``nodes``: the int64
-        ids of the only nodes whose capacities may differ (None: any). The tensors become the graph's and
-        are never modified in place afterwards."""
+        ids of the only nodes whose capacities may differ (None: any); ``total``: their sum (float), where
+        the caller knows it. The tensors become the graph's and are never modified in place afterwards."""
         g = self.graph
         N = g.num_nodes
         self._sums()
-        if nodes is None:
-            sums = torch.stack([new_src.sum(dtype=torch.float64), new_snk.sum(dtype=torch.float64)])
-        else:  # the change of the terminals' sum, from the changed nodes alone
-            old_src, old_snk = g.source[0].index_select(0, nodes), g.sink[0].index_select(0, nodes)
-            sums = torch.stack(
-                [
-                    new_src.index_select(0, nodes).sum(dtype=torch.float64) - old_src.sum(dtype=torch.float64),
-                    new_snk.index_select(0, nodes).sum(dtype=torch.float64) - old_snk.sum(dtype=torch.float64),
-                    torch.tensor(self._terminal_total, dtype=torch.float64, device=new_src.device),
-                ]
-            )
-        total = float(sums.sum())
+        if total is None:
+            total = float(new_src.sum(dtype=torch.float64) + new_snk.sum(dtype=torch.float64))
         check_sum(int(total + self._caps_total), "FlowGraph")
         self._terminal_total = total
         new = object.__new__(type(g))
