@@ -284,6 +284,48 @@ def test_compat_pymaxflow_reuse_after_reset_solves_the_new_graph():
         G.mark_node(2)
 
 
+def test_compat_pymaxflow_stroke_path_results_and_graph():
+    # strokes re-solved from the kept state touch the changed nodes alone: the result, the constant and
+    # the DynamicFlowGraph's graph are made when asked, and equal those of a network built from scratch
+    import torchcut.compat.pymaxflow as tmax
+
+    ours, G = _grid_tedge_script(tmax, True, gen_seed=9)
+    d = G._dynamic
+    assert d._stale and G._last_raw is not None  # nothing over all nodes yet
+    r = G.last_result
+    assert G._last_raw is None and r.verify() and r.stats["warm"]
+    built, constant, _ = G.build()
+    assert torch.equal(d.graph.source, built.source) and torch.equal(d.graph.sink, built.sink)
+    assert r.flow_value + constant == ours[-1][0] == torchcut.maxflow(built).flow_value + constant
+    assert torch.equal(~r.mask, G._seg)
+    # read after more terminal calls, the result stays that of the network it solved
+    ours2, G2 = _grid_tedge_script(tmax, True, gen_seed=9)
+    G2.add_tedge(5, 40, 0)
+    r2 = G2.last_result
+    assert r2.verify() and r2.flow_value == r.flow_value
+
+
+def test_compat_pymaxflow_stroke_path_overflow_changes_nothing():
+    import torchcut.compat.pymaxflow as tmax
+
+    G = tmax.Graph[int]()
+    G.add_nodes(3)
+    G.add_edge(0, 1, 4, 4)
+    G.add_edge(1, 2, 4, 4)
+    G.add_tedge(0, 9, 0)
+    G.add_tedge(2, 0, 9)
+    assert G.maxflow() == 4 and G.maxflow(reuse_trees=True) == 4  # the kept state
+    G.add_tedge(2, 3, 0)  # node 2: source 3, sink 9: netted to sink 6 and a constant 3
+    assert G.maxflow(reuse_trees=True) == 7 and G._dynamic.stats["warm"] >= 1
+    G.add_tedge(0, 2**62, 0)
+    with pytest.raises(ValueError, match=r"FlowGraph"):
+        G.maxflow(reuse_trees=True)
+    G.add_tedge(0, -(2**62), 0)  # back to what it was: the failed call left the constant and sums as they were
+    G.add_tedge(2, 0, 3)
+    assert G.maxflow(reuse_trees=True) == 7 == G.maxflow()
+    assert G.last_result.verify()
+
+
 def sink_reach(r):
     """The nodes that reach the sink in the residual network of result ``r`` (a search back from the sink
     residuals, written here without the solver), as a bool tensor."""

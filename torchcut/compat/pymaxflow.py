@@ -336,11 +336,25 @@ class GraphInt:
         self._arcs = 0
         self._hard = None
         self._seg = None
-        self.last_result = None
+        self._last_result = None
+        self._last_raw = None  # a re-solve's native outputs, made into last_result when that is read
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
         self._solved_links = None  # (nodes, arcs) when self._dynamic was solved: links change only by adding
         self._touched: list = []  # nodes given terminal capacity since that solve: ids, (first, count), tensors
-        self._low = None  # [n] scratch: the smaller terminal total of each node (the netted constant)
+        # per node at the last re-solve: the smaller terminal total (its sum is the netted constant) and the
+        # netted capacity |source - sink| (its sum, the overflow check's); None until a re-solve sets them
+        self._low = self._net = None
+        self._slot = None  # [n] int64 scratch: one position per node id (a stroke's ids made unique)
+
+    @property
+    def last_result(self):
+        """The :class:`torchcut.CutResult` of the last ``maxflow()`` (None before the first): its
+        certificate (``verify()``), residuals and counters. After a re-solve from the kept state it is
+        made when first read (a pass over all nodes that the re-solve itself does not make)."""
+        if self._last_raw is not None:
+            self._last_result = self._dynamic._kept_result(*self._last_raw)
+            self._last_raw = None
+        return self._last_result
 
     def _grow(self, count: int) -> int:
         first = self._n
@@ -892,33 +906,34 @@ class GraphInt:
             return 0 if self._integer else 0.0
         links = (self._n, self._arcs)
         reuse = reuse_trees and REUSE_FLOW and self._device.type == "cpu"  # measured on the CPU only
-        fast = reuse and self._integer and self._solved_links == links
-        result = self._resolve() if fast else None
-        if result is not None:
-            constant, scale = self._constant, None
+        if reuse and self._integer and self._solved_links == links and self._dynamic._kept is not None:
+            flow = self._resolve()
+            if flow is not None:
+                self._touched = []
+                return flow
+        graph, constant, scale = self.build()
+        dyn = self._dynamic
+        if (
+            reuse
+            and isinstance(graph, FlowGraph)
+            and dyn is not None
+            and dyn.graph.device == graph.device
+            and _same_links(dyn.graph, graph)
+        ):
+            # only terminal capacities changed since the last solve: re-solve from its flow
+            dyn._install(graph.source[0], graph.sink[0])
+            result = dyn.maxflow()
         else:
-            graph, constant, scale = self.build()
-            dyn = self._dynamic
-            if (
-                reuse
-                and isinstance(graph, FlowGraph)
-                and dyn is not None
-                and dyn.graph.device == graph.device
-                and _same_links(dyn.graph, graph)
-            ):
-                # only terminal capacities changed since the last solve: re-solve from its flow
-                dyn._install(graph.source[0], graph.sink[0])
-                result = dyn.maxflow()
-            else:
-                result = _solve(graph)
-                self._dynamic = None
-                if isinstance(graph, FlowGraph):
-                    self._dynamic = DynamicFlowGraph(graph)
-                    self._dynamic._remember(result)
-            self._solved_links = links if self._dynamic is not None else None
+            result = _solve(graph)
+            self._dynamic = None
+            if isinstance(graph, FlowGraph):
+                self._dynamic = DynamicFlowGraph(graph)
+                self._dynamic._remember(result)
+        self._solved_links = links if self._dynamic is not None else None
+        self._low = self._net = None  # the per-node totals of a re-solve start again from the built graph
         self._constant = constant
         self._touched = []
-        self.last_result = result
+        self._last_result, self._last_raw = result, None
         self._seg = ~result.node_mask.reshape(-1)
         flow = result.flow_value if scale is None else result.flow_value / scale
         if self._hard is not None and flow > 1.5 * self._hard + 0.5:  # the cut crosses an infinite arc
@@ -926,32 +941,53 @@ class GraphInt:
         flow += constant
         return int(flow) if self._integer else float(flow)
 
-    def _resolve(self):
-        """The re-solve of an integer edge-list graph whose links did not change since the last solve:
-        only the nodes given terminal capacity since then get their netted totals (no rebuild of the
-        network, no comparison of its arcs). None where the new totals do not fit the solved graph's
-        sink dtype (the caller then builds the network again)."""
-        dyn = self._dynamic
-        src, snk = self._totals()
-        if self._low is None or self._low.shape != src.shape:
-            self._low = torch.empty_like(src)
-        self._constant = torch.minimum(src, snk, out=self._low).sum().item()
-        touched = [t for t in self._touched if isinstance(t, torch.Tensor)]
-        touched += [torch.arange(t[0], t[0] + t[1], device=self._device) for t in self._touched if isinstance(t, tuple)]
+    def _touched_ids(self) -> torch.Tensor:
+        """The node ids given terminal capacity since the last solve, each once (int64)."""
+        parts = [t for t in self._touched if isinstance(t, torch.Tensor)]
+        parts += [torch.arange(t[0], t[0] + t[1]) for t in self._touched if isinstance(t, tuple)]
         scalars = [t for t in self._touched if isinstance(t, int)]
         if scalars:
-            touched.append(torch.tensor(scalars, dtype=torch.int64, device=self._device))
-        if not touched:
-            nodes = torch.empty(0, dtype=torch.int64, device=self._device)
-        else:
-            nodes = torch.unique(torch.cat(touched))
+            parts.append(torch.tensor(scalars, dtype=torch.int64))
+        if not parts:
+            return torch.empty(0, dtype=torch.int64)
+        ids = parts[0] if len(parts) == 1 else torch.cat(parts)
+        # one position per id: the write that lands for each id names the entry kept (no sort)
+        if self._slot is None or self._slot.numel() != self._n:
+            self._slot = torch.empty(self._n, dtype=torch.int64)
+        pos = torch.arange(ids.numel())
+        self._slot.index_put_((ids,), pos)
+        return ids[self._slot.index_select(0, ids) == pos]
+
+    def _resolve(self):
+        """The re-solve of an integer edge-list graph whose links did not change since the last solve,
+        from the kept state (CPU): only the nodes given terminal capacity since then get their netted
+        totals, and the netted constant and the capacities' sum change by theirs; no pass over all
+        nodes (the first re-solve after a build makes the per-node values once). Returns the flow, or
+        None where the new totals do not fit the solved graph's sink dtype (the caller builds the
+        network again)."""
+        dyn = self._dynamic
+        src, snk = self._totals()
+        nodes = self._touched_ids()
         s, t = src.index_select(0, nodes), snk.index_select(0, nodes)
         least = torch.minimum(s, t)
         source, sink = s - least, t - least
-        if dyn.graph.sink.dtype == torch.int32 and nodes.numel() and int(sink.max()) > INT32_MAX:
+        if dyn._graph.sink.dtype == torch.int32 and nodes.numel() and int(sink.max()) > INT32_MAX:  # (no refresh)
             return None
-        dyn.set_terminals(source=source, sink=sink, nodes=nodes)
-        return dyn.maxflow()
+        gap = source + sink
+        if self._low is None:  # the first re-solve since the network was built: every node once
+            low, net = torch.minimum(src, snk), (src - snk).abs()
+            constant, total = int(low.sum()), float(net.sum(dtype=torch.float64))
+        else:
+            low, net = self._low, self._net
+            constant = self._constant + int((least - low.index_select(0, nodes)).sum())
+            total = dyn._terminal_total + float((gap - net.index_select(0, nodes)).sum(dtype=torch.float64))
+        raw = dyn._kept_update(nodes, source, sink, total)  # raises before any change when the sums overflow
+        self._low, self._net = low.index_copy_(0, nodes, least), net.index_copy_(0, nodes, gap)
+        self._constant = constant
+        self._last_raw = raw
+        mask, info = raw[0][0], raw[0][4]
+        self._seg = ~mask
+        return int(info[2]) + constant
 
     # ------------------------------------------------------------------ segments
     def _segments(self) -> torch.Tensor:

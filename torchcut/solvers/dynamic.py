@@ -115,7 +115,8 @@ class DynamicFlowGraph:
             raise TypeError(f"graph: expected a torchcut.FlowGraph, got {type(graph).__name__}")
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-        self.graph = graph
+        self._graph = graph
+        self._stale = False  # the kept state holds newer terminals than _graph (compat's stroke path)
         self.backend = backend
         self.warm = bool(warm)
         self._state = None  # (residual caps, sink flow, source, sink) of the last solve, for self.graph
@@ -125,6 +126,22 @@ class DynamicFlowGraph:
         self._pending = []  # node ids (int64 tensors) given new terminals since the last solve; None: all
         self._marks = None  # int32 [N] zeros: the repeated-ids check counts into it and clears it again
         self.stats = {"warm": 0, "cold": 0, "repaired": 0, "deficit_scratch": 0}
+
+    @property
+    def graph(self):
+        """The network with the capacities of the last :meth:`set_terminals` (a FlowGraph)."""
+        if self._stale:  # terminals updated in the kept state alone (_kept_update): made current when asked
+            g = self._graph
+            src, snk = self._kept.terminals()
+            new = object.__new__(type(g))
+            new.__dict__.update(g.__dict__)
+            new.source, new.sink = src.reshape(1, -1), snk.to(g.sink.dtype).reshape(1, -1)
+            self._graph, self._stale = new, False
+        return self._graph
+
+    @graph.setter
+    def graph(self, g) -> None:
+        self._graph, self._stale = g, False
 
     # ------------------------------------------------------------------------------------------ changes
     def _repeats(self, idx: torch.Tensor) -> torch.Tensor:
@@ -433,11 +450,31 @@ class DynamicFlowGraph:
             else:
                 nodes = torch.empty(0, dtype=torch.int64)
             out = self._kept.update(nodes, S.index_select(0, nodes), T.index_select(0, nodes).to(torch.int64))
+        self.stats["repaired"] += int(out[4][0])
+        return self._kept_result(out, t0)
+
+    def _kept_update(self, nodes: torch.Tensor, source: torch.Tensor, sink: torch.Tensor, total: float):
+        """The stroke path of ``compat.pymaxflow``: the kept state's update of ``nodes`` (int64, in range;
+        an id listed twice keeps its first values) to the terminal capacities ``source``, ``sink`` (int64,
+        non-negative, the sink within the graph's dtype), whose sum over all nodes becomes ``total``.
+        Nothing here is over all nodes: :attr:`graph` is made current from the kept state when next read.
+        Returns what :meth:`_kept_result` takes. Needs a kept state (a solve of this graph on the CPU)."""
+        check_sum(int(total + self._caps_total), "FlowGraph")
+        t0 = time.perf_counter()
+        out = self._kept.update(nodes, source, sink)
+        self._terminal_total = total
+        self._stale, self._pending = True, []
+        deficits, fresh = out[4][:2].tolist()
+        self.stats["cold" if fresh else "warm"] += 1
+        self.stats["repaired"] += deficits
+        return out, t0
+
+    def _kept_result(self, out, t0: float) -> CutResult:
+        """The CutResult of the kept state's outputs ``out`` (a solve started at ``t0``)."""
         mask, caps, sink_flow, raw, info = out
         deficits, fresh, total = info.tolist()
         stats = cpu._stats(raw, t0, 1)
         stats.update(route="csr", warm=not fresh, repaired=deficits, search="kept trees")
-        self.stats["repaired"] += deficits
         return self._result(mask, caps, None, stats, sink_flow, total)
 
 

@@ -325,6 +325,14 @@ struct CsrState : torch::CustomClassHolder {
     return {o.mask.alias(), o.res.alias(), o.flow.alias(), stats, info};
   }
 
+  // The terminal capacities the state was last solved for: (source, sink), int64 [N] copies.
+  std::tuple<at::Tensor, at::Tensor> terminals() const {
+    auto src = at::empty({N}, at::kLong), snk = at::empty({N}, at::kLong);
+    std::memcpy(src.data_ptr<int64_t>(), S.data(), N * sizeof(int64_t));
+    std::memcpy(snk.data_ptr<int64_t>(), T.data(), N * sizeof(int64_t));
+    return {src, snk};
+  }
+
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve() {
     return output(scratch(), 0, true);
   }
@@ -473,7 +481,8 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   m.class_<torchcut_cpu::CsrState>("CsrState")
       .def(torch::init<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>())
       .def("solve", &torchcut_cpu::CsrState::solve)
-      .def("update", &torchcut_cpu::CsrState::update);
+      .def("update", &torchcut_cpu::CsrState::update)
+      .def("terminals", &torchcut_cpu::CsrState::terminals);
 }
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
