@@ -22,8 +22,10 @@ the new network. :class:`DynamicFlowGraph` keeps the last solve's residual netwo
 
 On CUDA a re-fit that finds a deficit is not repaired: the repair's max-flow runs on the CSR kernels,
 which are bound by launches (33-79 ms after strokes on a 1000^2 grid), and the graph is solved from
-scratch instead, a lattice through the grid kernels (4 ms there). Solves from scratch on CUDA take
-that route too.
+scratch instead. A graph that is a 2D lattice (``FlowGraph.lattice_shape``) is always solved from
+scratch on CUDA, by the grid kernels: at 1000^2 they take 4-5 ms, and the re-fit and CSR finish
+took 2.3-4 ms after strokes without deficits, 4-9 ms with the fallback after strokes with them, and
+about 100 ms on the first stroke (``benchmarks/dynamic.py --device cuda``; docs/performance.md).
 
 On the CPU the residual network and the Boykov-Kolmogorov search trees stay in a native object between
 solves (``torch.classes.torchcut.CsrState``), as in Kohli and Torr's method and PyMaxflow's
@@ -351,7 +353,10 @@ class DynamicFlowGraph:
             r = self._kept_solve()
         else:
             r = None
-            if self._state is not None and self.warm:
+            # a CUDA lattice is solved from scratch by the grid kernels: faster than from the last flow
+            # by the CSR kernels on the strokes measured (module docstring)
+            cuda_lattice = g.device.type == "cuda" and g.lattice_shape() is not None
+            if self._state is not None and self.warm and not cuda_lattice:
                 r = self._warm(CSR(g.device, self.backend))
             if r is None:  # CUDA lattices through the grid kernels (33 against 4 ms at 1000^2)
                 r = maxflow(g, backend=self.backend, lattice=None if g.device.type == "cuda" else False)
