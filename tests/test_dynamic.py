@@ -152,9 +152,10 @@ def test_cuda_warm_solves_equal_solves_from_scratch():
 
 @pytest.mark.cuda
 def test_cuda_lattices_are_solved_from_scratch_by_the_grid_kernels():
-    # a 4-connected 24 x 24 lattice on CUDA: every stroke (object strokes, then background strokes that
-    # leave deficits) solved from scratch through the grid kernels, equal to the CPU solver
-    H = W = 24
+    # a 4-connected 48 x 48 lattice on CUDA (more nodes than the host route takes): every stroke (object
+    # strokes, then background strokes that leave deficits) solved from scratch through the grid kernels,
+    # equal to the CPU solver
+    H = W = 48
     gen = torch.Generator().manual_seed(5)
     ids = torch.arange(H * W).reshape(H, W)
     u = torch.cat([ids[:, :-1].reshape(-1), ids[:-1].reshape(-1)])
