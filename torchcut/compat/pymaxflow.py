@@ -906,7 +906,7 @@ class GraphInt:
             return 0 if self._integer else 0.0
         links = (self._n, self._arcs)
         reuse = reuse_trees and REUSE_FLOW and self._device.type == "cpu"  # measured on the CPU only
-        if reuse and self._integer and self._solved_links == links and self._dynamic._kept is not None:
+        if reuse and self._integer and self._solved_links == links:
             flow = self._resolve()
             if flow is not None:
                 self._touched = []
@@ -962,11 +962,23 @@ class GraphInt:
         """The re-solve of an integer edge-list graph whose links did not change since the last solve,
         from the kept state (CPU): only the nodes given terminal capacity since then get their netted
         totals, and the netted constant and the capacities' sum change by theirs; no pass over all
-        nodes (the first re-solve after a build makes the per-node values once). Returns the flow, or
+        nodes (the first re-solve after a build makes the per-node values once; the first after a plain
+        ``maxflow()`` makes the kept state, from the network that call built). Returns the flow, or
         None where the new totals do not fit the solved graph's sink dtype (the caller builds the
         network again)."""
         dyn = self._dynamic
         src, snk = self._totals()
+        if dyn._kept is None:  # the first re-solve after a plain maxflow(): its network, the new terminals
+            low = torch.minimum(src, snk)
+            source, sink = src - low, snk - low
+            if dyn._graph.sink.dtype == torch.int32 and int(sink.max()) > INT32_MAX:
+                return None
+            dyn._install(source, sink)  # raises before any change when the sums overflow
+            result = dyn.maxflow()  # the kept state, solved from scratch
+            self._low, self._net, self._constant = low, source + sink, int(low.sum())
+            self._last_result, self._last_raw = result, None
+            self._seg = ~result.node_mask.reshape(-1)
+            return result.flow_value + self._constant
         nodes = self._touched_ids()
         s, t = src.index_select(0, nodes), snk.index_select(0, nodes)
         least = torch.minimum(s, t)
