@@ -6,8 +6,7 @@ Grids of at most 4096 nodes per item are solved by one thread block each in a si
 row times the whole ``maxflow`` call (median of ``--repeats``, CUDA synchronised around each call) on
 the same graph, and checks that the three give the same flows and the same mask. The DIMACS Tsukuba
 crops (general graphs, ``TORCHCUT_DATA``) are timed through ``backend="auto"`` (the host route) and
-through the lattice route to the grid kernels. ``segment()`` of small CUDA images is timed both ways:
-the energy and the solve on the GPU, or on the CPU with the copies (``torchcut._segment.HOST_PIXELS``).
+through the lattice route to the grid kernels.
 
     python benchmarks/small_gpu.py [--out benchmarks/results/small-gpu.md] [--repeats 40]
 """
@@ -100,34 +99,6 @@ def main(argv=None) -> int:
             f"{s['global_relabels']}, {s['sweeps']}{'' if s['one_launch'] else ' (tiled: too large)'} |"
         )
         print(lines[-1], flush=True)
-    # segment() on CUDA images: the energy and the solve on the GPU, or both on the CPU with the copies
-    import torchcut._segment as seg_mod
-    from benchmarks.e2e import inputs
-
-    lines += ["", f"segment() of a CUDA image (astronaut, 4-connected), median of {a.repeats}, ms", ""]
-    lines += [
-        "| image | pixels | GPU | host route (CPU energy and solve, copies) | host / GPU |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    keep = seg_mod.HOST_PIXELS
-    try:
-        for n in (16, 32, 48, 64, 80, 96, 128):
-            for colour in (False, True):
-                x = inputs(dict(call="segment", picture="astronaut", colour=colour, ndim=2, n=n, conn=4))
-                img, seeds = torch.as_tensor(x["image"]).cuda(), torch.as_tensor(x["seeds"]).cuda()
-                seg_mod.HOST_PIXELS = 0
-                gpu = torchcut.segment(img, seeds)
-                t_gpu = _time(lambda: torchcut.segment(img, seeds), a.repeats)
-                seg_mod.HOST_PIXELS = 1 << 40
-                host = torchcut.segment(img, seeds)
-                t_host = _time(lambda: torchcut.segment(img, seeds), a.repeats)
-                if not torch.equal(gpu, host) or host.device != img.device:
-                    raise SystemExit(f"segment {n}^2: the masks differ")
-                label = f"{n}^2 {'RGB' if colour else 'gray'}"
-                lines.append(f"| {label} | {n * n} | {t_gpu:.2f} | {t_host:.2f} | {t_host / t_gpu:.2f} |")
-                print(lines[-1], flush=True)
-    finally:
-        seg_mod.HOST_PIXELS = keep
     data = os.environ.get("TORCHCUT_DATA")
     crops = Path(data) / "maxflow" / "tsukuba_crops" if data else None
     if crops is not None and crops.is_dir():

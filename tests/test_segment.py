@@ -233,28 +233,6 @@ def test_cuda_image_gives_cuda_mask():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("shape, kw", [((3, 20, 24), {}), ((64, 64), {"connectivity": 8}), ((2, 30, 30), {"ndim": 2})])
-def test_small_cuda_images_go_to_the_host_with_the_same_mask(monkeypatch, shape, kw):
-    import torchcut._segment as seg_mod
-
-    rng = np.random.default_rng(sum(shape))
-    img = torch.from_numpy(rng.normal(100, 40, shape).astype(np.float32)).cuda()
-    lead = shape[1:] if shape[0] == 3 else shape
-    seeds = torch.zeros(lead, dtype=torch.int64)
-    seeds[..., 2:6, 2:6], seeds[..., -3:, :] = 1, 2
-    seeds = seeds.cuda()
-    assert seg_mod._on_host(img, seeds, "auto", {}, False)  # at most HOST_PIXELS pixels
-    assert not seg_mod._on_host(img, seeds, "cuda", {}, False) and not seg_mod._on_host(img, seeds, "auto", {}, True)
-    host = torchcut.segment(img, seeds, **kw)
-    assert host.device == img.device and host.dtype == torch.bool and host.shape == seeds.shape
-    monkeypatch.setattr(seg_mod, "HOST_PIXELS", 0)
-    gpu, result = torchcut.segment(img, seeds, return_result=True, **kw)
-    assert torch.equal(host, gpu) and result.stats["backend"] == "cuda"
-    assert torch.equal(host, torchcut.segment(img, seeds.cpu(), **kw))  # CPU seeds with a CUDA image
-    assert torch.equal(host.cpu(), torchcut.segment(img.cpu(), seeds.cpu(), **kw))
-
-
-@pytest.mark.cuda
 def test_cuda_volume():
     vol, seeds, truth = noisy_ball(seed=3)
     mask, result = torchcut.segment(

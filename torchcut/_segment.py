@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -18,27 +17,6 @@ from .solvers import consume_mask, maxflow
 from .solvers._options import check_options, device_of
 
 __all__ = ["segment"]
-
-#: Pixels or voxels of a CUDA image (all batch items together) up to which ``segment()`` with
-#: ``backend="auto"`` builds the energy and solves it on the CPU, then copies the mask back: the GPU
-#: pays a fixed ~1.2 ms of launches and reads for the energy and the one-launch solve, where the CPU
-#: takes a fraction of that on so few pixels (measurements: docs/performance.md, "Small graphs on the
-#: GPU"). The masks are the same either way (the same integer energy, the canonical cut). 0 turns it off.
-HOST_PIXELS = 4096
-
-
-def _on_host(image, seeds, backend: str, solver_options: dict, return_result: bool) -> bool:
-    """Whether this CUDA ``segment()`` call goes to the CPU (:data:`HOST_PIXELS`)."""
-    if backend != "auto" or solver_options or return_result or not isinstance(image, torch.Tensor):
-        return False
-    if image.device.type != "cuda":
-        return False
-    n = seeds.numel() if isinstance(seeds, torch.Tensor) else np.asarray(seeds).size
-    if not 0 < n <= HOST_PIXELS:
-        return False
-    from .solvers import cpu
-
-    return cpu.load_error() is None
 
 
 def segment(
@@ -110,10 +88,7 @@ def segment(
 
     Notes
     -----
-    CUDA images are solved by the CUDA push-relabel kernels, but the smallest (at most
-    ``torchcut._segment.HOST_PIXELS`` pixels in all, 4096; ``backend="auto"``, no solver options, no
-    ``return_result``) are built and solved on the CPU and the mask is copied back: the GPU's fixed
-    cost of launches is larger there; the mask is the same. CPU images are solved by the compiled
+    CUDA images are solved by the CUDA push-relabel kernels. CPU images are solved by the compiled
     CPU solver (:mod:`torchcut.solvers.cpu`): Boykov-Kolmogorov, or Hochbaum's pseudoflow for images
     whose smoothness term is strong next to the data term (``algorithm="auto"``). It is compiled
     when torchcut is installed and loaded at import; only where no installed build fits the running
@@ -165,21 +140,6 @@ def segment(
         check_options(segment, solver_options, device_of(image), backend)
     if device_of(image).type == "cuda":  # before the energy is queued: the capture stays valid
         check_not_capturing("torchcut.segment")
-        if _on_host(image, seeds, backend, solver_options, return_result):
-            on_cuda = isinstance(seeds, torch.Tensor) and seeds.device.type == "cuda"
-            mask = segment(
-                image.cpu(),
-                seeds.cpu() if on_cuda else seeds,
-                lam=lam,
-                sigma=sigma,
-                connectivity=connectivity,
-                ndim=ndim,
-                channel_axis=channel_axis,
-                bins=bins,
-                scale=scale,
-                spacing=spacing,
-            )
-            return mask.to(image.device)
     graph = segmentation_graph(
         image,
         seeds,
