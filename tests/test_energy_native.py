@@ -287,11 +287,29 @@ def test_ops_pass_opcheck():
     torch.library.opcheck(ops.seg_energy.default, args)
 
 
+# channels-last colour images whose estimated sigma differed on CUDA while the tensor version summed the
+# channels' squares with torch's sum over the channel axis (it paired them on channels-last memory)
+_CHANNELS_LAST = [
+    dict(seed=2730921541, ndim=2, batch=2, channels=4, dtype="int64", cover=0.0, lam=0.5, spaced=False),
+    dict(seed=3326772781, ndim=3, batch=0, channels=4, dtype="float32", cover=0.9, lam=0.5, spaced=True),
+    dict(seed=253733055, ndim=3, batch=2, channels=4, dtype="float32", cover=0.05, lam=40.0, spaced=True),
+    dict(seed=3182953013, ndim=3, batch=0, channels=4, dtype="float64", cover=0.9, lam=8.0, spaced=True),
+    dict(seed=1401388426, ndim=2, batch=2, channels=4, dtype="float64", cover=0.9, lam=0.5, spaced=True),
+    dict(seed=1785572163, ndim=3, batch=2, channels=3, dtype="float64", cover=0.9, lam=0.5, spaced=True),
+]
+
+
 @pytest.mark.cuda
 @settings(max_examples=40, deadline=None)
 @given(**CASES)
 def test_cuda_native_equals_reference(**case):
     check_case("cuda", **case)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("case", _CHANNELS_LAST)
+def test_channels_last_sigma_is_the_native_one(device, case):
+    check_case(device, last=True, given_sigma=False, **case)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])

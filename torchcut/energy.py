@@ -363,7 +363,15 @@ def _sq_diff(x: torch.Tensor, o) -> torch.Tensor | None:
     here, there = overlap_slices(shape, o)
     idx = (slice(None), slice(None))
     d = x[idx + here] - x[idx + there]
-    return d.square_().sum(1) if d.shape[1] > 1 else d.square_()[:, 0]  # one channel: no second copy
+    d.square_()
+    if d.shape[1] == 1:
+        return d[:, 0]  # one channel: no second copy
+    # the channels added one after the other, in channel order, as the native ops add them (a sum over
+    # the channel axis may pair them otherwise: on CUDA it did for channels-last images)
+    s = d[:, 0].clone()
+    for c in range(1, d.shape[1]):
+        s.add_(d[:, c])
+    return s
 
 
 def estimate_sigma(x: torch.Tensor) -> torch.Tensor:
@@ -855,8 +863,8 @@ def _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce
 
 
 # ---------------------------------------------------------------------------------------------- native ops
-#: Channels the native ops take (torch sums the squares of up to 4 channels in channel order, which they
-#: repeat; more channels are built by the tensor version).
+#: Channels the native ops take (they add the squared differences of the channels in channel order, as
+#: the tensor version does; more channels are built by the tensor version).
 NATIVE_MAX_CHANNELS = 4
 # device type -> whether the compiled seg_ ops are there
 _NATIVE: dict[str, bool] = {}
