@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torchcut
-from torchcut import FlowGraph, GridGraph, grid_offsets
+from torchcut import FlowGraph, GridGraph, _copy, grid_offsets
 from torchcut.solvers import _host
 
 
@@ -38,7 +38,7 @@ def test_transfer_packs_every_dtype_and_shape():
         torch.zeros(0, 4, dtype=torch.int16),
         torch.arange(6, dtype=torch.int64).view(2, 3)[:, 1:],
     ]
-    out = _host._transfer(ts, torch.device("cpu"))
+    out = _copy.transfer(ts, torch.device("cpu"))
     for a, b in zip(ts, out):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
 
@@ -64,7 +64,7 @@ def test_small_cuda_grid_stays_on_gpu_in_one_launch(shape, batch):
     assert r.stats["route"].startswith("host") and r.mask.is_cuda and r.residual.is_cuda
     assert r.flow_values.tolist() == k.flow_values.tolist()
     assert torch.equal(r.node_mask, k.node_mask) and r.verify() and k.verify()
-    back = _host._transfer([r.residual, r.node_mask, r.flow_values], torch.device("cpu"))
+    back = _copy.transfer([r.residual, r.node_mask, r.flow_values], torch.device("cpu"))
     assert torch.equal(back[0], r.residual.cpu()) and torch.equal(back[1], r.node_mask.cpu())
     m = torchcut.solvers.consume_mask(_grid(shape, 2, "cuda", batch))
     assert m.is_cuda and torch.equal(m, r.mask)
@@ -95,3 +95,66 @@ def test_small_cuda_flowgraph_goes_to_host():
     r = torchcut.maxflow(dev)
     assert r.stats["route"].startswith("host") and r.mask.is_cuda and r.verify()
     assert r.flow_value == torchcut.maxflow(host).flow_value == torchcut.maxflow(dev, backend="cuda").flow_value
+
+
+def _flowgraph(seed, n=60, m=300):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randint(0, n, (m,), generator=g)
+    v = (u + torch.randint(1, n, (m,), generator=g)) % n
+    return FlowGraph.from_edges(
+        u,
+        v,
+        torch.randint(1, 9, (m,), generator=g),
+        source=torch.randint(0, 30, (n,), generator=g),
+        sink=torch.randint(0, 30, (n,), generator=g),
+    )
+
+
+def test_transfer_copies_a_packed_span_whole():
+    """Tensors laid out by one transfer are found again as one span (no gather) and copied exactly."""
+    ts = [torch.arange(5, dtype=torch.int32), torch.tensor([True, False, True]), torch.arange(6).view(2, 3)]
+    packed = _copy.transfer(ts, torch.device("cpu"))
+    span = _copy.span(packed)
+    assert span is not None and span.numel() == 24 + 8 + 48  # 5 int32 and 4 bytes of padding, 3 bools and 5, 6 int64
+    again = _copy.transfer(packed, torch.device("cpu"))
+    for a, b in zip(ts, again):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    assert _copy.span([packed[0], packed[2]]) is None  # not consecutive
+    assert _copy.span([torch.arange(4), torch.arange(4)]) is None  # two storages
+
+
+def test_solve_csr_on_host_equals_the_solver_on_every_field():
+    fg = _flowgraph(5)
+    r, ref = _host.solve_csr_on_host(fg), torchcut.maxflow(fg)
+    assert r.stats["route"] == "host, csr" and r.verify()
+    assert r.flow_value == ref.flow_value
+    for name in ("flow_values", "node_mask", "residual", "source_flow", "sink_flow"):
+        assert torch.equal(getattr(r, name), getattr(ref, name)), name
+    assert torch.equal(fg.caps, ref.graph.caps)  # the graph is not modified
+
+
+def test_flow_value_kept_on_host_follows_changes_of_flow_values():
+    r = _host.solve_csr_on_host(_flowgraph(6))
+    value = r.flow_value
+    assert value == torchcut.maxflow(_flowgraph(6)).flow_value
+    r.flow_values[0] += 1  # in place: the kept host value no longer holds
+    assert r.flow_value == value + 1
+    r.flow_values = torch.tensor([7])
+    assert r.flow_value == 7
+
+
+@pytest.mark.cuda
+def test_flowgraph_to_cuda_packs_the_solver_fields_and_routes_in_one_span():
+    fg = _flowgraph(7)
+    dev = fg.to("cuda")
+    assert _copy.span([getattr(dev, n) for n in ("caps", "source", "sink", "row_ptr", "head", "rev")]) is not None
+    for name in ("caps", "source", "sink", "row_ptr", "head", "rev", "tail", "pair_fwd", "pair_bwd"):
+        a, b = getattr(fg, name), getattr(dev, name)
+        assert b.is_cuda and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b.cpu()), name
+    r, ref = torchcut.maxflow(dev), torchcut.maxflow(fg)
+    assert r.stats["route"] == "host, csr" and r.mask.is_cuda and r.verify()
+    assert r.flow_value == ref.flow_value
+    for name in ("flow_values", "node_mask", "residual", "source_flow", "sink_flow"):
+        assert torch.equal(getattr(r, name).cpu(), getattr(ref, name)), name
+    back = dev.to("cpu")
+    assert all(torch.equal(getattr(back, n), getattr(fg, n)) for n in ("caps", "row_ptr", "tail", "pair_bwd"))

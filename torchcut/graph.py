@@ -29,6 +29,7 @@ import os
 import numpy as np
 import torch
 
+from ._copy import FLOWGRAPH_HOST_FIELDS, transfer
 from ._validate import INT32_MAX, as_tensor, check_capacity, check_sum, describe, quantization_scale
 
 __all__ = ["FlowGraph"]
@@ -453,10 +454,21 @@ class FlowGraph:
         """
         new = object.__new__(FlowGraph)
         new.__dict__.update(self.__dict__)
-        for name in ("tail", "head", "caps", "rev", "pair_fwd", "pair_bwd", "row_ptr", "source", "sink"):
-            setattr(new, name, getattr(self, name).to(device, non_blocking=non_blocking))
-        if self.node_ids is not None:
-            new.node_ids = self.node_ids.to(device, non_blocking=non_blocking)
+        names = (
+            FLOWGRAPH_HOST_FIELDS
+            + ("tail", "pair_fwd", "pair_bwd")
+            + (("node_ids",) if self.node_ids is not None else ())
+        )
+        device = torch.device(device)
+        tensors = [getattr(self, n) for n in names]
+        if {device.type, self.device.type} == {"cpu", "cuda"}:
+            # one copy, in one buffer: the fields the CPU solver reads come first, so that the small-graph
+            # route back to the host copies them as one span (solvers._host)
+            tensors = transfer(tensors, device)
+        else:
+            tensors = [t.to(device, non_blocking=non_blocking) for t in tensors]
+        for name, t in zip(names, tensors):
+            setattr(new, name, t)
         new._lattice = None
         return new
 

@@ -76,13 +76,22 @@ class CutResult:
             from ._flowgrad import flow_value
 
             return flow_value(self)
-        vals = self.flow_values.tolist()
+        kept = self.__dict__.get("_host_values")
+        if kept is not None and kept[0] is self.flow_values and kept[1] == self.flow_values._version:
+            vals = list(kept[2])  # read on the host when the result was made: no wait for the device
+        else:
+            vals = self.flow_values.tolist()
         scale = getattr(self.graph, "scale", None)
         if isinstance(scale, torch.Tensor):  # a float graph built inside torch.compile
             scale = float(scale)
         if scale:
             vals = [v / scale for v in vals]
         return vals if getattr(self.graph, "batched", False) else vals[0]
+
+    def _keep_host_values(self, values: list) -> None:
+        """Remember ``flow_values`` as already read on the host (``values``, a list): :attr:`flow_value`
+        uses them while that tensor is the same object and unmodified (its version counter)."""
+        self._host_values = (self.flow_values, self.flow_values._version, list(values))
 
     @property
     def mask(self) -> torch.Tensor:

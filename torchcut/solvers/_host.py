@@ -3,20 +3,29 @@
 A GPU solve of a general graph costs a fixed number of kernel launches and host synchronisations
 whatever its size: about 3 ms for a few hundred nodes on one H100, where the CPU solvers take 0.1-0.2
 ms. Below the thresholds here ``backend="auto"`` copies a CUDA graph
-to the host (one batch of asynchronous copies and one synchronisation), solves it there and copies the
-result back, so the caller still gets every tensor on the graph's device. The thresholds and their
-measurements are in ``docs/performance.md`` ("Small graphs on the GPU").
+to the host (one copy and one synchronisation), solves it there and copies the result back (one copy,
+queued), so the caller still gets every tensor on the graph's device. ``FlowGraph.to`` lays a graph's
+tensors out in one buffer, the fields the CPU solver reads first, so that the copy to the host is one
+span of memory with no gather on the GPU; the flow value comes back with the result already on the host
+(reading it waits for nothing). The thresholds and their measurements are in ``docs/performance.md``
+("Small graphs on the GPU").
 """
 
 from __future__ import annotations
 
+import time
+
 import torch
 
+from .._copy import FLOWGRAPH_HOST_FIELDS as CSR_FIELDS
+from .._copy import transfer as _transfer
 from ..grid import GridGraph
 from ..result import CutResult
 from . import cpu
 
-__all__ = ["HOST_NODES", "wants_host", "solve_on_host"]
+__all__ = ["HOST_NODES", "wants_host", "solve_on_host", "solve_csr_on_host"]
+
+_CPU = torch.device("cpu")
 
 #: Largest number of nodes of a CUDA graph that ``backend="auto"`` solves on the CPU, per layout: only
 #: ``"csr"`` (FlowGraph). Grids are never routed: the CUDA grid solver takes items of up to 4096 nodes in
@@ -41,33 +50,6 @@ def wants_host(graph, layout: str, backend: str, options: dict) -> bool:
     if graph.num_nodes > HOST_NODES[layout]:
         return False
     return cpu.load_error() is None
-
-
-def _transfer(tensors, device: torch.device) -> list:
-    """Copies of ``tensors`` on ``device`` through one byte buffer: one copy between the devices.
-
-    Each tensor's bytes start at a multiple of 8 in the buffer, so every part can be viewed back as its
-    dtype. A copy to the host lands in pinned memory and is waited for; a copy to the GPU is queued.
-    """
-    src = tensors[0].device
-    parts, layout, size = [], [], 0
-    for t in tensors:
-        b = t.contiguous().reshape(-1).view(torch.uint8)
-        pad = -b.numel() % 8
-        parts.append(b)
-        if pad:
-            parts.append(torch.zeros(pad, dtype=torch.uint8, device=src))
-        layout.append((size, b.numel(), t.dtype, t.shape))
-        size += b.numel() + pad
-    if device.type == "cpu":
-        buf = torch.cat(parts).to(device, non_blocking=True)
-        if src.type == "cuda":
-            torch.cuda.current_stream(src).synchronize()
-    else:
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-        torch.cat(parts, out=host)
-        buf = host.to(device, non_blocking=True)
-    return [buf[o : o + n].view(dtype).view(shape) for o, n, dtype, shape in layout]
 
 
 def _host_graph(graph):
@@ -120,3 +102,43 @@ def solve_on_host(graph, solve) -> CutResult:
         sink_flow=sink_flow,
         stats=stats,
     )
+
+
+def solve_csr_on_host(graph) -> CutResult:
+    """The maximum flow of the FlowGraph ``graph`` (on a CUDA device) by the compiled CPU solver, its
+    result on ``graph``'s device: what ``backend="auto"`` runs for small CUDA graphs.
+
+    One copy to the host of the fields the solver reads (one span where ``graph`` came from
+    ``FlowGraph.to``), the solve in those copies, and one queued copy of the result back. The flow
+    value is kept on the host too, so ``flow_value`` needs no read from the device.
+    ``stats["route"]`` is ``"host, csr"``.
+
+    Examples
+    --------
+    >>> import torchcut
+    >>> g = torchcut.FlowGraph.from_edges([0], [1], [3], source=[5, 0], sink=[0, 5])
+    >>> r = solve_csr_on_host(g)   # a CPU graph: solved where it is
+    >>> r.flow_value, r.stats["route"]
+    (3, 'host, csr')
+    """
+    t0 = time.perf_counter()
+    device = graph.device
+    caps, source, sink, row_ptr, head, rev = (
+        _transfer([getattr(graph, n) for n in CSR_FIELDS], _CPU)
+        if device.type == "cuda"
+        else [getattr(graph, n).clone() for n in CSR_FIELDS]
+    )
+    excess, left = source[0].clone(), sink[0].clone()  # the solver nets them in place
+    mask, raw = torch.ops.torchcut.csr_solve_(row_ptr, head, rev, caps, excess, left, [])
+    sink_flow = (sink - left.reshape(1, -1)).to(torch.int64)
+    flows = sink_flow.sum(1)
+    values = flows.tolist()
+    stats = cpu._stats(raw, t0, 1)
+    stats["route"] = "host, csr"
+    if device.type == "cuda":
+        flows, mask, caps, sink_flow, source = _transfer([flows, mask.reshape(1, -1), caps, sink_flow, source], device)
+    else:
+        mask = mask.reshape(1, -1)
+    r = CutResult(graph, flows, mask, caps, source, sink_flow, stats)
+    r._keep_host_values(values)
+    return r

@@ -17,7 +17,7 @@ import torch
 
 from ..result import CutResult
 from ._backends import BACKENDS, CSR
-from ._host import solve_on_host, wants_host
+from ._host import solve_csr_on_host, wants_host
 from ._maxflow import maxflow
 from ._terminals import net_terminals
 
@@ -92,7 +92,7 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if wants_host(graph, "csr", backend, options) and lattice is None:
-        return solve_on_host(graph, lambda g: solve_flowgraph(g, backend))
+        return solve_csr_on_host(graph)
     impl = None
     if lattice is None:
         impl = CSR(graph.device, backend)

@@ -1,0 +1,90 @@
+"""Copies of several tensors between the host and a GPU in one transfer.
+
+A small solve on the other device costs its copies' fixed parts (an API call, a launch, a wait) more
+than their bytes, so the tensors travel packed in one byte buffer: one copy each way. A graph moved
+by ``FlowGraph.to`` keeps its tensors as views of such a buffer, so that moving them back is one span.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["transfer", "span", "FLOWGRAPH_HOST_FIELDS"]
+
+#: The FlowGraph fields the compiled CPU solver reads: ``FlowGraph.to`` lays them out first in its one
+#: buffer, in this order, and the small-graph route (``solvers._host``) copies them back as one span.
+FLOWGRAPH_HOST_FIELDS = ("caps", "source", "sink", "row_ptr", "head", "rev")
+
+
+def transfer(tensors, device: torch.device) -> list:
+    """Copies of ``tensors`` on ``device`` through one byte buffer: one copy between the devices.
+
+    Each tensor's bytes start at a multiple of 8 in the buffer, so every part can be viewed back as its
+    dtype. A copy to the host lands in pinned memory and is waited for; a copy to the GPU is queued.
+    Tensors that already lie in one storage in that layout (a previous transfer's) are copied as one
+    span, with no gather on the source device.
+
+    Examples
+    --------
+    >>> import torch
+    >>> a, b = transfer([torch.arange(3), torch.tensor([True, False])], torch.device("cpu"))
+    >>> a.tolist(), b.tolist(), span([a, b]) is not None
+    ([0, 1, 2], [True, False], True)
+    """
+    src = tensors[0].device
+    whole, layout, size, parts = span(tensors), [], 0, []
+    for t in tensors:
+        n = t.numel() * t.element_size()
+        pad = -n % 8
+        if whole is None:
+            parts.append(t.contiguous().reshape(-1).view(torch.uint8))
+            if pad:
+                parts.append(torch.zeros(pad, dtype=torch.uint8, device=src))
+        layout.append((n + pad, t.dtype, t.shape))
+        size += n + pad
+    if device.type == "cpu":
+        buf = (whole if whole is not None else torch.cat(parts)).to(device, non_blocking=True)
+        if src.type == "cuda":
+            torch.cuda.current_stream(src).synchronize()
+    else:
+        if whole is not None:
+            buf = whole.to(device, non_blocking=True)
+        else:
+            host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+            torch.cat(parts, out=host)
+            buf = host.to(device, non_blocking=True)
+    sizes = [n for n, _, _ in layout]
+    sizes[-1] = buf.numel() - (size - sizes[-1])  # a span may end before the last part's padding
+    out = []
+    for piece, t, (_, dtype, shape) in zip(buf.split(sizes), tensors, layout):
+        exact = t.numel() * t.element_size()
+        out.append((piece if exact == piece.numel() else piece[:exact]).view(dtype).view(shape))
+    return out
+
+
+def span(tensors):
+    """A byte view over ``tensors`` when they lie one after the other in one storage, each contiguous
+    and starting at a multiple of 8 bytes after the last (as :func:`transfer` lays them out); else None.
+
+    Examples
+    --------
+    >>> import torch
+    >>> span([torch.arange(3), torch.arange(3)]) is None   # two storages
+    True
+    """
+    first = tensors[0]
+    if any(t.numel() == 0 for t in tensors):
+        return None
+    storage = first.untyped_storage()
+    base = storage.data_ptr()
+    at = first.data_ptr()
+    if (at - base) % 8:
+        return None
+    start = at
+    for t in tensors:
+        if not t.is_contiguous() or t.data_ptr() != at or t.untyped_storage().data_ptr() != base:
+            return None
+        n = t.numel() * t.element_size()
+        at += n + (-n % 8)
+    end = min(at, base + storage.nbytes())
+    return torch.empty(0, dtype=torch.uint8, device=first.device).set_(storage, start - base, (end - start,))
