@@ -18,13 +18,16 @@ Flows and masks of warm and scratch are compared on every stroke (equal or the s
 stroke's changes, ``mark_node`` on its nodes and ``maxflow(reuse_trees=True)``, through PyMaxflow and
 through ``torchcut.compat.pymaxflow`` with ``REUSE_FLOW`` on (the default) and off (a solve from
 scratch); the three flows must agree on every stroke. The first re-solve after the plain first solve
-builds the kept state (a solve from scratch), so it is listed but left out of the median.
+builds the kept state (a solve from scratch), so it is listed but left out of the median. With
+``--segments`` each stroke also reads the segmentation back (``get_grid_segments`` of the ids that
+``add_grid_nodes`` gave, as an interactive tool does to show it), and the segments of the three must
+be equal.
 
 ``--device cuda`` runs warm and scratch on a CUDA device (push-relabel from the last flow with its
 residual repaired, against the CUDA solve from scratch; CUDA synchronised around each); PyMaxflow stays
 on the CPU.
 
-    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02] [--compat] [--device cuda]
+    python benchmarks/dynamic.py [--size 1000] [--strokes 6] [--cover 0.02] [--compat [--segments]] [--device cuda]
 """
 
 from __future__ import annotations
@@ -76,11 +79,10 @@ def compat_script(mod, shape, u, v, w, src, snk, a, reuse_flow=None):
     """Seconds of each stroke's update and re-solve through a PyMaxflow-like module, and its flows."""
     if reuse_flow is not None:
         mod.REUSE_FLOW = reuse_flow
-    N = src.size
     g = mod.Graph[int]()
-    g.add_nodes(N)
+    ids = g.add_grid_nodes(shape)
     g.add_edges(u.astype(np.int32), v.astype(np.int32), w.astype(np.int32), w.astype(np.int32))
-    g.add_grid_tedges(np.arange(N), src, snk)
+    g.add_grid_tedges(ids, src.reshape(shape), snk.reshape(shape))
     g.maxflow()
     S, T = src.copy(), snk.copy()
     out = []
@@ -95,7 +97,9 @@ def compat_script(mod, shape, u, v, w, src, snk, a, reuse_flow=None):
         for i in nodes:
             g.mark_node(int(i))
         flow = g.maxflow(reuse_trees=True)
-        out.append((time.perf_counter() - t0, flow))
+        seg = g.get_grid_segments(ids) if a.segments else None
+        t = time.perf_counter() - t0
+        out.append((t, (flow, None if seg is None else np.packbits(seg).tobytes())))
     return out
 
 
@@ -111,11 +115,12 @@ def main_compat(a, shape, u, v, w, src, snk):
         runs["PyMaxflow"] = compat_script(maxflow, shape, u, v, w, src, snk, a)
     except ImportError:
         pass
-    print(f"{a.size}x{a.size}, strokes of {a.cover:.0%}; ms per stroke (update, marks and maxflow(reuse_trees=True)):")
+    what = "update, marks, maxflow(reuse_trees=True)" + (" and get_grid_segments" if a.segments else "")
+    print(f"{a.size}x{a.size}, strokes of {a.cover:.0%}; ms per stroke ({what}):")
     print(f"{'stroke':>6} " + " ".join(f"{k:>14}" for k in runs))
     for k in range(a.strokes):
         flows = {r[k][1] for r in runs.values()}
-        assert len(flows) == 1, f"stroke {k}: the flows differ: {flows}"
+        assert len(flows) == 1, f"stroke {k}: the flows or segments differ: {[f[0] for f in flows]}"
         print(f"{k:>6} " + " ".join(f"{1e3 * r[k][0]:>14.1f}" for r in runs.values()))
     med = {name: statistics.median(t for t, _ in r[1:]) for name, r in runs.items()}
     print("median after the first stroke: " + ", ".join(f"{n} {1e3 * m:.1f} ms" for n, m in med.items()))
@@ -129,6 +134,7 @@ def main(argv=None):
     p.add_argument("--hard", type=int, default=10**6)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--compat", action="store_true", help="time the PyMaxflow script through compat.pymaxflow")
+    p.add_argument("--segments", action="store_true", help="--compat: read the segments back after each stroke")
     p.add_argument("--device", default="cpu", help="cpu or cuda (warm and scratch)")
     a = p.parse_args(argv)
     dev = torch.device(a.device)

@@ -335,7 +335,7 @@ class GraphInt:
         self._records: list[_Record] = []
         self._arcs = 0
         self._hard = None
-        self._seg = None
+        self._seg = None  # sink side per node after a solve (a 1-tuple: the source side, not yet inverted)
         self._last_result = None
         self._last_raw = None  # a re-solve's native outputs, made into last_result when that is read
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
@@ -344,7 +344,7 @@ class GraphInt:
         # per node at the last re-solve: the smaller terminal total (its sum is the netted constant) and the
         # netted capacity |source - sink| (its sum, the overflow check's); None until a re-solve sets them
         self._low = self._net = None
-        self._slot = None  # [n] int64 scratch: one position per node id (a stroke's ids made unique)
+        self._slot = None  # [n] int64 numpy scratch: one position per node id (a stroke's ids made unique)
 
     @property
     def last_result(self):
@@ -613,7 +613,10 @@ class GraphInt:
         base = None
         if flat.numel():
             b = int(flat[0])
-            if torch.equal(flat, torch.arange(b, b + flat.numel(), device=flat.device)):
+            # consecutive ids end at b + n - 1: only then the whole comparison
+            if int(flat[-1]) == b + flat.numel() - 1 and torch.equal(
+                flat, torch.arange(b, b + flat.numel(), device=flat.device)
+            ):
                 base = b
         return _Ids(t.shape, base, t, self._device)
 
@@ -934,29 +937,33 @@ class GraphInt:
         self._constant = constant
         self._touched = []
         self._last_result, self._last_raw = result, None
-        self._seg = ~result.node_mask.reshape(-1)
+        self._seg = (result.node_mask.reshape(-1),)
         flow = result.flow_value if scale is None else result.flow_value / scale
         if self._hard is not None and flow > 1.5 * self._hard + 0.5:  # the cut crosses an infinite arc
             return math.inf
         flow += constant
         return int(flow) if self._integer else float(flow)
 
-    def _touched_ids(self) -> torch.Tensor:
-        """The node ids given terminal capacity since the last solve, each once (int64)."""
-        parts = [t for t in self._touched if isinstance(t, torch.Tensor)]
-        parts += [torch.arange(t[0], t[0] + t[1]) for t in self._touched if isinstance(t, tuple)]
+    def _touched_ids(self) -> np.ndarray:
+        """The node ids given terminal capacity since the last solve, each once (int64, in numpy: a
+        stroke's few thousand ids cost less there than in tensor ops)."""
+        parts = [
+            t.numpy() if isinstance(t, torch.Tensor) else np.arange(t[0], t[0] + t[1])
+            for t in self._touched
+            if not isinstance(t, int)
+        ]
         scalars = [t for t in self._touched if isinstance(t, int)]
         if scalars:
-            parts.append(torch.tensor(scalars, dtype=torch.int64))
+            parts.append(np.array(scalars, dtype=np.int64))
         if not parts:
-            return torch.empty(0, dtype=torch.int64)
-        ids = parts[0] if len(parts) == 1 else torch.cat(parts)
+            return np.empty(0, dtype=np.int64)
+        ids = parts[0] if len(parts) == 1 else np.concatenate(parts)
         # one position per id: the write that lands for each id names the entry kept (no sort)
-        if self._slot is None or self._slot.numel() != self._n:
-            self._slot = torch.empty(self._n, dtype=torch.int64)
-        pos = torch.arange(ids.numel())
-        self._slot.index_put_((ids,), pos)
-        return ids[self._slot.index_select(0, ids) == pos]
+        if self._slot is None or self._slot.size != self._n:
+            self._slot = np.empty(self._n, dtype=np.int64)
+        pos = np.arange(ids.size)
+        self._slot[ids] = pos
+        return ids[self._slot[ids] == pos]
 
     def _resolve(self):
         """The re-solve of an integer edge-list graph whose links did not change since the last solve,
@@ -967,38 +974,40 @@ class GraphInt:
         None where the new totals do not fit the solved graph's sink dtype (the caller builds the
         network again)."""
         dyn = self._dynamic
-        src, snk = self._totals()
+        totals = self._totals()
+        terms = totals.numpy()  # the CPU totals, shared: the per-node work below is in numpy
+        narrow = dyn._graph.sink.dtype == torch.int32
         if dyn._kept is None:  # the first re-solve after a plain maxflow(): its network, the new terminals
-            low = torch.minimum(src, snk)
-            source, sink = src - low, snk - low
-            if dyn._graph.sink.dtype == torch.int32 and int(sink.max()) > INT32_MAX:
+            low = np.minimum(terms[0], terms[1])
+            source, sink = terms[0] - low, terms[1] - low
+            if narrow and sink.size and int(sink.max()) > INT32_MAX:
                 return None
-            dyn._install(source, sink)  # raises before any change when the sums overflow
+            dyn._install(torch.from_numpy(source), torch.from_numpy(sink))  # raises before any change on overflow
             result = dyn.maxflow()  # the kept state, solved from scratch
             self._low, self._net, self._constant = low, source + sink, int(low.sum())
             self._last_result, self._last_raw = result, None
-            self._seg = ~result.node_mask.reshape(-1)
+            self._seg = (result.node_mask.reshape(-1),)
             return result.flow_value + self._constant
         nodes = self._touched_ids()
-        s, t = src.index_select(0, nodes), snk.index_select(0, nodes)
-        least = torch.minimum(s, t)
+        s, t = terms[0][nodes], terms[1][nodes]
+        least = np.minimum(s, t)
         source, sink = s - least, t - least
-        if dyn._graph.sink.dtype == torch.int32 and nodes.numel() and int(sink.max()) > INT32_MAX:  # (no refresh)
+        if narrow and nodes.size and int(sink.max()) > INT32_MAX:  # (no refresh)
             return None
         gap = source + sink
         if self._low is None:  # the first re-solve since the network was built: every node once
-            low, net = torch.minimum(src, snk), (src - snk).abs()
-            constant, total = int(low.sum()), float(net.sum(dtype=torch.float64))
+            low, net = np.minimum(terms[0], terms[1]), np.abs(terms[0] - terms[1])
+            constant, total = int(low.sum()), float(net.sum(dtype=np.float64))
         else:
             low, net = self._low, self._net
-            constant = self._constant + int((least - low.index_select(0, nodes)).sum())
-            total = dyn._terminal_total + float((gap - net.index_select(0, nodes)).sum(dtype=torch.float64))
-        raw = dyn._kept_update(nodes, source, sink, total)  # raises before any change when the sums overflow
-        self._low, self._net = low.index_copy_(0, nodes, least), net.index_copy_(0, nodes, gap)
-        self._constant = constant
+            constant = self._constant + int((least - low[nodes]).sum())
+            total = dyn._terminal_total + float((gap - net[nodes]).sum(dtype=np.float64))
+        raw = dyn._kept_update(torch.from_numpy(nodes), torch.from_numpy(source), torch.from_numpy(sink), total)
+        low[nodes], net[nodes] = least, gap  # after the update: it raises before any change on overflow
+        self._low, self._net, self._constant = low, net, constant
         self._last_raw = raw
         mask, info = raw[0][0], raw[0][4]
-        self._seg = ~mask
+        self._seg = (mask,)
         return int(info[2]) + constant
 
     # ------------------------------------------------------------------ segments
@@ -1007,6 +1016,8 @@ class GraphInt:
             raise RuntimeError(
                 "maxflow: call maxflow() before asking for segments (the graph changed or was never solved)"
             )
+        if type(self._seg) is tuple:  # the solve's source-side mask, inverted when first asked for
+            self._seg = ~self._seg[0]
         return self._seg
 
     def get_segment(self, i) -> int:
