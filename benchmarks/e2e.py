@@ -6,11 +6,12 @@ seeds: ``refine_seeds``), ``torchcut.grabcut`` and ``torchcut.expansion`` per si
 GPU. Per case:
 
 * **call ms**: the public call on inputs already on the device (median of ``--repeats`` calls after a
-  warm-up, CUDA synchronised: :func:`benchmarks.worker.time_fn`, the runner's timing); the mask is
-  read after the clock stops;
+  warm-up, CUDA synchronised); the mask is read after the clock stops;
 * **solve ms**: the solver alone on the graphs the call built. One untimed call runs under a dispatch
   mode that records every solver op it reaches (``torch.ops.torchcut.*solve*``) with copies of its
-  inputs taken before the op runs; those ops are then replayed on fresh copies and timed the same way.
+  inputs taken before the op runs; those ops are then replayed on fresh copies and timed the same way,
+  a replay after each timed call (round by round, so that a drift of the machine's speed reaches both
+  columns alike; :func:`time_alternating`).
   For ``segment`` this is ``torchcut.maxflow``'s solve of ``segmentation_graph``'s graph; for
   ``grabcut`` and ``expansion`` the sum over the iterations' or moves' solves, warm starts included.
   The replay's masks must equal the recorded ones (``replay`` in the JSON; else the case fails);
@@ -334,6 +335,31 @@ def _first_tensor(out):
     return out if isinstance(out, torch.Tensor) else next(t for t in out if isinstance(t, torch.Tensor))
 
 
+def time_alternating(fn, calls, device="cpu", repeats=3, warmup=1, budget=None):
+    """Time the call ``fn`` and the replay of its recorded solver ops ``calls`` in alternation: ``warmup``
+    untimed rounds, then ``repeats`` rounds of one timed call and one timed replay (fewer, at least one,
+    when ``budget`` seconds would not hold them at the speed of the last warm-up round). Returns
+    ``(call_times, solve_times, equal)`` (``equal`` as for :func:`time_replay`); raises ValueError when a
+    call's value differs from the one before."""
+    value, call_times, solve_times, equal, t_warm = None, [], [], True, None
+    for k in range(warmup + repeats):
+        if k == warmup and budget and t_warm:
+            repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
+        if k >= warmup + repeats:
+            break
+        c, v, _ = W.time_fn(fn, device, 1, 0)
+        r, same = time_replay(calls, device, 1, 0)
+        if value is not None and v != value:
+            raise ValueError(f"value changed between calls: {value} then {v}")
+        value, equal = v, equal and same
+        if k < warmup:
+            t_warm = c[0] + r[0]
+        else:
+            call_times += c
+            solve_times += r
+    return call_times, solve_times, equal
+
+
 def time_replay(calls, device="cpu", repeats=3, warmup=1, budget=None):
     """Time the recorded solver ops alone, as :func:`benchmarks.worker.time_fn` times a call: each run
     replays every op in order on fresh copies of its recorded inputs (copied before the clock starts).
@@ -385,19 +411,22 @@ def run_case(spec, args) -> dict:
     try:
         x = inputs(spec)
         fn, mask = call_fn(spec, x, spec["device"])
-        row["call"] = _timed(fn, spec["device"], args)
-        mine = mask()
-        row["call"]["foreground"] = int(mine.sum())
+        calls = None
         try:
             calls = capture_solves(fn)
             row["solves"] = len(calls)
-            if calls:
-                times, equal = time_replay(calls, spec["device"], args.repeats, args.warmup, args.case_budget)
-                row["solve"] = {"median": statistics.median(times), "times": times}
-                row["replay"] = equal
-            del calls
         except Exception as exc:  # noqa: BLE001 - the call's time stands; the solve column is left empty
             row["solve_error"] = f"{type(exc).__name__}: {exc}"
+        if calls:
+            c, v, equal = time_alternating(fn, calls, spec["device"], args.repeats, args.warmup, args.case_budget)
+            row["call"] = {"median": statistics.median(c), "times": c}
+            row["solve"] = {"median": statistics.median(v), "times": v}
+            row["replay"] = equal
+        else:
+            row["call"] = _timed(fn, spec["device"], args)
+        del calls
+        mine = mask()
+        row["call"]["foreground"] = int(mine.sum())
     except W.Unavailable as exc:  # the peer's time still stands alone (compat not there yet)
         row["unavailable"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported per case, the others go on
@@ -451,7 +480,7 @@ def render(meta, rows) -> str:
             f"({meta['threads']} threads); commit {meta['commit']}{' (modified)' if meta['dirty'] else ''}; "
             f"torchmaxflow {meta['torchmaxflow'] or 'not installed'}. Median of {meta['repeats']} calls after "
             f"{meta['warmup']} warm-up(s), CUDA synchronised. *solve*: the solver ops the call ran, replayed "
-            f"alone on copies of their inputs; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
+            f"alone on copies of their inputs after each timed call; *outside*: 1 - solve / call. *speed*: torchmaxflow ms / call ms "
             f"(above 1: torchcut faster); IoU of the two masks. lam {LAM:g}, sigma {SIGMA:g} (refine, compat, "
             "torchmaxflow); segment: box and border seeds; grabcut: a box and the object seeds, at most 5 "
             "iterations; expansion: 3 labels."

@@ -406,6 +406,38 @@ def test_kept_trees_equal_scratch_over_stroke_sequences(seed, nodes, steps):
     assert torch.equal(graph.source[0], base_src)  # the input untouched
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), nodes=st.integers(2, 50), steps=st.integers(1, 8))
+def test_kept_state_counts_then_result_equal_update(seed, nodes, steps):
+    # update_counts (the re-solve without its output tensors) then result() and sink_side(), asked for
+    # after some strokes and not others: the counters, info, mask, residuals and flows of update() on a
+    # twin state, and the sink side the mask's complement
+    g = torch.Generator().manual_seed(seed)
+    graph = random_graph(g, N=nodes, M=3 * nodes)
+    base_src, base_snk = graph.source[0].clone(), graph.sink[0].long()
+    args = (graph.row_ptr, graph.head, graph.rev, graph.caps, base_src, base_snk)
+    full, lazy = torch.classes.torchcut.CsrState(*args), torch.classes.torchcut.CsrState(*args)
+    full.solve()
+    lazy.solve()
+    S, T = base_src.clone(), base_snk.clone()
+    for calls in stroke_steps(g, nodes, steps, base_src, base_snk):
+        for src, snk, idx in calls:
+            if idx is None:
+                S, T = src.clone(), snk.clone()
+            else:
+                S[idx], T[idx] = src, snk
+        ids = torch.arange(nodes)
+        mask, res, flow, stats, info = full.update(ids, S.clone(), T.clone())
+        stats2, info2 = lazy.update_counts(ids, S.clone(), T.clone())
+        assert torch.equal(stats, stats2) and torch.equal(info, info2)
+        assert torch.equal(lazy.sink_side(), ~mask)
+        if torch.rand(1, generator=g) < 0.5:
+            m2, r2, f2 = lazy.result()
+            assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
+    m2, r2, f2 = lazy.result()
+    assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
+
+
 def test_kept_trees_search_from_the_changed_nodes():
     # a 40 x 40 lattice solved, then a few terminals moved: the search grows from them, not over the graph;
     # then a stroke that leaves deficits (the flow into its nodes was passed on)

@@ -70,6 +70,7 @@ PyMaxflow's tutorial graph:
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 
@@ -335,7 +336,7 @@ class GraphInt:
         self._records: list[_Record] = []
         self._arcs = 0
         self._hard = None
-        self._seg = None  # sink side per node after a solve (a 1-tuple: the source side, not yet inverted)
+        self._seg = None  # sink side per node after a solve (or a function that makes it when first asked for)
         self._last_result = None
         self._last_raw = None  # a re-solve's native outputs, made into last_result when that is read
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
@@ -937,7 +938,7 @@ class GraphInt:
         self._constant = constant
         self._touched = []
         self._last_result, self._last_raw = result, None
-        self._seg = (result.node_mask.reshape(-1),)
+        self._seg = functools.partial(torch.logical_not, result.node_mask.reshape(-1))
         flow = result.flow_value if scale is None else result.flow_value / scale
         if self._hard is not None and flow > 1.5 * self._hard + 0.5:  # the cut crosses an infinite arc
             return math.inf
@@ -986,7 +987,7 @@ class GraphInt:
             result = dyn.maxflow()  # the kept state, solved from scratch
             self._low, self._net, self._constant = low, source + sink, int(low.sum())
             self._last_result, self._last_raw = result, None
-            self._seg = (result.node_mask.reshape(-1),)
+            self._seg = functools.partial(torch.logical_not, result.node_mask.reshape(-1))
             return result.flow_value + self._constant
         nodes = self._touched_ids()
         s, t = terms[0][nodes], terms[1][nodes]
@@ -1006,9 +1007,8 @@ class GraphInt:
         low[nodes], net[nodes] = least, gap  # after the update: it raises before any change on overflow
         self._low, self._net, self._constant = low, net, constant
         self._last_raw = raw
-        mask, info = raw[0][0], raw[0][4]
-        self._seg = (mask,)
-        return int(info[2]) + constant
+        self._seg = dyn._kept.sink_side  # the segments from the kept trees, made when first asked for
+        return int(raw[0][4][2]) + constant
 
     # ------------------------------------------------------------------ segments
     def _segments(self) -> torch.Tensor:
@@ -1016,8 +1016,8 @@ class GraphInt:
             raise RuntimeError(
                 "maxflow: call maxflow() before asking for segments (the graph changed or was never solved)"
             )
-        if type(self._seg) is tuple:  # the solve's source-side mask, inverted when first asked for
-            self._seg = ~self._seg[0]
+        if not isinstance(self._seg, torch.Tensor):  # made when first asked for
+            self._seg = self._seg()
         return self._seg
 
     def get_segment(self, i) -> int:

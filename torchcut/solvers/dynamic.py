@@ -451,11 +451,13 @@ class DynamicFlowGraph:
         """The stroke path of ``compat.pymaxflow``: the kept state's update of ``nodes`` (int64, in range;
         an id listed twice keeps its first values) to the terminal capacities ``source``, ``sink`` (int64,
         non-negative, the sink within the graph's dtype), whose sum over all nodes becomes ``total``.
-        Nothing here is over all nodes: :attr:`graph` is made current from the kept state when next read.
-        Returns what :meth:`_kept_result` takes. Needs a kept state (a solve of this graph on the CPU)."""
+        Nothing here is over all nodes: :attr:`graph` is made current from the kept state when next read,
+        and the result's tensors (mask, residuals, flows) are written by :meth:`_kept_result` when asked
+        for (the segments alone come from the kept trees: ``self._kept.sink_side()``). Returns what
+        :meth:`_kept_result` takes. Needs a kept state (a solve of this graph on the CPU)."""
         check_sum(int(total + self._caps_total), "FlowGraph")
         t0 = time.perf_counter()
-        out = self._kept.update(nodes, source, sink)
+        out = (None, None, None, *self._kept.update_counts(nodes, source, sink))
         self._terminal_total = total
         self._stale, self._pending = True, []
         deficits, fresh = out[4][:2].tolist()
@@ -464,8 +466,11 @@ class DynamicFlowGraph:
         return out, t0
 
     def _kept_result(self, out, t0: float) -> CutResult:
-        """The CutResult of the kept state's outputs ``out`` (a solve started at ``t0``)."""
+        """The CutResult of the kept state's outputs ``out`` (a solve started at ``t0``; after
+        :meth:`_kept_update`, the last solve's: its tensors are written now)."""
         mask, caps, sink_flow, raw, info = out
+        if mask is None:
+            mask, caps, sink_flow = self._kept.result()
         deficits, fresh, total = info.tolist()
         stats = cpu._stats(raw, t0, 1)
         stats.update(route="csr", warm=not fresh, repaired=deficits, search="kept trees")

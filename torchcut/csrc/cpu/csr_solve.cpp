@@ -239,14 +239,9 @@ struct CsrState : torch::CustomClassHolder {
     return r;
   }
 
-  // The outputs, from one of two slots of output tensors used in turn: a slot whose tensors the caller
-  // has let go (only the state holds them) and that was written one or two solves ago gets the values of
-  // the nodes those solves changed (their logs: the nodes' mask entries, sink flows and arc rows), not a
-  // copy of the whole state; else new tensors are written whole (while the caller keeps the results of
-  // the last two solves). A solve from scratch writes both slots whole.
-  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> output(const BKStats& r, int64_t deficits,
-                                                                              bool fresh) {
-    // the nodes changed by this solve, each once
+  // The bookkeeping of a solve: the nodes it changed (each once, into changed_now), their sink flows and
+  // the total (every node after a solve from scratch), the step.
+  void advance(bool fresh) {
     changed_now.clear();
     for (const int32_t v : log)
       if (!seen[v]) seen[v] = 1, changed_now.push_back(v);
@@ -262,6 +257,16 @@ struct CsrState : torch::CustomClassHolder {
       }
     }
     ++step;
+  }
+
+  // The outputs, from one of two slots of output tensors used in turn: a slot whose tensors the caller
+  // has let go (only the state holds them) and that was written one or two solves ago gets the values of
+  // the nodes those solves changed (their logs: the nodes' mask entries, sink flows and arc rows), not a
+  // copy of the whole state; else new tensors are written whole (while the caller keeps the results of
+  // the last two solves). A solve from scratch writes both slots whole.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> output(const BKStats& r, int64_t deficits,
+                                                                              bool fresh) {
+    advance(fresh);
     if (fresh) {  // both slots written now (their pages faulted in by the solve from scratch, not a stroke)
       for (Slot& o : slots) {
         if (!owned(o)) o.mask = at::Tensor();  // the caller keeps those: new tensors
@@ -317,12 +322,18 @@ struct CsrState : torch::CustomClassHolder {
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> finish(Slot& o, const BKStats& r,
                                                                               int64_t deficits, bool fresh) {
     changed_before.swap(changed_now);
+    auto [stats, info] = counters(r, deficits, fresh);
+    return {o.mask.alias(), o.res.alias(), o.flow.alias(), stats, info};
+  }
+
+  // The counters of a solve ([1, kStats]) and info [3]: deficit nodes, whether from scratch, the flow value.
+  std::tuple<at::Tensor, at::Tensor> counters(const BKStats& r, int64_t deficits, bool fresh) const {
     auto stats = at::zeros({1, kStats}, at::TensorOptions().dtype(at::kLong));
     auto info = at::empty({3}, at::TensorOptions().dtype(at::kLong));
     write_stats(r, stats);
     int64_t* in = info.data_ptr<int64_t>();
     in[0] = deficits, in[1] = fresh, in[2] = total;
-    return {o.mask.alias(), o.res.alias(), o.flow.alias(), stats, info};
+    return {stats, info};
   }
 
   // The terminal capacities the state was last solved for: (source, sink), int64 [N] copies.
@@ -347,6 +358,48 @@ struct CsrState : torch::CustomClassHolder {
   // same residuals. Otherwise the state is solved from scratch (info[1] = 1).
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> update(at::Tensor nodes, at::Tensor source,
                                                                               at::Tensor sink) {
+    BKStats r;
+    int64_t deficits = 0;
+    const bool fresh = resolve(nodes, source, sink, r, deficits);
+    return output(r, deficits, fresh);
+  }
+
+  // update() without the output tensors: the same solve, then the counters and info alone. Both slots
+  // go stale (result() or the next update() writes one whole). What an interactive caller that reads
+  // the segments alone (sink_side) needs after each change.
+  std::tuple<at::Tensor, at::Tensor> update_counts(at::Tensor nodes, at::Tensor source, at::Tensor sink) {
+    BKStats r;
+    int64_t deficits = 0;
+    const bool fresh = resolve(nodes, source, sink, r, deficits);
+    advance(fresh);
+    for (Slot& o : slots) o.step = -1;
+    changed_before.clear();
+    auto [stats, info] = counters(r, deficits, fresh);
+    return {stats, info};
+  }
+
+  // The outputs of the last solve (mask, residuals, sink flows; as update() returns them), written into
+  // a slot where update_counts() left none current.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> result() {
+    Slot& o = slots[step % 2];
+    if (o.step != step) {
+      if (!owned(o)) o.mask = at::Tensor();  // the caller keeps those: new tensors
+      write_all(o);
+    }
+    return {o.mask.alias(), o.res.alias(), o.flow.alias()};
+  }
+
+  // The sink side of the canonical cut after the last solve (bool [N], new): the T tree's nodes.
+  at::Tensor sink_side() const {
+    auto out = at::empty({N}, at::kBool);
+    bool* m = out.data_ptr<bool>();
+    const uint8_t* b = tree.data();
+    for (int64_t v = 0; v < N; ++v) m[v] = b[v] != 0;
+    return out;
+  }
+
+  // The solve of update(): returns whether the state was solved from scratch.
+  bool resolve(at::Tensor nodes, at::Tensor source, at::Tensor sink, BKStats& r, int64_t& deficits) {
     const char* op = "torchcut.CsrState.update";
     TORCH_CHECK(nodes.scalar_type() == at::kLong && source.scalar_type() == at::kLong &&
                     sink.scalar_type() == at::kLong,
@@ -362,7 +415,7 @@ struct CsrState : torch::CustomClassHolder {
     const int64_t* kv = k.data_ptr<int64_t>();
     std::vector<int32_t> which;
     std::vector<int64_t> tr_new;
-    int64_t deficits = 0;
+    deficits = 0;
     for (int64_t q = 0; q < n; ++q) {
       const int64_t v = id[q];
       TORCH_CHECK(v >= 0 && v < N, op, ": nodes: expected ids in [0, ", N, "), got ", v);
@@ -384,7 +437,6 @@ struct CsrState : torch::CustomClassHolder {
       tr_new.push_back(t);
     }
     for (int64_t q = 0; q < n; ++q) seen[id[q]] = 0;
-    BKStats r;
     bool ok = true;
     AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState.update", [&] {
       r = run<index_t>(which.data(), static_cast<int64_t>(which.size()), tr_new.data());
@@ -398,8 +450,8 @@ struct CsrState : torch::CustomClassHolder {
       r.flow += more.flow, r.augmentations += more.augmentations, r.orphans += more.orphans;
       r.growths += more.growths;
     });
-    if (!ok) return output(scratch(), deficits, true);  // not reached for a valid state; kept as a guard
-    return output(r, deficits, false);
+    if (!ok) r = scratch();  // not reached for a valid state; kept as a guard
+    return !ok;
   }
 
   // After a solve with deficits (update): a node v whose sink arc carries less than its deficit d (the
@@ -482,6 +534,9 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
       .def(torch::init<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>())
       .def("solve", &torchcut_cpu::CsrState::solve)
       .def("update", &torchcut_cpu::CsrState::update)
+      .def("update_counts", &torchcut_cpu::CsrState::update_counts)
+      .def("result", &torchcut_cpu::CsrState::result)
+      .def("sink_side", &torchcut_cpu::CsrState::sink_side)
       .def("terminals", &torchcut_cpu::CsrState::terminals);
 }
 
