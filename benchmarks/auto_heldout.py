@@ -4,7 +4,9 @@ The choice between Boykov-Kolmogorov and pseudoflow was first tuned on the energ
 This script draws energies that rule never saw, in two disjoint parts:
 
 * the *tuning* part (generator seeds from 1000 on, two families), the only one a rule may be fitted on;
-* the *held-out* part (generator seeds from 0, the two tuning families and four more), which judges it.
+* the *held-out* part (generator seeds from 0, the two tuning families and four more), which judges it;
+* the *fresh* part (generator seeds from 2000 on, the held-out part's families): drawn after the rule in
+  use was chosen (its volume feature was read off the held-out part's misses), so its clean check.
 
 Families (``FAMILIES``; each energy draws its dimension, connectivity, size, ``lam`` and seed coverage):
 
@@ -33,7 +35,7 @@ flows asserted equal across the three. The ratio auto / faster is what the choic
 solve. ``--report`` summarises a saved run, and with ``--features`` also the picks of each threshold
 table of ``RULES`` (the same forced times, so a rule is judged without solving again).
 
-    python benchmarks/auto_heldout.py --split heldout --out benchmarks/results/auto-heldout.json
+    python benchmarks/auto_heldout.py --split heldout|fresh --out benchmarks/results/auto-heldout.json
         [--repeat 5] [--only TEXT] [--list] [--features]
     python benchmarks/auto_heldout.py --report benchmarks/results/auto-heldout.json
 
@@ -83,8 +85,8 @@ PHOTOS = (
     "text",
 )
 ALGORITHMS = ("auto", "boykov-kolmogorov", "pseudoflow")
-SEED_BASE = {"tuning": 1000, "heldout": 0}
-PER_FAMILY = {"tuning": 24, "heldout": 10}  # 48 tuning energies (and one fixed volume), 60 held-out ones
+SEED_BASE = {"tuning": 1000, "heldout": 0, "fresh": 2000}
+PER_FAMILY = {"tuning": 24, "heldout": 10, "fresh": 10}  # 48 tuning energies (and one fixed volume), 60 and 60
 
 
 # --------------------------------------------------------------------------------------- the draws
@@ -497,7 +499,7 @@ def report(path) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("tuning", "heldout"), default="heldout")
+    ap.add_argument("--split", choices=("tuning", "heldout", "fresh"), default="heldout")
     ap.add_argument("--out", default=None, help="JSON file for the rows (default: print only)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default=None, help="only the energies whose name contains this text")
