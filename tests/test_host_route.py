@@ -110,17 +110,32 @@ def _flowgraph(seed, n=60, m=300):
     )
 
 
-def test_transfer_copies_a_packed_span_whole():
-    """Tensors laid out by one transfer are found again as one span (no gather) and copied exactly."""
+def _pack(ts):
+    """``ts`` as views of one byte buffer, each part starting at a multiple of 8 (transfer's layout)."""
+    sizes = [t.numel() * t.element_size() for t in ts]
+    buf = torch.zeros(sum(n + (-n % 8) for n in sizes), dtype=torch.uint8)
+    out, at = [], 0
+    for t, n in zip(ts, sizes):
+        part = buf[at : at + n]
+        part.copy_(t.contiguous().reshape(-1).view(torch.uint8))
+        out.append(part.view(t.dtype).view(t.shape))
+        at += n + (-n % 8)
+    return out
+
+
+def test_transfer_copies_and_finds_a_packed_span():
+    """On one device a transfer clones; tensors laid out as a transfer lays them are found as one span (what
+    a copy to the other device then sends whole)."""
     ts = [torch.arange(5, dtype=torch.int32), torch.tensor([True, False, True]), torch.arange(6).view(2, 3)]
-    packed = _copy.transfer(ts, torch.device("cpu"))
+    copies = _copy.transfer(ts, torch.device("cpu"))
+    assert all(a.data_ptr() != b.data_ptr() and torch.equal(a, b) for a, b in zip(ts, copies))
+    packed = _pack(ts)
     span = _copy.span(packed)
     assert span is not None and span.numel() == 24 + 8 + 48  # 5 int32 and 4 bytes of padding, 3 bools and 5, 6 int64
-    again = _copy.transfer(packed, torch.device("cpu"))
-    for a, b in zip(ts, again):
-        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    assert span.data_ptr() == packed[0].data_ptr()
     assert _copy.span([packed[0], packed[2]]) is None  # not consecutive
     assert _copy.span([torch.arange(4), torch.arange(4)]) is None  # two storages
+    assert _copy.span([packed[0], torch.zeros(0)]) is None  # an empty part
 
 
 def test_solve_csr_on_host_equals_the_solver_on_every_field():
