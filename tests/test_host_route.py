@@ -173,3 +173,20 @@ def test_flowgraph_to_cuda_packs_the_solver_fields_and_routes_in_one_span():
         assert torch.equal(getattr(r, name).cpu(), getattr(ref, name)), name
     back = dev.to("cpu")
     assert all(torch.equal(getattr(back, n), getattr(fg, n)) for n in ("caps", "row_ptr", "tail", "pair_bwd"))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["no edges", "float", "one node"])
+def test_flowgraph_to_cuda_edge_cases_route_like_the_cpu(kind):
+    if kind == "no edges":
+        fg = FlowGraph.from_edges([], [], [], source=[3, 0, 2], sink=[1, 4, 2], num_nodes=3)
+    elif kind == "float":
+        fg = FlowGraph.from_edges([0, 1], [1, 2], [0.5, 1.25], source=[2.0, 0.0, 0.0], sink=[0.0, 0.0, 1.5])
+    else:
+        fg = FlowGraph.from_edges([], [], [], source=[5], sink=[2], num_nodes=1)
+    dev = fg.to("cuda")
+    r, ref = torchcut.maxflow(dev), torchcut.maxflow(fg)
+    assert r.mask.is_cuda and r.verify() and r.flow_value == ref.flow_value
+    assert torch.equal(r.mask.cpu(), ref.mask) and torch.equal(r.residual.cpu(), ref.residual)
+    back = dev.to("cpu")
+    assert all(torch.equal(getattr(back, n), getattr(fg, n)) for n in ("caps", "source", "sink", "row_ptr", "head"))
