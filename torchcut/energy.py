@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._cudagraph import GraphCache
 from ._validate import INT32_MAX, SUM_LIMIT, check_has_data, describe
 from .grid import GridGraph, grid_offsets, overlap_slices
 
@@ -863,6 +864,8 @@ def _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce
 
 
 # ---------------------------------------------------------------------------------------------- native ops
+#: The log-ratio tables of the native path on CUDA, as CUDA graphs by (counts shape, bins, channels).
+_TABLES = GraphCache(entries=8)
 #: Channels the native ops take (they add the squared differences of the channels in channel order, as
 #: the tensor version does; more channels are built by the tensor version).
 NATIVE_MAX_CHANNELS = 4
@@ -928,7 +931,9 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         units = [0.0 if e is None else 2.0**-e for e in exps]
         wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
     counts, total = torch.ops.torchcut.seg_hist(x, s, lo, span, bins, units, wide, list(shape), sums)
-    table = _table(counts, bins, C)
+    # the table's dozen small ops, replayed as one CUDA graph once a shape comes back (the same kernels:
+    # the same values bit for bit); eager on the CPU
+    table = _TABLES.run(("table", tuple(counts.shape), bins, C), lambda h: (_table(h, bins, C),), (counts,))[0]
     if sums:
         got = total.tolist()
         syncs += 1
