@@ -379,15 +379,20 @@ def stroke_steps(g, N, steps, base_src, base_snk):
         yield calls
 
 
+def stroke_problem(seed, nodes):
+    """A random graph for stroke sequences: (generator, graph, its source and its sink as int64 copies)."""
+    g = torch.Generator().manual_seed(seed)
+    graph = random_graph(g, N=nodes, M=3 * nodes)
+    return g, graph, graph.source[0].clone(), graph.sink[0].long()
+
+
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), nodes=st.integers(2, 60), steps=st.integers(1, 8))
 def test_kept_trees_equal_scratch_over_stroke_sequences(seed, nodes, steps):
     # the CPU re-solve from the kept search trees, over strokes that add seeds, erase them and leave
     # deficits: every flow and mask that of a solve from scratch, certified against the changed network,
     # the mask the nodes that cannot reach the sink (searched here independently), with no fallback
-    g = torch.Generator().manual_seed(seed)
-    graph = random_graph(g, N=nodes, M=3 * nodes)
-    base_src, base_snk = graph.source[0].clone(), graph.sink[0].long()
+    g, graph, base_src, base_snk = stroke_problem(seed, nodes)
     d = DynamicFlowGraph(graph, backend="cpu")
     d.maxflow()
     held = []
@@ -412,9 +417,7 @@ def test_kept_state_counts_then_result_equal_update(seed, nodes, steps):
     # update_counts (the re-solve without its output tensors) then result() and sink_side(), asked for
     # after some strokes and not others: the counters, info, mask, residuals and flows of update() on a
     # twin state, and the sink side the mask's complement
-    g = torch.Generator().manual_seed(seed)
-    graph = random_graph(g, N=nodes, M=3 * nodes)
-    base_src, base_snk = graph.source[0].clone(), graph.sink[0].long()
+    g, graph, base_src, base_snk = stroke_problem(seed, nodes)
     args = (graph.row_ptr, graph.head, graph.rev, graph.caps, base_src, base_snk)
     full, lazy = torch.classes.torchcut.CsrState(*args), torch.classes.torchcut.CsrState(*args)
     full.solve()

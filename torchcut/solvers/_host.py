@@ -123,11 +123,11 @@ def solve_csr_on_host(graph) -> CutResult:
     """
     t0 = time.perf_counter()
     device = graph.device
-    caps, source, sink, row_ptr, head, rev = (
-        _transfer([getattr(graph, n) for n in CSR_FIELDS], _CPU)
-        if device.type == "cuda"
-        else [getattr(graph, n).clone() for n in CSR_FIELDS]
-    )
+    if device.type == "cuda":
+        caps, source, sink, row_ptr, head, rev = _transfer([getattr(graph, n) for n in CSR_FIELDS], _CPU)
+    else:  # the solver writes caps; source is returned as the source flow: copies of those two alone
+        caps, source, sink, row_ptr, head, rev = (getattr(graph, n) for n in CSR_FIELDS)
+        caps, source = caps.clone(), source.clone()
     excess, left = source[0].clone(), sink[0].clone()  # the solver nets them in place
     mask, raw = torch.ops.torchcut.csr_solve_(row_ptr, head, rev, caps, excess, left, [])
     sink_flow = (sink - left.reshape(1, -1)).to(torch.int64)
