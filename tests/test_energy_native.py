@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -117,7 +119,7 @@ def test_astronaut(gray, conn):
     native, reference = both(image, seeds, connectivity=conn)
     assert_same(native, reference)
     # the reference reads: finite check (float images), label range (2), seed counts, colour range (2), 2 axis sums
-    assert native.energy.syncs == 2 and reference.energy.syncs == gray + 2 + 1 + 2 + 2
+    assert native.energy.syncs == 1 and reference.energy.syncs == gray + 2 + 1 + 2 + 2
     native, reference = both(image, seeds, connectivity=conn, sigma=12.5)
     assert_same(native, reference)
     assert native.energy.syncs == 1
@@ -265,7 +267,7 @@ def test_segment_reports_its_syncs():
     seeds = torch.zeros(6, 6, dtype=torch.int64)
     seeds[2, 2], seeds[5, 5] = 1, 2
     mask, result = torchcut.segment(image, seeds, return_result=True)
-    assert result.stats["syncs"] == 2 and result.verify()
+    assert result.stats["syncs"] == 1 and result.verify()  # sigma is worked out on the device
     assert torch.equal(mask, torchcut.segment(image, seeds))
     _, result = torchcut.segment(image, seeds, sigma=0.5, return_result=True)
     assert result.stats["syncs"] == 1
@@ -285,6 +287,80 @@ def test_ops_pass_opcheck():
     coef = torch.tensor([-0.5, -0.25])
     args = (x, s8, table, lo, span, coef, 4, 100.0, 9999, [5, 6], [0, 1, 1, -1, 1, 0, 1, 1], [8.0, 5.6, 8.0, 5.6])
     torch.library.opcheck(ops.seg_energy.default, args)
+    torch.library.opcheck(ops.seg_sigma.default, (torch.tensor([[12345, 0], [0, 1]]), [3, -4], 77))
+
+
+def _host_sigma(s, inf, e, count):
+    """sigma and its coefficient as the host works them out from exact fractions (float32 [2, B])."""
+    return energy._sigma_coef(energy._sigma_floats([math.inf if f else v for v, f in zip(s, inf)], count, e))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    s=st.integers(0, 2**63 - 1) | st.integers(0, 2**24),
+    inf=st.booleans(),
+    e=st.integers(-330, 330),
+    count=st.integers(1, 2**35),
+)
+def test_seg_sigma_is_the_host_sigma(s, inf, e, count):
+    """seg_sigma rounds the exact mean once, as Python's fractions do: the same float32 bits."""
+    got = torch.ops.torchcut.seg_sigma(torch.tensor([[s], [int(inf)]]), [e], count).numpy()
+    assert np.array_equal(got.view(np.int32), _host_sigma([s], [inf], [e], count).view(np.int32))
+
+
+@pytest.mark.parametrize("count", [2, 6, 10, 1000])
+def test_seg_sigma_rounds_ties_to_even(count):
+    """Means exactly halfway between two doubles (54 significant bits) and next to them."""
+    m = np.arange(2**53, 2**53 + 64, dtype=np.uint64).astype(object)
+    sums = [int(v) * count + count // 2 + d for v in m for d in (-1, 0, 1)]
+    sums = [v for v in sums if v < 2**63]
+    n = len(sums)
+    got = torch.ops.torchcut.seg_sigma(torch.tensor([sums, [0] * n]), [0] * n, count).numpy()
+    want = _host_sigma(sums, [False] * n, [0] * n, count)
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_seg_sigma_errors():
+    op = torch.ops.torchcut.seg_sigma
+    with pytest.raises(RuntimeError, match=r"exps: expected 1 exponents, got 2"):
+        op(torch.tensor([[5], [0]]), [1, 2], 3)
+    with pytest.raises(RuntimeError, match=r"sums: expected a contiguous int64 tensor \[2, B\]"):
+        op(torch.tensor([[5.0], [0.0]]), [1], 3)
+    with pytest.raises(RuntimeError, match=r"exps: expected exponents in \[-900, 900\], got 901"):
+        op(torch.tensor([[5], [0]]), [901], 3)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_sigma_on_the_device_is_the_hosts(device, monkeypatch):
+    """The build with seg_sigma (no read back) and with the host's fractions give the same graph."""
+    rng = np.random.default_rng(11)
+    for k in range(6):
+        case = make_case(rng, 2 + k % 2, 2 if k % 3 == 0 else 0, 1 + k % 4, np.float32, False, 0.05)
+        image, seeds, _ = case
+        kw = {"channel_axis": (1 if k % 3 == 0 else 0)} if 1 + k % 4 > 1 else {}
+        kw["ndim"] = 2 + k % 2
+        x, sd = torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device)
+        on_device = energy.segmentation_graph(x, sd, **kw)
+        monkeypatch.setattr(energy, "_SIGMA_OP", False)
+        on_host = energy.segmentation_graph(x, sd, **kw)
+        monkeypatch.setattr(energy, "_SIGMA_OP", True)
+        assert_same(on_device, on_host)
+        assert on_device.energy.syncs == 1 and on_host.energy.syncs == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(**CASES)
+def test_terminals_are_netted_as_built(**case):
+    """No node holds both terminal capacities (segment() skips the in-place netting on that ground)."""
+    rng = np.random.default_rng(case["seed"])
+    made = make_case(rng, case["ndim"], case["batch"], 1, DTYPES[case["dtype"]], False, case["cover"])
+    if made is None:
+        return
+    image, seeds, _ = made
+    kw = {"ndim": case["ndim"], "lam": case["lam"]}
+    for build in (energy.segmentation_graph, energy._reference_graph):
+        g = build(torch.from_numpy(image), torch.from_numpy(seeds), **kw)
+        assert int(torch.minimum(g.source, g.sink.to(g.source.dtype)).max()) == 0
 
 
 # channels-last colour images whose estimated sigma differed on CUDA while the tensor version summed the
@@ -304,6 +380,39 @@ _CHANNELS_LAST = [
 @given(**CASES)
 def test_cuda_native_equals_reference(**case):
     check_case("cuda", **case)
+
+
+@pytest.mark.cuda
+def test_cuda_seg_sigma_equals_cpu():
+    rng = np.random.default_rng(12)
+    n = 4000
+    sums = torch.from_numpy(
+        np.stack([rng.integers(0, 2**63 - 1, n, dtype=np.int64), rng.random(n) < 0.02]).astype(np.int64)
+    )
+    sums[0, : n // 2] >>= torch.from_numpy(rng.integers(0, 62, n // 2))
+    exps = [int(v) for v in rng.integers(-330, 331, n)]
+    for count in (1, 7, 12345, 2**35 - 3):
+        want = torch.ops.torchcut.seg_sigma(sums, exps, count)
+        got = torch.ops.torchcut.seg_sigma(sums.cuda(), exps, count)
+        assert got.device.type == "cuda"
+        assert torch.equal(got.cpu().view(torch.int32), want.view(torch.int32))
+
+
+@pytest.mark.cuda
+@settings(max_examples=30, deadline=None)
+@given(**CASES)
+def test_cuda_segment_equals_the_cut_of_its_graph(**case):
+    """segment() solves its own graph without netting it: the mask is maxflow's on the same graph."""
+    rng = np.random.default_rng(case["seed"])
+    made = make_case(rng, case["ndim"], case["batch"], 1, np.float32, False, case["cover"])
+    if made is None:
+        return
+    image, seeds, _ = made
+    kw = {"ndim": case["ndim"], "lam": case["lam"]}
+    # the CPU build is the CUDA build bit for bit (test_cuda_native_equals_reference)
+    want = torchcut.maxflow(energy.segmentation_graph(torch.from_numpy(image), torch.from_numpy(seeds), **kw))
+    mask = torchcut.segment(torch.from_numpy(image).cuda(), torch.from_numpy(seeds).cuda(), **kw)
+    assert mask.device.type == "cuda" and torch.equal(mask.cpu(), want.mask.cpu())
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])

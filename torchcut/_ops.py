@@ -424,8 +424,17 @@ def _register_segmentation_fakes() -> None:
             x.new_empty((B, 2 * len(weights)) + full, dtype=torch.int32),
         )
 
-    for name, fake in (("seg_check", seg_check), ("seg_hist", seg_hist), ("seg_energy", seg_energy)):
-        torch.library.register_fake(f"torchcut::{name}")(fake)
+    def seg_sigma(sums, exps, count):
+        return sums.new_empty((2, sums.shape[1]), dtype=torch.float32)
+
+    for name, fake in (
+        ("seg_check", seg_check),
+        ("seg_hist", seg_hist),
+        ("seg_energy", seg_energy),
+        ("seg_sigma", seg_sigma),
+    ):
+        if hasattr(torch.ops.torchcut, name):  # a library built before an op has not its schema
+            torch.library.register_fake(f"torchcut::{name}")(fake)
 
 
 # The solves read counters back to the host, which a CUDA graph cannot hold: ops tagged so are left out of

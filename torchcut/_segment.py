@@ -13,7 +13,8 @@ from torch import Tensor
 
 from ._ops import CUDAGRAPH_UNSAFE, check_not_capturing
 from .energy import DEFAULT_LAM, segmentation_graph
-from .solvers import consume_mask, maxflow
+from .solvers import maxflow
+from .solvers._maxflow import _consume
 from .solvers._options import check_options, device_of
 
 __all__ = ["segment"]
@@ -72,8 +73,9 @@ def segment(
     return_result : bool
         Also return the :class:`~torchcut.CutResult` (flow value, ``verify()``, solver stats; its
         ``graph.energy`` records sigma, scale and the seed capacity). ``result.stats["syncs"]`` counts
-        the values the energy build read back to the host (each a wait for a CUDA device): one for the
-        checks, one more for the sums of an estimated ``sigma``; the solver's own reads are not counted.
+        the values the energy build read back to the host (each a wait for a CUDA device): one, the
+        checks (an estimated ``sigma`` is worked out on the device); the solver's own reads are not
+        counted.
     **solver_options
         Passed to the backend: ``threads`` and ``algorithm`` for the compiled CPU solver, the tuning
         options in ``torchcut.solvers.cuda.OPTIONS`` for the CUDA kernels, ``max_iter`` and
@@ -153,7 +155,8 @@ def segment(
         spacing=spacing,
     )
     if not return_result:  # nobody sees the graph again: solve in its tensors, without copies
-        return consume_mask(graph, backend=backend, **solver_options).bool()
+        # (its terminals are netted as built: each node's data cost is on one side, a seed's on its own)
+        return _consume(graph, backend, True, solver_options).bool()
     result = maxflow(graph, backend=backend, **solver_options)
     result.stats["syncs"] = graph.energy.syncs
     mask = result.mask

@@ -40,13 +40,13 @@ choices in ``graph.energy`` (an :class:`EnergyInfo`).
 
 Native ops
 ----------
-The build runs as three compiled ops, ``torch.ops.torchcut.seg_check``, ``seg_hist`` and
+The build runs as compiled ops, ``torch.ops.torchcut.seg_check``, ``seg_hist``, ``seg_sigma`` and
 ``seg_energy`` (multi-threaded on the CPU, kernels on CUDA): the checks with the colour ranges and
-seed counts, then the seed histograms with the exact sums of the sigma estimate, then every
-capacity. They repeat the float32 operations of the tensor-op version kept here as the
-specification, so the integer capacities and sigma are the same bit for bit. Images of more than
-four channels and builds given ``reduce`` use the tensor-op version. ``graph.energy.syncs`` counts
-the values the build read back to the host: one for the checks, one more for an estimated sigma.
+seed counts, then the seed histograms with the exact sums of the sigma estimate, sigma from those
+sums where they lie, then every capacity. They repeat the float32 operations of the tensor-op
+version kept here as the specification, so the integer capacities and sigma are the same bit for
+bit. Images of more than four channels and builds given ``reduce`` use the tensor-op version.
+``graph.energy.syncs`` counts the values the build read back to the host: one, the checks.
 
 Shapes
 ------
@@ -114,7 +114,8 @@ class EnergyInfo:
         The axis of the input image that held the channels (None for one-channel images).
     syncs : int
         Values the build read back to the host, each a wait for the device on CUDA: the checks and
-        seed counts, and the sums of the sigma estimate when ``sigma`` was not given.
+        seed counts (and, in the tensor-op version, the sums of the sigma estimate when ``sigma`` was
+        not given).
 
     Examples
     --------
@@ -732,31 +733,9 @@ def _native_ops(device: torch.device, channels: int) -> bool:
     return _NATIVE[device.type]
 
 
-def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, native):
-    """segmentation_graph; ``native``: by the compiled ops where they apply."""
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
-    if sigma is not None and (
-        isinstance(sigma, bool)
-        or not isinstance(sigma, (int, float))
-        or not math.isfinite(sigma)
-        or sigma <= 0
-        or sigma > FLOAT32_MAX
-    ):
-        raise ValueError(f"sigma: expected a finite number > 0 (at most {FLOAT32_MAX:.4g}) or None, got {sigma!r}")
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
-    ):
-        raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
-    x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis, check=False)
-    B, C = x.shape[:2]
-    shape = tuple(x.shape[2:])
-    dev = x.device
-    native = native and reduce is None and _native_ops(dev, C)
-    if native:
-        x, s, info, vals, syncs = _native_check(x, s)
-    else:
-        x, s, syncs = _check_values(x, s)
+def _energy_params(lam, bins, scale, spacing, B, C, ndim, connectivity, shape):
+    """segmentation_graph's parameters, checked against the sizes alone (not the values):
+    ``(bins, scale, offsets, dists, hard)``."""
     if bins is None:
         bins = _default_bins(C)
     elif isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
@@ -806,6 +785,43 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
             f"scale: {B * math.prod(shape)} nodes with capacities up to {max(hard, data_top)} could sum to "
             f"2**62 or more (int64 flows); pass a smaller scale"
         )
+
+    return bins, scale, offsets, dists, hard
+
+
+def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, scale, spacing, reduce, native):
+    """segmentation_graph; ``native``: by the compiled ops where they apply."""
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam: expected a finite number >= 0, got {lam!r}")
+    if sigma is not None and (
+        isinstance(sigma, bool)
+        or not isinstance(sigma, (int, float))
+        or not math.isfinite(sigma)
+        or sigma <= 0
+        or sigma > FLOAT32_MAX
+    ):
+        raise ValueError(f"sigma: expected a finite number > 0 (at most {FLOAT32_MAX:.4g}) or None, got {sigma!r}")
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0
+    ):
+        raise ValueError(f"scale: expected a finite number > 0 or None, got {scale!r}")
+    x, s, ndim, connectivity, batched, ax = _prepare(image, seeds, ndim, connectivity, channel_axis, check=False)
+    B, C = x.shape[:2]
+    shape = tuple(x.shape[2:])
+    dev = x.device
+    native = native and reduce is None and _native_ops(dev, C)
+    if native:  # queued on a CUDA device: the parameters below are worked out while the checks run
+        pending = _native_check_launch(x, s)
+    else:
+        x, s, syncs = _check_values(x, s)
+    try:
+        bins, scale, offsets, dists, hard = _energy_params(lam, bins, scale, spacing, B, C, ndim, connectivity, shape)
+    except ValueError:
+        if native:
+            _native_check_read(*pending)  # the values' errors first, as where the checks come first
+        raise
+    if native:
+        x, s, info, vals, syncs = _native_check_read(*pending)
 
     if native:
         source, sink, caps, sig, n = _native_terms(
@@ -873,11 +889,16 @@ NATIVE_MAX_CHANNELS = 4
 _NATIVE: dict[str, bool] = {}
 # int64 sums of the sigma estimate hold 2**33 terms below 2**30 units; larger images take the tensor version
 _SIGMA_TERMS = 2**33
+# sigma from those sums by torch.ops.torchcut.seg_sigma on the sums' device: the same float32 bits as
+# _sigma_floats and _sigma_coef on the host, which need the sums read back (one wait for a CUDA device).
+# Float32 colour ranges keep the unit's exponent within +-330, inside the op's +-900. False: the host's
+# (tests, A/B).
+_SIGMA_OP = True
 
 
-def _native_check(x, s):
-    """The checks in one pass (torch.ops.torchcut.seg_check): (x float32 [B, C, N], seeds uint8 [B, N],
-    info on the device, info on the host, host reads)."""
+def _native_check_launch(x, s):
+    """Queue the checks in one pass (torch.ops.torchcut.seg_check), nothing read yet: the arguments of
+    :func:`_native_check_read`."""
     B, C = x.shape[:2]
     syncs = 0
     finite = x.is_floating_point()
@@ -898,6 +919,12 @@ def _native_check(x, s):
     if not sv.is_contiguous():
         sv = sv.contiguous()
     info, s8 = torch.ops.torchcut.seg_check(xf, sv, finite)
+    return xf, sv, info, s8, syncs
+
+
+def _native_check_read(xf, sv, info, s8, syncs):
+    """Read the checks back (the one wait) and raise their errors: (x float32 [B, C, N], seeds uint8
+    [B, N], info on the device, info on the host, host reads)."""
     vals = info.tolist()  # the one read of the checks
     syncs += 1
     if vals[0]:
@@ -909,7 +936,7 @@ def _native_check(x, s):
 
 def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offsets, dists):
     """The capacities by the native ops: (source, sink, caps, sigma, host reads). ``x``, ``s``, ``info``,
-    ``vals``: what :func:`_native_check` returned."""
+    ``vals``: what :func:`_native_check_read` returned."""
     B, C = x.shape[:2]
     dev = x.device
     nd = len(shape)
@@ -935,12 +962,16 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     # the same values bit for bit); eager on the CPU
     table = _TABLES.run(("table", tuple(counts.shape), bins, C), lambda h: (_table(h, bins, C),), (counts,))[0]
     if sums:
-        got = total.tolist()
-        syncs += 1
         count = sum(math.prod(n - (i == a) for i, n in enumerate(shape)) for a in range(nd))
-        sig, coef = _to_device(
-            _sigma_coef(_sigma_floats([math.inf if f else v for v, f in zip(*got)], count, exps)), dev
-        )
+        e_in = [0 if e is None else e for e in exps]  # a constant image sums to 0: sigma 1 either way
+        if _SIGMA_OP:
+            sig, coef = torch.ops.torchcut.seg_sigma(total, e_in, count)  # where the sums are: no read back
+        else:
+            got = total.tolist()
+            syncs += 1
+            sig, coef = _to_device(
+                _sigma_coef(_sigma_floats([math.inf if f else v for v, f in zip(*got)], count, exps)), dev
+            )
     elif sigma is None:
         sig = estimate_sigma(x.view((B, C) + tuple(shape)))
         syncs += 2 + nd

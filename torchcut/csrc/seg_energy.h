@@ -106,4 +106,42 @@ SEG_HD double sigma_units(float d2, float unit, double unit_wide, bool wide) {
   return wide ? nearbyint((double)d2 * unit_wide) : (double)rint_pos(mul_rn(d2, unit));
 }
 
+// sigma from the exact sum of sigma's estimate (energy._sigma_floats and energy._sigma_coef), on the device
+// that holds the sum, so that no value is read back: s >= 0 is the sum in units of 2**e of `count`
+// squared differences (inf: it overflowed). The mean s * 2**e / count is rounded once to double, to
+// nearest with ties to even, as Python's float(Fraction(s) * 2**e / count) rounds it: the integer
+// quotient is extended by long division until it holds 55 to 63 bits, the remainder is the sticky bit.
+// Then its square root in double, rounded to float32; 1 where the mean is 0. The caller keeps
+// |e| <= 900, so the mean is a normal double (no second rounding into the subnormal range).
+SEG_HD float sigma_from_sum(int64_t s, bool inf, int e, int64_t count) {
+  if (inf) return INFINITY;
+  if (s <= 0 || count <= 0) return 1.0f;
+  const uint64_t n = (uint64_t)count;
+  uint64_t q = (uint64_t)s / n, rem = (uint64_t)s % n;
+  int k = 0;  // quotient bits below the binary point
+  while (q < (uint64_t{1} << 54)) {
+    rem <<= 1;  // rem < n < 2**62: no overflow
+    const uint64_t bit = rem >= n ? 1 : 0;
+    rem -= bit * n;
+    q = (q << 1) | bit;
+    ++k;
+  }
+  int len = 0;
+  for (uint64_t t = q; t; t >>= 1) ++len;
+  const int extra = len - 53;  // 2 to 10 bits below the kept 53
+  const uint64_t low = q & ((uint64_t{1} << extra) - 1), half = uint64_t{1} << (extra - 1);
+  uint64_t m = q >> extra;
+  if (low > half || (low == half && (rem != 0 || (m & 1)))) ++m;
+  const double mean = ldexp((double)m, extra - k + e);
+#ifdef __CUDA_ARCH__
+  return __double2float_rn(__dsqrt_rn(mean));
+#else
+  return (float)std::sqrt(mean);
+#endif
+}
+
+// The exponent's coefficient of the n-links from sigma: -0.5 / sigma**2, rounded as torch's float32 ops
+// round -0.5 / sig.square() (a square, a reciprocal, an exact product by -0.5).
+SEG_HD float sigma_coef(float sig) { return mul_rn(div_rn(1.0f, mul_rn(sig, sig)), -0.5f); }
+
 }  // namespace torchcut_seg

@@ -75,6 +75,9 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   m.def("seg_energy(Tensor x, Tensor seeds, Tensor table, Tensor lo, Tensor span, Tensor coef, int bins, "
         "float scale, int hard, int[] shape, int[] offsets, float[] weights) -> (Tensor source, Tensor sink, "
         "Tensor caps)");
+  // sigma and the n-links' exponent coefficient [2, B] from seg_hist's sums (units 2**exps[b], `count`
+  // pairs), computed where the sums are: the estimate needs no read back to the host.
+  m.def("seg_sigma(Tensor sums, int[] exps, int count) -> Tensor");
   m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
         "float cov_reg, float scale, float data_cap) -> (Tensor, Tensor, Tensor)");
 }

@@ -18,13 +18,14 @@ from ._terminals import net_terminals, net_terminals_
 __all__ = ["solve_grid", "consume_mask"]
 
 
-def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict):
+def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict, netted: bool = False):
     """Run the grid backend on ``graph``: ``(mask, residual caps, residual sink capacities, stats)``.
 
     A backend that solves into new tensors reads the graph as it is, and when ``consume`` (the caller
     wants the mask alone) writes only the mask (the residual entries are None). The others work in
     place: on the graph's own tensors when ``consume`` (after netting the terminals in place, 2**21
-    nodes at a time), otherwise on copies.
+    nodes at a time, unless ``netted``: the caller built the graph with no node holding both terminal
+    capacities), otherwise on copies.
     """
     impl = GRID(graph.device, backend)
     if impl.new_tensors and consume:  # the caller wants the mask alone: no residuals are written
@@ -34,7 +35,8 @@ def _phase_one(graph: GridGraph, backend: str, consume: bool, options: dict):
         mask, caps, _, sink, stats = impl.solve_graph(graph, **options)
         return mask, caps, sink, stats
     if consume:
-        net_terminals_(graph.source, graph.sink)
+        if not netted:
+            net_terminals_(graph.source, graph.sink)
         caps, excess, sink = graph.caps, graph.source, graph.sink
     else:
         excess, sink = net_terminals(graph.source, graph.sink)
@@ -68,7 +70,7 @@ def solve_grid(graph: GridGraph, backend: str, **options) -> CutResult:
     )
 
 
-def consume_mask(graph: GridGraph, backend: str, **options) -> torch.Tensor:
+def consume_mask(graph: GridGraph, backend: str, netted: bool = False, /, **options) -> torch.Tensor:
     """The source side ``[B, *shape]`` of the minimum cut, solved in the graph's own tensors where the
     backend works in place (the graph is used up); see :func:`torchcut.solvers.consume_mask`.
 
@@ -79,4 +81,4 @@ def consume_mask(graph: GridGraph, backend: str, **options) -> torch.Tensor:
     >>> consume_mask(g, "reference").tolist()
     [[[True, False]]]
     """
-    return _phase_one(graph, backend, True, options)[0]
+    return _phase_one(graph, backend, True, options, netted)[0]

@@ -39,9 +39,16 @@ def consume_mask(graph: GridGraph, *, backend: str = "auto", **options) -> torch
     """
     if not isinstance(graph, GridGraph):
         raise TypeError(f"graph: expected a torchcut.GridGraph, got {type(graph).__name__}")
+    return _consume(graph, backend, False, options)
+
+
+def _consume(graph: GridGraph, backend: str, netted: bool, options: dict) -> torch.Tensor:
+    """:func:`consume_mask`; ``netted``: no node of the graph has both terminal capacities (a graph of
+    :func:`torchcut.segmentation_graph`, whose data term puts each node's cost on one side), so the
+    in-place netting is skipped."""
     if graph.device.type == "cuda":
         check_not_capturing("torchcut.solvers.consume_mask")
-    mask = _grid.consume_mask(graph, backend, **options)
+    mask = _grid.consume_mask(graph, backend, netted, **options)
     return mask if graph.batched else mask[0]
 
 

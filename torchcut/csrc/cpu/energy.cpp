@@ -447,6 +447,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
   return {source, sink, caps};
 }
 
+
+at::Tensor seg_sigma(at::Tensor sums, c10::IntArrayRef exps, int64_t count) {
+  const char* op = "torchcut.seg_sigma";
+  TORCH_CHECK(sums.scalar_type() == at::kLong && sums.dim() == 2 && sums.size(0) == 2 && sums.is_contiguous(), op,
+              ": sums: expected a contiguous int64 tensor [2, B], got ", sums.scalar_type(), " ", sums.sizes());
+  const int64_t B = sums.size(1);
+  TORCH_CHECK((int64_t)exps.size() == B, op, ": exps: expected ", B, " exponents, got ", exps.size());
+  TORCH_CHECK(count >= 0, op, ": count: expected a non-negative number of pairs, got ", count);
+  for (auto e : exps) TORCH_CHECK(e >= -900 && e <= 900, op, ": exps: expected exponents in [-900, 900], got ", e);
+  at::Tensor out = at::empty({2, B}, sums.options().dtype(at::kFloat));
+  const int64_t* sp = sums.data_ptr<int64_t>();
+  float* o = out.data_ptr<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    const float sig = torchcut_seg::sigma_from_sum(sp[b], sp[B + b] != 0, (int)exps[b], count);
+    o[b] = sig;
+    o[B + b] = torchcut_seg::sigma_coef(sig);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace torchcut_cpu
 
@@ -454,4 +474,5 @@ TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("seg_check", &torchcut_cpu::seg_check);
   m.impl("seg_hist", &torchcut_cpu::seg_hist);
   m.impl("seg_energy", &torchcut_cpu::seg_energy);
+  m.impl("seg_sigma", &torchcut_cpu::seg_sigma);
 }

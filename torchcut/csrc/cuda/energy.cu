@@ -295,4 +295,22 @@ void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, co
   }
 }
 
+namespace {
+// sigma and its coefficient of one image from the exact sums (seg_energy.h, sigma_from_sum): one thread
+__global__ void sigma_kernel(const long long* sums, const long long* flags, int e, long long count, float* sig,
+                             float* coef) {
+  const float s = sigma_from_sum(*sums, *flags != 0, e, count);
+  *sig = s;
+  *coef = sigma_coef(s);
+}
+}  // namespace
+
+void launch_seg_sigma(cudaStream_t stream, int64_t B, const long long* sums, const int64_t* exps, int64_t count,
+                      float* out) {
+  for (int64_t b = 0; b < B; ++b) {
+    sigma_kernel<<<1, 1, 0, stream>>>(sums + b, sums + B + b, (int)exps[b], count, out + b, out + B + b);
+    TORCHCUT_CUDA_CHECK("torchcut.seg_sigma", cudaGetLastError());
+  }
+}
+
 }  // namespace torchcut_seg

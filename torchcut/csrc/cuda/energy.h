@@ -32,4 +32,8 @@ void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, co
                        float hard, int K, const int* offsets, const float* weights, int64_t* source, int32_t* sink,
                        int32_t* caps);
 
+// out [2, B] float32: sigma of each image and -0.5 / sigma**2 from seg_hist's sums [2, B] (one launch per image)
+void launch_seg_sigma(cudaStream_t stream, int64_t B, const long long* sums, const int64_t* exps, int64_t count,
+                      float* out);
+
 }  // namespace torchcut_seg

@@ -135,6 +135,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
   return {source, sink, caps};
 }
 
+
+at::Tensor seg_sigma(at::Tensor sums, c10::IntArrayRef exps, int64_t count) {
+  const char* op = "torchcut.seg_sigma";
+  TORCH_CHECK(sums.is_cuda() && sums.scalar_type() == at::kLong && sums.dim() == 2 && sums.size(0) == 2 &&
+                  sums.is_contiguous(),
+              op, ": sums: expected a contiguous int64 CUDA tensor [2, B], got ", sums.scalar_type(), " ",
+              sums.sizes(), " on ", sums.device());
+  const int64_t B = sums.size(1);
+  TORCH_CHECK((int64_t)exps.size() == B, op, ": exps: expected ", B, " exponents, got ", exps.size());
+  TORCH_CHECK(count >= 0, op, ": count: expected a non-negative number of pairs, got ", count);
+  for (auto e : exps) TORCH_CHECK(e >= -900 && e <= 900, op, ": exps: expected exponents in [-900, 900], got ", e);
+  c10::cuda::CUDAGuard guard(sums.device());
+  at::Tensor out = at::empty({2, B}, sums.options().dtype(at::kFloat));
+  try {
+    launch_seg_sigma(at::cuda::getCurrentCUDAStream(), B, reinterpret_cast<const long long*>(sums.data_ptr<int64_t>()),
+                     exps.data(), count, out.data_ptr<float>());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  return out;
+}
+
 }  // namespace
 
 }  // namespace torchcut_seg
@@ -143,4 +165,5 @@ TORCH_LIBRARY_IMPL(torchcut, CUDA, m) {
   m.impl("seg_check", &torchcut_seg::seg_check);
   m.impl("seg_hist", &torchcut_seg::seg_hist);
   m.impl("seg_energy", &torchcut_seg::seg_energy);
+  m.impl("seg_sigma", &torchcut_seg::seg_sigma);
 }
