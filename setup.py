@@ -13,6 +13,7 @@ install with ``pip install --no-build-isolation`` into the environment that hold
 import json
 import os
 import runpy
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -55,9 +56,13 @@ def _extensions():
     from torch.utils import cpp_extension
 
     sources = lambda names: [str(CSRC / n) for n in names]  # noqa: E731
+    omp_cflags, omp_ldflags = CONFIG["openmp_flags"](torch, sys.platform)
     exts = [
         cpp_extension.CppExtension(
-            "torchcut._C", sources(CONFIG["CPU_SOURCES"]), extra_compile_args={"cxx": CONFIG["CXX_FLAGS"]}
+            "torchcut._C",
+            sources(CONFIG["CPU_SOURCES"]),
+            extra_compile_args={"cxx": CONFIG["CXX_FLAGS"] + omp_cflags},
+            extra_link_args=omp_ldflags,
         )
     ]
     cuda, why = _cuda_wanted(torch, cpp_extension)

@@ -209,3 +209,35 @@ def test_a_library_is_stale_only_after_its_own_sources_change(tmp_path):
     assert cu.name in _ops._newer_sources(lib, "cuda") and cu.name not in _ops._newer_sources(lib, "cpu")
     os.utime(lib, (header.stat().st_mtime - 1, header.stat().st_mtime - 1))
     assert header.name in _ops._newer_sources(lib, "cpu") and header.name in _ops._newer_sources(lib, "cuda")
+
+
+def test_openmp_flags_follow_torchs_backend():
+    """at::parallel_for splits a loop only in code compiled with OpenMP: the CPU library takes the flags
+    wherever torch's parallel backend is OpenMP (Linux), and none elsewhere."""
+    from torchcut import _build_config as config
+
+    class Torch:
+        class __config__:  # noqa: N801 - torch's own name
+            info = ""
+
+            @classmethod
+            def parallel_info(cls):
+                return cls.info
+
+    Torch.__config__.info = "ATen parallel backend: OpenMP\n"
+    assert config.openmp_flags(Torch, "linux") == (["-fopenmp"], ["-fopenmp"])
+    assert config.openmp_flags(Torch, "darwin") == ([], [])
+    Torch.__config__.info = "ATen parallel backend: native thread pool\n"
+    assert config.openmp_flags(Torch, "linux") == ([], [])
+
+
+@needs_installed
+def test_the_cpu_library_splits_loops_over_torchs_threads():
+    """The installed CPU library was compiled with OpenMP where torch uses it: its parallel loops call
+    the OpenMP runtime (else every at::parallel_for in it ran on one thread)."""
+    from torchcut import _build_config as config
+
+    if not config.openmp_flags(torch, sys.platform)[0]:
+        pytest.skip("torch's parallel backend is not OpenMP here")
+    lib = next(p for p in PKG.glob("_C.*so") if not p.name.startswith("_C_cuda"))
+    assert b"GOMP_parallel" in lib.read_bytes()

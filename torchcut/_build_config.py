@@ -52,6 +52,25 @@ DEFAULT_CUDA_ARCHS = "7.5;8.0;8.6;9.0+PTX"
 BUILD_INFO = "_build_info.json"
 
 
+def openmp_flags(torch, platform):
+    """Compiler and linker flags that let ``at::parallel_for`` in the CPU library use torch's threads.
+
+    ``at::parallel_for`` is inline: under torch's OpenMP backend it splits a loop only where the code
+    calling it is compiled with OpenMP, else it runs the whole range on the calling thread. The
+    library then links the OpenMP runtime torch already loaded (the same ``libgomp.so.1``). Empty
+    where torch's backend is not OpenMP, or on macOS and Windows (their compilers take other flags).
+    ``torch`` and ``platform`` (``sys.platform``) are passed in: this module imports nothing."""
+    if platform.startswith(("darwin", "win")):
+        return [], []
+    try:
+        info = torch.__config__.parallel_info()
+    except Exception:  # noqa: BLE001 - an old torch: no OpenMP flags
+        return [], []
+    if "parallel backend: OpenMP" not in info or "OpenMP not found" in info:
+        return [], []
+    return ["-fopenmp"], ["-fopenmp"]
+
+
 def cuda_unavailable(torch, cpp_extension):
     """Why this machine cannot build the CUDA library (a CPU-only torch, no toolkit), or None when it can.
     ``torch`` and ``torch.utils.cpp_extension`` are passed in: this module imports nothing."""

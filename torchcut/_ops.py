@@ -178,11 +178,13 @@ def _build(kind: str, why: str) -> str:
     t0 = time.perf_counter()
     # the flag carries a hash of the headers: cpp_extension versions the sources and flags, not the headers
     tag = f"-DTORCHCUT_HEADERS={_headers_hash()}"
+    omp_cflags, omp_ldflags = config.openmp_flags(torch, sys.platform) if kind == "cpu" else ([], [])
     cpp_extension.load(
         name=f"torchcut{_LIBS[kind]}",
         sources=[str(CSRC / s) for s in _SOURCES[kind]],
         build_directory=str(folder),
-        extra_cflags=[*config.CXX_FLAGS, tag],
+        extra_cflags=[*config.CXX_FLAGS, *omp_cflags, tag],
+        extra_ldflags=omp_ldflags,
         extra_cuda_cflags=[*config.NVCC_FLAGS, tag],
         is_python_module=False,
         verbose=os.environ.get("TORCHCUT_VERBOSE", "") not in ("", "0"),
