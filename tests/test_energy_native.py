@@ -459,3 +459,28 @@ def test_cuda_tables_replayed_as_graphs_equal_the_reference(channels):
         native, reference = both(torch.from_numpy(image).cuda(), torch.from_numpy(seeds).cuda(), **kw)
         assert_same(native, reference)
     assert energy._TABLES.replays >= before + 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 70000),
+    channels=st.integers(1, 4),
+    seed_dtype=st.sampled_from((np.uint8, np.int8, np.int64)),
+)
+def test_seg_check_equals_numpy(seed, n, channels, seed_dtype):
+    """The check's reductions (split over lanes, chunks and threads): the non-finite count, the label
+    range, the seed counts and the colour range without NaN, as numpy computes them."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 10.0 ** rng.uniform(-3, 3), (2, channels, n)).astype(np.float32)
+    special = rng.random(x.shape) < 0.01
+    x[special] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), int(special.sum()))
+    seeds = rng.integers(-1 if seed_dtype != np.uint8 else 0, 4, (2, n)).astype(seed_dtype)
+    info = torch.ops.torchcut.seg_check(torch.from_numpy(x), torch.from_numpy(seeds), True)[0].tolist()
+    assert info[0] == int((~np.isfinite(x)).sum())
+    assert info[1:3] == [int(seeds.min()), int(seeds.max())]
+    assert info[3:7] == [int((seeds[b] == k).sum()) for b in range(2) for k in (1, 2)]
+    bits = np.array(info[7:], dtype=np.int64).astype(np.int32).view(np.float32).reshape(2, 2, channels)
+    lo = np.where(np.isnan(x), np.float32(np.inf), x).min(axis=2)  # a channel of NaN alone: the empty range
+    hi = np.where(np.isnan(x), np.float32(-np.inf), x).max(axis=2)
+    assert np.array_equal(bits[0], lo) and np.array_equal(bits[1], hi)

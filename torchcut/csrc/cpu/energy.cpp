@@ -75,6 +75,8 @@ void check_small(const char* op, const char* name, const at::Tensor& t, at::Scal
 }
 
 // ---------------------------------------------------------------------------------------------- check
+constexpr int kLanes = 16;  // independent accumulators of the checks' reductions
+
 // info: [non-finite values, smallest label, largest label, object seeds of image 0, background seeds of
 // image 0, ... of image B-1, lo (B*C float32 bit patterns), hi (B*C float32 bit patterns)]
 template <typename S>
@@ -96,43 +98,78 @@ at::Tensor check_impl(const at::Tensor& x, const at::Tensor& seeds, bool finite,
       Part& P = parts[t];
       for (int64_t c = 0; c < C; ++c) {
         const float* row = xp + (b * C + c) * N;
-        float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-        int32_t bad = 0;  // at most kGrain
-        if (finite) {
-          for (int64_t i = a; i < e; ++i) {
-            const float v = row[i];
-            const float z = v - v;  // NaN exactly for NaN and infinities
-            bad += z != z;
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-          }
-        } else {
-          for (int64_t i = a; i < e; ++i) {
-            const float v = row[i];
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-          }
+        // kLanes independent minima, maxima and counts: no chain of dependent compares, and loops the
+        // compiler vectorises without fast-math (a NaN is never taken: `v < lo` is false for it)
+        float lo[kLanes], hi[kLanes];
+        int32_t bad[kLanes];  // at most kGrain each
+        for (int u = 0; u < kLanes; ++u) {
+          lo[u] = std::numeric_limits<float>::infinity();
+          hi[u] = -lo[u];
+          bad[u] = 0;
         }
-        P.lo[c] = lo;
-        P.hi[c] = hi;
-        P.bad += bad;
+        int64_t i = a;
+        for (; i + kLanes <= e; i += kLanes)
+          for (int u = 0; u < kLanes; ++u) {
+            const float v = row[i + u];
+            const float z = v - v;  // NaN exactly for NaN and infinities
+            bad[u] += z != z;
+            lo[u] = v < lo[u] ? v : lo[u];
+            hi[u] = v > hi[u] ? v : hi[u];
+          }
+        for (; i < e; ++i) {
+          const float v = row[i];
+          const float z = v - v;
+          bad[0] += z != z;
+          lo[0] = v < lo[0] ? v : lo[0];
+          hi[0] = v > hi[0] ? v : hi[0];
+        }
+        float l = lo[0], h = hi[0];
+        int32_t n = finite ? bad[0] : 0;
+        for (int u = 1; u < kLanes; ++u) {
+          l = lo[u] < l ? lo[u] : l;
+          h = hi[u] > h ? hi[u] : h;
+          n += finite ? bad[u] : 0;
+        }
+        P.lo[c] = l;
+        P.hi[c] = h;
+        P.bad += n;
       }
       const S* srow = sp + b * N;
-      S smin = std::numeric_limits<S>::max(), smax = std::numeric_limits<S>::lowest();
-      int32_t obj = 0, bkg = 0;
-      for (int64_t i = a; i < e; ++i) {
+      S smin[kLanes], smax[kLanes];
+      int32_t obj[kLanes], bkg[kLanes];
+      for (int u = 0; u < kLanes; ++u) {
+        smin[u] = std::numeric_limits<S>::max();
+        smax[u] = std::numeric_limits<S>::lowest();
+        obj[u] = bkg[u] = 0;
+      }
+      int64_t i = a;
+      for (; i + kLanes <= e; i += kLanes)
+        for (int u = 0; u < kLanes; ++u) {
+          const S v = srow[i + u];
+          smin[u] = v < smin[u] ? v : smin[u];
+          smax[u] = v > smax[u] ? v : smax[u];
+          obj[u] += v == 1;
+          bkg[u] += v == 2;
+        }
+      for (; i < e; ++i) {
         const S v = srow[i];
-        smin = v < smin ? v : smin;
-        smax = v > smax ? v : smax;
-        obj += v == 1;
-        bkg += v == 2;
+        smin[0] = v < smin[0] ? v : smin[0];
+        smax[0] = v > smax[0] ? v : smax[0];
+        obj[0] += v == 1;
+        bkg[0] += v == 2;
       }
       if (out8)
-        for (int64_t i = a; i < e; ++i) out8[b * N + i] = (uint8_t)srow[i];
-      P.smin = (int64_t)smin;
-      P.smax = (int64_t)smax;
-      P.obj = obj;
-      P.bkg = bkg;
+        for (int64_t j = a; j < e; ++j) out8[b * N + j] = (uint8_t)srow[j];
+      P.smin = (int64_t)smin[0];
+      P.smax = (int64_t)smax[0];
+      P.obj = obj[0];
+      P.bkg = bkg[0];
+      for (int u = 1; u < kLanes; ++u) {
+        P.smin = std::min<int64_t>(P.smin, (int64_t)smin[u]);
+        P.smax = std::max<int64_t>(P.smax, (int64_t)smax[u]);
+        P.obj += obj[u];
+        P.bkg += bkg[u];
+      }
     }
   });
   at::Tensor info = at::zeros({3 + 2 * B + 2 * B * C}, x.options().dtype(at::kLong));
