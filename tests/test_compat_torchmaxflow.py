@@ -121,6 +121,21 @@ def test_native_graph_equals_tensor_version(inputs):
     ref = tcf.potts_graph_reference(x, P, denom, mult, offsets, tcf.EPS, seeds)
     assert checks[6] == 0
     assert torch.equal(caps, ref[0]) and torch.equal(source, ref[1]) and torch.equal(sink, ref[2])
+    # netted as built (the two-class cuts of refine and this module skip the solver's netting)
+    assert int(torch.minimum(source, sink.to(source.dtype)).max()) == 0
+
+
+@pytest.mark.cuda
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph_inputs())
+def test_cuda_two_class_cut_equals_the_cpu_cut(inputs):
+    """The CUDA graph is cut without netting it again: its mask is the CPU's, and the terminals of the
+    CUDA build are netted as the CPU build's are."""
+    x, P, conn, sigma, lamda, seeds = inputs
+    want = tcf._solve(x, P, lamda, sigma, conn, seeds)
+    cuda = [t.cuda() if t is not None else None for t in (x, P, seeds)]
+    got = tcf._solve(cuda[0], cuda[1], lamda, sigma, conn, cuda[2])
+    assert got.device.type == "cuda" and torch.equal(got.cpu(), want)
 
 
 def test_batch_dtypes_and_inputs_untouched():

@@ -962,13 +962,15 @@ def _refine_algorithm(device: torch.device, backend: str, offsets) -> str | None
 def _solve_binary(caps, source, sink, offsets, backend, algorithm: str | None = None) -> torch.Tensor:
     """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph,
     solved by ``backend`` (and the CPU ``algorithm`` when given; None: the backend's own pick). The graph
-    is private, so the solver may use it up and write the mask alone (``consume_mask``)."""
+    is private, so the solver may use it up and write the mask alone (``consume_mask``); its terminals
+    come netted (``potts_energy`` and its tensor reference net each node's pair), so they are not netted
+    again."""
     from .energy import _grid_graph
-    from .solvers import consume_mask
+    from .solvers._maxflow import _consume
 
     graph = _grid_graph(caps, source, sink, offsets, True)
     options = {} if algorithm is None else {"algorithm": algorithm}
-    mask = consume_mask(graph, backend=backend, **options)
+    mask = _consume(graph, backend, True, options)
     return (~mask).to(torch.int64)
 
 

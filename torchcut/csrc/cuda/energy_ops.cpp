@@ -5,6 +5,7 @@
 // (energy.cu).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -78,10 +79,14 @@ std::tuple<at::Tensor, at::Tensor> seg_hist(at::Tensor x, at::Tensor seeds, at::
   for (int64_t c = 0; c < g.C; ++c) nb *= bins;
   TORCH_CHECK(bins >= 1 && nb <= (int64_t{1} << 24), op, ": bins: expected at most 2**24 histogram bins, got ", nb);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor counts = at::zeros({g.B, 2, nb}, x.options().dtype(at::kInt));
-  at::Tensor sums = at::zeros({2, g.B}, x.options().dtype(at::kLong));
+  // zeroed by memsets (two driver calls) rather than at::zeros (two fill kernels through TensorIterator)
+  at::Tensor counts = at::empty({g.B, 2, nb}, x.options().dtype(at::kInt));
+  at::Tensor sums = at::empty({2, g.B}, x.options().dtype(at::kLong));
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  C10_CUDA_CHECK(cudaMemsetAsync(counts.data_ptr(), 0, counts.nbytes(), stream));
+  C10_CUDA_CHECK(cudaMemsetAsync(sums.data_ptr(), 0, sums.nbytes(), stream));
   try {
-    launch_seg_hist(at::cuda::getCurrentCUDAStream(), g, x.data_ptr<float>(), seeds.data_ptr<uint8_t>(),
+    launch_seg_hist(stream, g, x.data_ptr<float>(), seeds.data_ptr<uint8_t>(),
                     lo.data_ptr<float>(), span.data_ptr<float>(), bins, unit.data(), wide, sigma,
                     counts.data_ptr<int32_t>(), reinterpret_cast<unsigned long long*>(sums.data_ptr<int64_t>()));
   } catch (const std::exception& e) {
