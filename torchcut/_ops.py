@@ -392,22 +392,22 @@ def _register_fakes() -> None:
             checks,
         )
 
-    for name, fake in (
-        ("grid_solve", grid_solve),
-        ("grid_solve_", grid_solve_),
-        ("csr_solve_", csr_solve_),
-        ("potts_energy", potts_energy),
-        ("grid_arcs", grid_arcs),
-    ):
+    fakes = {
+        "grid_solve": grid_solve,
+        "grid_solve_": grid_solve_,
+        "csr_solve_": csr_solve_,
+        "potts_energy": potts_energy,
+        "grid_arcs": grid_arcs,
+        **_segmentation_fakes(),
+    }
+    for name, fake in fakes.items():
         if hasattr(torch.ops.torchcut, name):  # a library built before an op has not its schema
             torch.library.register_fake(f"torchcut::{name}")(fake)
-    if hasattr(torch.ops.torchcut, "seg_energy"):
-        _register_segmentation_fakes()
     _state["fakes"] = "registered"
 
 
-def _register_segmentation_fakes() -> None:
-    """Fakes of the segmentation energy ops (csrc/cpu/energy.cpp): the shapes of their outputs."""
+def _segmentation_fakes() -> dict:
+    """Fakes of the segmentation energy ops (csrc/cpu/energy.cpp) by name: the shapes of their outputs."""
 
     def seg_check(x, seeds, finite):
         B, C = x.shape[:2]
@@ -429,14 +429,7 @@ def _register_segmentation_fakes() -> None:
     def seg_sigma(sums, exps, count):
         return sums.new_empty((2, sums.shape[1]), dtype=torch.float32)
 
-    for name, fake in (
-        ("seg_check", seg_check),
-        ("seg_hist", seg_hist),
-        ("seg_energy", seg_energy),
-        ("seg_sigma", seg_sigma),
-    ):
-        if hasattr(torch.ops.torchcut, name):  # a library built before an op has not its schema
-            torch.library.register_fake(f"torchcut::{name}")(fake)
+    return {"seg_check": seg_check, "seg_hist": seg_hist, "seg_energy": seg_energy, "seg_sigma": seg_sigma}
 
 
 # The solves read counters back to the host, which a CUDA graph cannot hold: ops tagged so are left out of
