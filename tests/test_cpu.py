@@ -213,6 +213,75 @@ def test_pseudoflow_matches_pymaxflow(seed):
     assert_canonical_grid(r)
 
 
+# --------------------------------------------------------------------------- the cut's orientation
+def _mask_with(graph, orient, **kw):
+    """solve_grid_mask with the op's ``orient`` option set (0 as given, 1 mirrored, 2 auto)."""
+    saved = cpu_backend._ORIENT
+    cpu_backend._ORIENT = orient
+    try:
+        return cpu_backend.solve_grid_mask(graph, **kw)
+    finally:
+        cpu_backend._ORIENT = saved
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ndim=st.sampled_from([2, 3]),
+    dense=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    hi=st.one_of(st.integers(0, 3), st.integers(0, 50), st.integers(0, I32)),
+    orient=st.sampled_from([0, 1, 2]),
+    algorithm=st.sampled_from(["auto", "pseudoflow"]),
+)
+def test_property_mask_of_the_mirrored_graph_is_canonical(ndim, dense, seed, hi, orient, algorithm):
+    """Pseudoflow on the mirrored graph (arcs reversed, terminals swapped) gives the canonical source side
+    of the graph itself, ties included: the mask of a full Boykov-Kolmogorov solve, bit for bit."""
+    rng = np.random.default_rng(seed)
+    offsets = grid_offsets(ndim, (8 if dense else 4) if ndim == 2 else (26 if dense else 6))
+    shape = tuple(int(v) for v in rng.integers(1, 8 if ndim == 2 else 5, size=ndim))
+    src = rng.integers(0, hi, size=shape, endpoint=True) * (rng.random(shape) < rng.random())
+    snk = rng.integers(0, hi, size=shape, endpoint=True) * (rng.random(shape) < rng.random())
+    edges, reverse = (rng.integers(0, hi, size=(len(offsets),) + shape, endpoint=True) for _ in range(2))
+    graph = GridGraph(src, snk, edges, offsets, reverse)
+    full = torchcut.maxflow(graph, backend="cpu", algorithm="boykov-kolmogorov")
+    assert full.verify()
+    mask, stats = _mask_with(graph, orient, algorithm=algorithm)
+    assert torch.equal(mask[0], full.mask)
+    if algorithm == "pseudoflow":
+        excess, deficit = (int(np.count_nonzero(v)) for v in ((src > snk), (snk > src)))
+        assert stats["mirrored"] == int(orient == 1 or (orient == 2 and excess > deficit))
+
+
+def test_mirrored_graph_over_split_ranges_and_full_results_never_mirrored():
+    """A grid of 2 x 2**17 nodes cut into ranges on two threads: the mirrored pseudoflow's mask equals the
+    graph's own; full results (residuals, excess) are always of the given orientation."""
+    rng = np.random.default_rng(5)
+    shape = (512, 512)
+    offsets = grid_offsets(2, 4)
+    src = rng.integers(1, 40, size=shape) * (rng.random(shape) < 0.8)  # most nodes start with excess
+    snk = rng.integers(1, 40, size=shape) * (rng.random(shape) < 0.2)
+    edges = rng.integers(20, 60, size=(2,) + shape)
+    graph = GridGraph(src, snk, edges, offsets)
+    as_given, s0 = _mask_with(graph, 0, threads=2, algorithm="pseudoflow")
+    mirrored, s1 = _mask_with(graph, 2, threads=2, algorithm="pseudoflow")
+    assert s0["mirrored"] == 0 and s1["mirrored"] == 1
+    assert torch.equal(as_given, mirrored)
+    saved = cpu_backend._ORIENT
+    cpu_backend._ORIENT = 1
+    try:
+        full = torchcut.maxflow(graph, backend="cpu", threads=2, algorithm="pseudoflow")
+    finally:
+        cpu_backend._ORIENT = saved
+    assert full.stats["mirrored"] == 0 and full.verify()
+    assert torch.equal(full.mask, as_given[0])
+
+
+def test_grid_op_orient_option_is_checked():
+    g = GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], grid_offsets(2, 4))
+    with pytest.raises(RuntimeError, match=r"orient: expected 0 \(as given\), 1 \(mirrored\) or 2 \(auto\), got 3"):
+        torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, [1, 2], [0, 1, 1, 0], [1, 1, 1, 3])
+
+
 def _smooth_and_weak(shape, offsets, seed):
     """Two grids: n-links far above the (sparse) terminals, and n-links far below dense terminals."""
     rng = np.random.default_rng(seed)

@@ -248,3 +248,25 @@ def test_fake_matches_the_op():
                 mode.from_tensor(x), mode.from_tensor(P), mode.from_tensor(denom), *args[1:]
             )
         assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real]
+
+
+@pytest.mark.parametrize("major", [0, 1])
+def test_refine_4_connected_cut_follows_the_orientation(major, monkeypatch):
+    """refine's 4-connected two-class cut on the CPU: pseudoflow on the mirrored graph where most pixels
+    start on the source side (class 0), Boykov-Kolmogorov where they do not; the labels equal the
+    reference's either way."""
+    from torchcut.solvers import cpu as cpu_backend
+
+    g = torch.Generator().manual_seed(11 + major)
+    H, W = 48, 64
+    image = torch.rand(3, H, W, generator=g) * 255
+    p = torch.rand(H, W, generator=g) * 0.3 + 0.6 * (torch.rand(H, W, generator=g) < 0.8)
+    probs = torch.stack([p, 1 - p] if major == 0 else [1 - p, p])
+    seen = []
+    run = cpu_backend._grid_op
+    monkeypatch.setattr(cpu_backend, "_grid_op", lambda *a, **k: (lambda o: seen.append(o[-1]) or o)(run(*a, **k)))
+    new, ref = _refine_both(image, probs, lam=2.0, sigma=20.0, connectivity=4)
+    assert torch.equal(new, ref) and 0 < int(new.sum()) < H * W
+    last = seen[-1]  # the native energy's solve (after the reference's)
+    assert last["algorithm"] == ("pseudoflow" if major == 0 else "boykov-kolmogorov")
+    assert last.get("mirrored", 0) == (1 if major == 0 else 0)

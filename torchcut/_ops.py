@@ -233,7 +233,7 @@ def ensure(kind: str, *, build: bool = True) -> None:
     --------
     >>> ensure("cpu")  # doctest: +SKIP
     >>> torch.ops.torchcut.names("grid_cpu_options")
-    ['threads', 'algorithm', 'mask_only']
+    ['threads', 'algorithm', 'mask_only', 'orient']
     """
     if _state.get(kind) in _ok:
         return

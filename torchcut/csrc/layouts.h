@@ -23,8 +23,8 @@
   X(bfs_passes) X(repairs) X(chained_launches) X(one_launch) X(sweeps) X(status)
 
 // CPU grid solver options (mask_only 1: the op writes the source side alone; its residual, excess and sink
-// outputs are empty).
-#define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm) X(mask_only)
+// outputs are empty; orient: the orientation pseudoflow runs in, 0 the graph's, 1 mirrored, 2 auto).
+#define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm) X(mask_only) X(orient)
 
 // CPU grid algorithms, by code (the `algorithm` option).
 #define TORCHCUT_GRID_CPU_ALGORITHMS(X) X(boykov-kolmogorov) X(pseudoflow) X(auto)
@@ -33,7 +33,7 @@
 // the pseudoflow phase's (grids only).
 #define TORCHCUT_CPU_STATS(X)                                                                          \
   X(flow) X(augmentations) X(orphans) X(growths) X(load_us) X(solve_us) X(cut_us) X(store_us)          \
-  X(mergers) X(hpf_relabels) X(hpf_us) X(pseudoflow_items) X(handovers)
+  X(mergers) X(hpf_relabels) X(hpf_us) X(pseudoflow_items) X(handovers) X(mirrored)
 
 // CUDA CSR solver options and counters (`status` last).
 #define TORCHCUT_CSR_CUDA_OPTIONS(X) X(period) X(iters) X(max_cycles)

@@ -37,7 +37,7 @@ __all__ = ["load_error", "solve_grid_graph", "solve_grid", "solve_csr"]
 
 # Counters of the pseudoflow phase (grids only), left out of the stats when it did not run. The op's
 # counter names, option names and algorithm codes come from the library (torchcut/csrc/layouts.h).
-_HPF_STATS = ("mergers", "hpf_relabels", "hpf_us", "pseudoflow_items", "handovers")
+_HPF_STATS = ("mergers", "hpf_relabels", "hpf_us", "pseudoflow_items", "handovers", "mirrored")
 
 
 def load_error():
@@ -81,6 +81,11 @@ def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
     return out
 
 
+# The orientation pseudoflow runs in (the op's option `orient`): 2 = auto (mirrored when more nodes start
+# with excess than with a deficit), 0 = as given (A/B and tests).
+_ORIENT = 2
+
+
 def _grid_op(caps, source, sink, offsets, threads, algorithm="auto", mask_only=False):
     """Run the grid op: (mask, residual, excess, sink residual, stats), inputs left untouched; with
     ``mask_only`` the op writes the mask alone and the three middle entries are None."""
@@ -101,7 +106,7 @@ def _grid_op(caps, source, sink, offsets, threads, algorithm="auto", mask_only=F
     shape = tuple(caps.shape[2:])
     flat = [v for o in offsets for v in o]
     mask, raw, res, excess, sink_out = torch.ops.torchcut.grid_solve(
-        caps, source, sink, list(shape), flat, [threads, code, int(mask_only)]
+        caps, source, sink, list(shape), flat, [threads, code, int(mask_only), _ORIENT]
     )
     full = (caps.shape[0],) + shape
     if mask_only:

@@ -279,4 +279,34 @@ bool grid_sink_side(int64_t n, int D, const Cap* rc, const int64_t* tr, const in
   return true;
 }
 
+// The mirror of grid_sink_side, for a pseudoflow of the mirrored graph (grid_solve.cpp, `mirrored`):
+// marks in `reach` every node reachable over residual arcs from a node with excess (tr > 0). Returns
+// false when a deficit (tr < 0) is among them; true when the flow is maximum. Then `reach` is the
+// source side of the canonical cut of that graph once its excesses go back to the source: a node's
+// excess came from its own source arc through nodes of `reach` alone (a node outside that sent flow in
+// would be reached over the flow's reverse), and returning it along those paths leaves every node of
+// the paths, and whatever they reach, reachable from the source. Its complement is the canonical
+// source side of the graph before mirroring.
+template <class Cap>
+bool grid_source_side(int64_t n, int D, const Cap* rc, const int64_t* tr, const int64_t* delta, uint8_t* reach,
+                      int32_t* queue) {
+  int64_t qt = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    reach[v] = tr[v] > 0;
+    if (reach[v]) queue[qt++] = static_cast<int32_t>(v);
+  }
+  for (int64_t qh = 0; qh < qt; ++qh) {  // excesses lie inside the grid, arcs into the border are closed
+    const int32_t v = queue[qh];
+    const Cap* r = rc + static_cast<int64_t>(v) * D;
+    for (int d = 0; d < D; ++d) {
+      const int64_t u = v + delta[d];
+      if (reach[u] || r[d] <= 0) continue;
+      if (tr[u] < 0) return false;
+      reach[u] = 1;
+      queue[qt++] = static_cast<int32_t>(u);
+    }
+  }
+  return true;
+}
+
 }  // namespace torchcut_cpu

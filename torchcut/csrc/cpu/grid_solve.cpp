@@ -80,7 +80,7 @@ template <class Cap>
 void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
                      Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
                      const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm,
-                     int64_t parts, bool mask_only) {
+                     int64_t parts, bool mask_only, int64_t orient) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
   const auto Ts = std::chrono::steady_clock::now();
@@ -100,6 +100,8 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     });
   };
   std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
+  // orient 2: the nodes with excess (a source residual) less those with a deficit, per part (`mirrored`)
+  std::vector<int64_t> sides(nsums.size(), 0);
   // load: the netted terminals as one signed value (terminals.h), residuals node-major
   rows([&](int64_t v0, int64_t q0, int64_t part) {
     if (q0 < 0) {
@@ -122,6 +124,11 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     int64_t* trow = tr + v0 + px;
     Cap* rrow = rc + (v0 + px) * D;
     for (int64_t x = 0; x < W; ++x) trow[x] = torchcut::net_terminal(srow[x], static_cast<int64_t>(krow[x]));
+    if (orient == 2) {
+      int64_t side = 0;
+      for (int64_t x = 0; x < W; ++x) side += (trow[x] > 0) - (trow[x] < 0);
+      sides[part] += side;
+    }
     for (int d = 0; d < D; ++d) {
       const Cap* c = caps + d * n + q0;
       for (int64_t x = 0; x < W; ++x) rrow[x * D + d] = c[x];
@@ -197,6 +204,29 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     hpf = both > thr;
     hand = both < 2.0 * handover_ratio(lay.shape.size(), D) * tsum;
   }
+  // Pseudoflow's time depends on the cut's orientation (Boykov-Kolmogorov's does not). For a mask alone
+  // it runs on the mirrored graph (arcs reversed, source and sink swapped) when more nodes start with
+  // excess than with a deficit: the canonical source side of the given graph is then the complement of
+  // the mirrored graph's minimal source side (grid_source_side). docs/design.md, "The cut's orientation".
+  bool mirrored = false;
+  if (hpf && mask_only) {
+    int64_t side = 0;
+    for (auto v : sides) side += v;
+    mirrored = orient == 1 || (orient == 2 && side > 0);
+  }
+  if (mirrored) {  // the residual network of the mirrored graph, in place
+    rows([&](int64_t v0, int64_t q0, int64_t) {
+      if (q0 < 0) return;
+      for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+        tr[v] = -tr[v];
+        // each pair once, from the node it leaves in a direction d < sis[d]; a pair with a border node
+        // is 0 both ways (arcs into the border are closed, the border's own arcs were never loaded)
+        Cap* r = rc + v * D;
+        for (int d = 0; d < D; ++d)
+          if (d < sis[d]) std::swap(r[d], rc[(v + delta[d]) * D + sis[d]]);
+      }
+    });
+  }
   if (hpf) {  // pseudoflow first (cpu_hpf.h)
     if (parts > 1) {
       hs = split_hpf<Cap>(rc, tr, lay, delta, sis, parts, hand, handover);
@@ -210,16 +240,25 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   BKStats s;
   auto T1 = T0;
   // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
-  // usual case) and is then the canonical sink side; otherwise Boykov-Kolmogorov finishes (at once
-  // where split_hpf handed ranges over, on the rows it chose).
-  if (!hpf || !handover.empty() ||
-      !grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get())) {
+  // usual case) and is then the canonical sink side (from the excesses, on the mirrored graph);
+  // otherwise Boykov-Kolmogorov finishes (at once where split_hpf handed ranges over, on the rows it
+  // chose).
+  auto side = [&] {
+    return mirrored ? grid_source_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), reach, w.nxt.get())
+                    : grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get());
+  };
+  if (!hpf || !handover.empty() || !side()) {
     GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
     BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
     if (parts > 1) s = split_bk<Cap>(g, bk, lay, tr, w, delta, handover.empty() ? even_rows(lay, parts) : handover);
     else s = bk.run();
     T1 = std::chrono::steady_clock::now();
-    bk.sink_side(reach);
+    if (mirrored) {
+      const bool maximum = side();  // no path from an excess to a deficit is left
+      TORCH_CHECK(maximum, "torchcut_cpu.grid_solve: internal error: a path is open after the search");
+    } else {
+      bk.sink_side(reach);
+    }
   }
   const auto T2 = std::chrono::steady_clock::now();
 
@@ -245,13 +284,13 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   out.flow = s.flow, out.augmentations = s.augmentations, out.orphans = s.orphans, out.growths = s.growths;
   out.load_us = us(Ts, Th), out.solve_us = us(T0, T1), out.cut_us = us(T1, T2), out.store_us = us(T2, T3);
   out.mergers = hs.mergers, out.hpf_relabels = hs.relabels, out.hpf_us = hpf ? us(Th, T0) : 0;
-  out.pseudoflow_items = hpf, out.handovers = hs.handovers;
+  out.pseudoflow_items = hpf, out.handovers = hs.handovers, out.mirrored = mirrored;
   out.write(stats);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve(
     const at::Tensor& caps_, const at::Tensor& source_, const at::Tensor& sink_, at::IntArrayRef shape_,
-    at::IntArrayRef offsets, int64_t threads, int64_t algorithm, bool mask_only) {
+    at::IntArrayRef offsets, int64_t threads, int64_t algorithm, bool mask_only, int64_t orient) {
   TORCH_CHECK(algorithm >= 0 && algorithm <= 2, "torchcut_cpu.grid_solve: algorithm: expected 0 (Boykov-Kolmogorov), "
               "1 (pseudoflow, then Boykov-Kolmogorov) or 2 (auto), got ", algorithm);
   const int64_t nd = static_cast<int64_t>(shape_.size());
@@ -315,25 +354,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
       // mask_only: the result tensors are empty, so no pointers into them
       solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, mask_only ? nullptr : r + b * D * n,
                            mask_only ? nullptr : e + b * n, mask_only ? nullptr : so + b * n, m + b * n,
-                           st + b * kStats, delta, sis, algorithm, parts, mask_only);
+                           st + b * kStats, delta, sis, algorithm, parts, mask_only, orient);
     });
   });
   return {mask, stats, res, excess, sink_out};
 }
 
-// The registered signatures: options [threads, algorithm, mask_only] (layouts.h, TORCHCUT_GRID_CPU_OPTIONS).
+// The registered signatures: options [threads, algorithm, mask_only, orient] (layouts.h,
+// TORCHCUT_GRID_CPU_OPTIONS).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solve_op(
     at::Tensor caps, at::Tensor source, at::Tensor sink, at::IntArrayRef shape, at::IntArrayRef offsets,
     at::IntArrayRef options) {
-  TORCH_CHECK(options.size() <= 3,
-              "torchcut.grid_solve (CPU): options: expected [threads, algorithm, mask_only], got ", options.size(),
-              " values");
+  TORCH_CHECK(options.size() <= 4,
+              "torchcut.grid_solve (CPU): options: expected [threads, algorithm, mask_only, orient], got ",
+              options.size(), " values");
   const int64_t threads = options.size() > 0 ? options[0] : 0;
   const int64_t algorithm = options.size() > 1 ? options[1] : 2;
   const int64_t mask_only = options.size() > 2 ? options[2] : 0;
+  const int64_t orient = options.size() > 3 ? options[3] : 2;
   TORCH_CHECK(mask_only == 0 || mask_only == 1, "torchcut.grid_solve (CPU): mask_only: expected 0 or 1, got ",
               mask_only);
-  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm, mask_only == 1);
+  TORCH_CHECK(orient >= 0 && orient <= 2, "torchcut.grid_solve (CPU): orient: expected 0 (as given), 1 (mirrored) "
+              "or 2 (auto), got ", orient);
+  return grid_solve(caps, source, sink, shape, offsets, threads, algorithm, mask_only == 1, orient);
 }
 
 }  // namespace
