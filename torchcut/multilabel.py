@@ -828,9 +828,12 @@ def refine(
         raise ValueError(f"probs: expected shape [C, H, W] or [B, C, H, W], got {tuple(P.shape)}")
     batched = P.dim() == 4
     if P.is_floating_point() and P.shape[-1] >= 2 and P.numel():
-        # a softmax over the last axis: the classes are last ([H, W, C]), which the shape cannot tell
+        # a softmax over the last axis: the classes are last ([H, W, C]), which the shape cannot tell;
+        # one pixel's sum first (a row of probabilities of one class rarely sums to 1), the whole map
+        # only where it does
         one = lambda t: bool(torch.isclose(t, torch.ones((), dtype=t.dtype, device=t.device), atol=1e-3).all())  # noqa: E731
-        if one(P.sum(-1)) and not one(P.sum(1 if batched else 0)):
+        first = float(P[(0,) * (P.dim() - 1)].sum())
+        if abs(first - 1.0) <= 2e-3 and one(P.sum(-1)) and not one(P.sum(1 if batched else 0)):
             want = "[B, C, H, W]" if batched else "[C, H, W]"
             raise ValueError(
                 f"probs: expected the classes on axis {1 if batched else 0} ({want}), got shape "
