@@ -86,6 +86,7 @@ def test_one_namespace_and_names_from_the_library():
     ):
         assert hasattr(ops, name), name
     assert _ops.names("grid_cpu_options") == ("threads", "algorithm", "mask_only", "orient")
+    assert _ops.names("grid_cpu_orients") == ("given", "mirrored", "auto", "auto-pseudoflow")
     assert _ops.names("grid_cpu_algorithms") == ("boykov-kolmogorov", "pseudoflow", "auto")
     assert _ops.names("cpu_stats")[0] == "flow" and "pseudoflow_items" in _ops.names("cpu_stats")
     assert _ops.names("grid_cuda_stats")[-1] == "status" and _ops.names("csr_cuda_stats")[-1] == "status"

@@ -214,14 +214,9 @@ def test_pseudoflow_matches_pymaxflow(seed):
 
 
 # --------------------------------------------------------------------------- the cut's orientation
-def _mask_with(graph, orient, **kw):
-    """solve_grid_mask with the op's ``orient`` option set (0 as given, 1 mirrored, 2 auto)."""
-    saved = cpu_backend._ORIENT
-    cpu_backend._ORIENT = orient
-    try:
-        return cpu_backend.solve_grid_mask(graph, **kw)
-    finally:
-        cpu_backend._ORIENT = saved
+def _mirrors(src, snk) -> bool:
+    """The op's rule: the nodes with excess outnumber those with a deficit by more than a fifth."""
+    return 5 * (int(np.count_nonzero(src > snk)) - int(np.count_nonzero(snk > src))) > np.size(src)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -230,8 +225,8 @@ def _mask_with(graph, orient, **kw):
     dense=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
     hi=st.one_of(st.integers(0, 3), st.integers(0, 50), st.integers(0, I32)),
-    orient=st.sampled_from([0, 1, 2]),
-    algorithm=st.sampled_from(["auto", "pseudoflow"]),
+    orient=st.sampled_from(["given", "mirrored", "auto", "auto-pseudoflow"]),
+    algorithm=st.sampled_from(["auto", "pseudoflow", "boykov-kolmogorov"]),
 )
 def test_property_mask_of_the_mirrored_graph_is_canonical(ndim, dense, seed, hi, orient, algorithm):
     """Pseudoflow on the mirrored graph (arcs reversed, terminals swapped) gives the canonical source side
@@ -245,11 +240,14 @@ def test_property_mask_of_the_mirrored_graph_is_canonical(ndim, dense, seed, hi,
     graph = GridGraph(src, snk, edges, offsets, reverse)
     full = torchcut.maxflow(graph, backend="cpu", algorithm="boykov-kolmogorov")
     assert full.verify()
-    mask, stats = _mask_with(graph, orient, algorithm=algorithm)
+    mask, stats = cpu_backend.solve_grid_mask(graph, algorithm=algorithm, orient=orient)
     assert torch.equal(mask[0], full.mask)
-    if algorithm == "pseudoflow":
-        excess, deficit = (int(np.count_nonzero(v)) for v in ((src > snk), (snk > src)))
-        assert stats["mirrored"] == int(orient == 1 or (orient == 2 and excess > deficit))
+    rule = orient in ("auto", "auto-pseudoflow") and _mirrors(src, snk)
+    if algorithm == "pseudoflow" or (orient == "auto-pseudoflow" and rule):
+        assert stats["algorithm"] == "pseudoflow"
+        assert stats["mirrored"] == int(orient == "mirrored" or rule)
+    elif algorithm == "boykov-kolmogorov":
+        assert stats["algorithm"] == "boykov-kolmogorov" and "mirrored" not in stats
 
 
 def test_mirrored_graph_over_split_ranges_and_full_results_never_mirrored():
@@ -262,24 +260,33 @@ def test_mirrored_graph_over_split_ranges_and_full_results_never_mirrored():
     snk = rng.integers(1, 40, size=shape) * (rng.random(shape) < 0.2)
     edges = rng.integers(20, 60, size=(2,) + shape)
     graph = GridGraph(src, snk, edges, offsets)
-    as_given, s0 = _mask_with(graph, 0, threads=2, algorithm="pseudoflow")
-    mirrored, s1 = _mask_with(graph, 2, threads=2, algorithm="pseudoflow")
+    assert _mirrors(src, snk)
+    as_given, s0 = cpu_backend.solve_grid_mask(graph, threads=2, algorithm="pseudoflow", orient="given")
+    mirrored, s1 = cpu_backend.solve_grid_mask(graph, threads=2, algorithm="pseudoflow")
     assert s0["mirrored"] == 0 and s1["mirrored"] == 1
     assert torch.equal(as_given, mirrored)
-    saved = cpu_backend._ORIENT
-    cpu_backend._ORIENT = 1
-    try:
-        full = torchcut.maxflow(graph, backend="cpu", threads=2, algorithm="pseudoflow")
-    finally:
-        cpu_backend._ORIENT = saved
+    full = torchcut.maxflow(graph, backend="cpu", threads=2, algorithm="pseudoflow")
     assert full.stats["mirrored"] == 0 and full.verify()
     assert torch.equal(full.mask, as_given[0])
+    # a fifth more nodes with excess than with a deficit, not more: auto keeps the graph as given
+    src = np.ones((10, 10), np.int64)
+    snk = np.zeros((10, 10), np.int64)
+    snk[:4] = 2  # 60 against 40: a fifth of the 100 nodes, exactly
+    small = GridGraph(src, snk, np.full((2, 10, 10), 3), offsets)
+    assert cpu_backend.solve_grid_mask(small, algorithm="pseudoflow")[1]["mirrored"] == 0
+    snk[3, 0] = 0  # 61 against 39
+    small = GridGraph(src, snk, np.full((2, 10, 10), 3), offsets)
+    assert cpu_backend.solve_grid_mask(small, algorithm="pseudoflow")[1]["mirrored"] == 1
 
 
-def test_grid_op_orient_option_is_checked():
+def test_orient_option_is_checked():
     g = GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], grid_offsets(2, 4))
-    with pytest.raises(RuntimeError, match=r"orient: expected 0 \(as given\), 1 \(mirrored\) or 2 \(auto\), got 3"):
-        torch.ops.torchcut.grid_solve(g.caps, g.source, g.sink, [1, 2], [0, 1, 1, 0], [1, 1, 1, 3])
+    with pytest.raises(
+        ValueError, match=r"^orient: expected one of \['auto', 'auto-pseudoflow', 'given', 'mirrored'\], got 'up'$"
+    ):
+        cpu_backend.solve_grid_mask(g, orient="up")
+    with pytest.raises(RuntimeError, match=r"orient: expected 0 \(as given\), 1 \(mirrored\), 2 \(auto\) or 3"):
+        torch.ops.torchcut.grid_solve(g.caps[None], g.source[None], g.sink[None], [1, 2], [0, 1, 1, 0], [1, 1, 1, 4])
 
 
 def _smooth_and_weak(shape, offsets, seed):

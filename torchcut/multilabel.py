@@ -903,7 +903,7 @@ def refine(
         )
         _potts_checks(checks, C)
         if C == 2:  # one exact cut of the energy's symmetric graph (energy_potts.cpp)
-            return _solve_binary(a, b, c, offsets, backend, _refine_algorithm(a.device, backend, offsets, b, c)).view(
+            return _solve_binary(a, b, c, offsets, backend, _refine_options(a.device, backend, offsets)).view(
                 label_shape
             )
         E = _Energy._from_potts(a, b, c, float(checks[5]), connectivity)
@@ -949,37 +949,33 @@ def _potts_checks(checks: torch.Tensor, C: int, probs: str = "probs", image: str
     raise ValueError(f"seeds: expected -1 (free) or a class in [0, {C - 1}], got values in [{int(lo)}, {int(hi)}]")
 
 
-def _refine_algorithm(device: torch.device, backend: str, offsets, source=None, sink=None) -> str | None:
-    """The CPU algorithm refine's two-class cuts take; None (auto's pick) on other devices.
+def _refine_options(device: torch.device, backend: str, offsets) -> dict:
+    """The CPU solver options of refine's two-class cuts; none on other devices.
 
-    Pseudoflow on 8-connected images and volumes (auto's pick there, 1.1-1.75x faster than
-    Boykov-Kolmogorov). On 4-connected images it depends on the orientation the solver gives the cut: with
-    more source-side nodes than sink-side ones (``source`` and ``sink`` netted, as ``potts_energy`` builds
-    them) the CPU op runs pseudoflow on the mirrored graph, 1.7-2.5x faster than Boykov-Kolmogorov;
-    otherwise Boykov-Kolmogorov, which pseudoflow in the given orientation does not beat on colour images
-    (docs/performance.md, "refine and torchmaxflow's job on the CPU"). torchmaxflow's graphs
-    (:mod:`torchcut.compat.torchmaxflow`) keep auto's pick at every connectivity.
+    8-connected images and volumes: auto's pick (pseudoflow there, 1.1-1.75x faster than
+    Boykov-Kolmogorov). 4-connected images: Boykov-Kolmogorov, unless the op mirrors the graph (most
+    pixels start on the source side, class 0: ``orient="auto-pseudoflow"``), where pseudoflow on the
+    mirrored graph is 1.7-2.5x faster than Boykov-Kolmogorov; pseudoflow in the given orientation does not
+    beat it on colour images (docs/performance.md, "refine and torchmaxflow's job on the CPU").
+    torchmaxflow's graphs (:mod:`torchcut.compat.torchmaxflow`) keep auto's pick at every connectivity.
     """
     if device.type != "cpu" or backend not in ("auto", "cpu"):
-        return None
+        return {}
     if len(offsets) == 2 and len(offsets[0]) == 2:
-        mirrored = source is not None and int(torch.count_nonzero(source)) > int(torch.count_nonzero(sink))
-        return "pseudoflow" if mirrored else "boykov-kolmogorov"
-    return None
+        return {"algorithm": "boykov-kolmogorov", "orient": "auto-pseudoflow"}
+    return {}
 
 
-def _solve_binary(caps, source, sink, offsets, backend, algorithm: str | None = None) -> torch.Tensor:
+def _solve_binary(caps, source, sink, offsets, backend, options: dict | None = None) -> torch.Tensor:
     """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph,
-    solved by ``backend`` (and the CPU ``algorithm`` when given; None: the backend's own pick). The graph
-    is private, so the solver may use it up and write the mask alone (``consume_mask``); its terminals
-    come netted (``potts_energy`` and its tensor reference net each node's pair), so they are not netted
-    again."""
+    solved by ``backend`` with its ``options`` (None: the backend's defaults). The graph is private, so
+    the solver may use it up and write the mask alone (``consume_mask``); its terminals come netted
+    (``potts_energy`` and its tensor reference net each node's pair), so they are not netted again."""
     from .energy import _grid_graph
     from .solvers._maxflow import _consume
 
     graph = _grid_graph(caps, source, sink, offsets, True)
-    options = {} if algorithm is None else {"algorithm": algorithm}
-    mask = _consume(graph, backend, True, options)
+    mask = _consume(graph, backend, True, dict(options or {}))
     return (~mask).to(torch.int64)
 
 

@@ -23,8 +23,12 @@
   X(bfs_passes) X(repairs) X(chained_launches) X(one_launch) X(sweeps) X(status)
 
 // CPU grid solver options (mask_only 1: the op writes the source side alone; its residual, excess and sink
-// outputs are empty; orient: the orientation pseudoflow runs in, 0 the graph's, 1 mirrored, 2 auto).
+// outputs are empty; orient: the orientation pseudoflow runs in for a mask alone, by code below).
 #define TORCHCUT_GRID_CPU_OPTIONS(X) X(threads) X(algorithm) X(mask_only) X(orient)
+
+// The `orient` codes: the graph as given, mirrored, auto (mirrored where the rule says so), and auto with
+// pseudoflow wherever the rule mirrors, whatever `algorithm` asks (grid_solve.cpp, "The cut's orientation").
+#define TORCHCUT_GRID_CPU_ORIENTS(X) X(given) X(mirrored) X(auto) X(auto-pseudoflow)
 
 // CPU grid algorithms, by code (the `algorithm` option).
 #define TORCHCUT_GRID_CPU_ALGORITHMS(X) X(boykov-kolmogorov) X(pseudoflow) X(auto)
@@ -72,6 +76,7 @@ inline std::vector<std::string> names(const std::string& table) {
   if (table == "grid_cuda_stats") return {TORCHCUT_GRID_CUDA_STATS(TORCHCUT_NAME_)};
   if (table == "grid_cpu_options") return {TORCHCUT_GRID_CPU_OPTIONS(TORCHCUT_NAME_)};
   if (table == "grid_cpu_algorithms") return {TORCHCUT_GRID_CPU_ALGORITHMS(TORCHCUT_NAME_)};
+  if (table == "grid_cpu_orients") return {TORCHCUT_GRID_CPU_ORIENTS(TORCHCUT_NAME_)};
   if (table == "cpu_stats") return {TORCHCUT_CPU_STATS(TORCHCUT_NAME_)};
   if (table == "csr_cuda_options") return {TORCHCUT_CSR_CUDA_OPTIONS(TORCHCUT_NAME_)};
   if (table == "csr_cuda_stats") return {TORCHCUT_CSR_CUDA_STATS(TORCHCUT_NAME_)};

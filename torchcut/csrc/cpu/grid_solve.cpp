@@ -100,7 +100,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     });
   };
   std::vector<double> nsums(std::max<int64_t>(parts, 1), 0.0), tsums(nsums.size(), 0.0);
-  // orient 2: the nodes with excess (a source residual) less those with a deficit, per part (`mirrored`)
+  // orient auto: the nodes with excess (a source residual) less those with a deficit, per part (`mirrored`)
   std::vector<int64_t> sides(nsums.size(), 0);
   // load: the netted terminals as one signed value (terminals.h), residuals node-major
   rows([&](int64_t v0, int64_t q0, int64_t part) {
@@ -124,7 +124,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     int64_t* trow = tr + v0 + px;
     Cap* rrow = rc + (v0 + px) * D;
     for (int64_t x = 0; x < W; ++x) trow[x] = torchcut::net_terminal(srow[x], static_cast<int64_t>(krow[x]));
-    if (orient == 2) {
+    if (orient >= 2) {
       int64_t side = 0;
       for (int64_t x = 0; x < W; ++x) side += (trow[x] > 0) - (trow[x] < 0);
       sides[part] += side;
@@ -204,16 +204,18 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     hpf = both > thr;
     hand = both < 2.0 * handover_ratio(lay.shape.size(), D) * tsum;
   }
-  // Pseudoflow's time depends on the cut's orientation (Boykov-Kolmogorov's does not). For a mask alone
-  // it runs on the mirrored graph (arcs reversed, source and sink swapped) when more nodes start with
-  // excess than with a deficit: the canonical source side of the given graph is then the complement of
-  // the mirrored graph's minimal source side (grid_source_side). docs/design.md, "The cut's orientation".
-  bool mirrored = false;
-  if (hpf && mask_only) {
-    int64_t side = 0;
-    for (auto v : sides) side += v;
-    mirrored = orient == 1 || (orient == 2 && side > 0);
-  }
+  // The cut's orientation. Pseudoflow's time depends on it (Boykov-Kolmogorov's does not): it starts from
+  // the nodes with excess, and where they are most of the grid it runs up to 2.5x longer than on the
+  // mirrored graph (arcs reversed, source and sink swapped). For a mask alone, the rule mirrors when the
+  // nodes with excess outnumber those with a deficit by more than a fifth of the nodes (orient 2; 3 also
+  // runs pseudoflow then, whatever `algorithm` asks): the canonical source side of the given graph is
+  // the complement of the mirrored graph's minimal source side (grid_source_side). docs/design.md, "The
+  // cut's orientation"; the fifth: docs/performance.md.
+  int64_t excess_less_deficit = 0;
+  for (auto v : sides) excess_less_deficit += v;
+  const bool rule = mask_only && orient >= 2 && 5 * excess_less_deficit > n;
+  if (orient == 3 && rule) hpf = true;
+  const bool mirrored = hpf && mask_only && (orient == 1 || rule);
   if (mirrored) {  // the residual network of the mirrored graph, in place
     rows([&](int64_t v0, int64_t q0, int64_t) {
       if (q0 < 0) return;
@@ -374,8 +376,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   const int64_t orient = options.size() > 3 ? options[3] : 2;
   TORCH_CHECK(mask_only == 0 || mask_only == 1, "torchcut.grid_solve (CPU): mask_only: expected 0 or 1, got ",
               mask_only);
-  TORCH_CHECK(orient >= 0 && orient <= 2, "torchcut.grid_solve (CPU): orient: expected 0 (as given), 1 (mirrored) "
-              "or 2 (auto), got ", orient);
+  TORCH_CHECK(orient >= 0 && orient <= 3, "torchcut.grid_solve (CPU): orient: expected 0 (as given), 1 (mirrored), "
+              "2 (auto) or 3 (auto, pseudoflow where mirrored), got ", orient);
   return grid_solve(caps, source, sink, shape, offsets, threads, algorithm, mask_only == 1, orient);
 }
 
