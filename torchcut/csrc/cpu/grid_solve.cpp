@@ -124,7 +124,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     int64_t* trow = tr + v0 + px;
     Cap* rrow = rc + (v0 + px) * D;
     for (int64_t x = 0; x < W; ++x) trow[x] = torchcut::net_terminal(srow[x], static_cast<int64_t>(krow[x]));
-    if (orient >= 2) {
+    if (mask_only && orient >= 2) {
       int64_t side = 0;
       for (int64_t x = 0; x < W; ++x) side += (trow[x] > 0) - (trow[x] < 0);
       sides[part] += side;
