@@ -279,6 +279,28 @@ def test_mirrored_graph_over_split_ranges_and_full_results_never_mirrored():
     assert cpu_backend.solve_grid_mask(small, algorithm="pseudoflow")[1]["mirrored"] == 1
 
 
+def test_mirror_is_decided_per_batch_item():
+    """A batch of three grids (most nodes with excess, most with a deficit, balanced): auto mirrors the
+    first alone, and every item's mask is the canonical one."""
+    rng = np.random.default_rng(1)
+    offsets = grid_offsets(2, 8)
+    pairs = [
+        (
+            rng.integers(1, 30, (40, 50)) * (rng.random((40, 50)) < p),
+            rng.integers(1, 30, (40, 50)) * (rng.random((40, 50)) < 1 - p),
+        )
+        for p in (0.85, 0.15, 0.5)
+    ]
+    src, snk = np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
+    graph = GridGraph(src, snk, rng.integers(5, 40, (len(offsets), 3, 40, 50)), offsets)
+    full = torchcut.maxflow(graph, backend="cpu", algorithm="boykov-kolmogorov")
+    assert full.verify()
+    assert [_mirrors(a, b) for a, b in pairs] == [True, False, False]
+    for orient, mirrored in (("given", 0), ("auto", 1), ("mirrored", 3)):
+        mask, stats = cpu_backend.solve_grid_mask(graph, algorithm="pseudoflow", orient=orient)
+        assert torch.equal(mask, full.mask) and stats["mirrored"] == mirrored
+
+
 def test_orient_option_is_checked():
     g = GridGraph([[3, 0]], [[0, 2]], [[[5, 0]], [[0, 0]]], grid_offsets(2, 4))
     with pytest.raises(
