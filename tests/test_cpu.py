@@ -418,6 +418,11 @@ def test_auto_hands_a_long_range_over_to_boykov_kolmogorov(conn, threads):
     forced = torchcut.maxflow(g, backend="cpu", threads=threads, algorithm="pseudoflow")
     assert forced.stats["handovers"] == 0 and forced.flow_value == expected
     assert torch.equal(forced.mask, r.mask)
+    # the same on the mirrored graph: Boykov-Kolmogorov takes the stopped ranges over there, and the mask
+    # read off the mirror is the canonical one
+    mask, stats = cpu_backend.solve_grid_mask(g, threads=threads, orient="mirrored")
+    assert stats["mirrored"] == 1 and stats["handovers"] >= 1
+    assert torch.equal(mask[0], r.mask)
 
 
 def _bright_dark_volume(n, lam, seed=0):
