@@ -527,3 +527,21 @@ def test_auto_heldout_parts_are_disjoint_and_its_rule_table_matches_the_solver()
         row = dict(small, features=A.features(g))
         assert torchcut.maxflow(g, backend="cpu").stats["algorithm"] == A.rule_pick(row, table)
     assert seen == set(A.HELDOUT)
+
+
+def test_auto_heldout_orient_mode_times_both_orientations_of_one_mask():
+    """benchmarks/auto_heldout.py --orient: the share of nodes with excess less those with a deficit, both
+    orientations timed on the same mask, and the summary per threshold counts what the rule would mirror."""
+    from benchmarks import auto_heldout as A
+
+    spec = dict(A.specs("heldout")[0], shape=(12, 12, 12))
+    g = A.build(spec)
+    row = A.measure_orient(g, 1)
+    net = g.source[0].long() - g.sink[0].long()
+    assert row["share"] == pytest.approx(float(((net > 0).sum() - (net < 0).sum()) / net.numel()))
+    assert row["given"] > 0 and row["mirrored"] > 0 and row["ratio"] == row["mirrored"] / row["given"]
+    rows = [dict(share=0.5, ratio=0.5), dict(share=0.1, ratio=1.5), dict(share=-0.3, ratio=2.0)]
+    low, high = A.orient_summary(rows, (0.0, 0.2))
+    assert (low["mirrored"], low["faster"], low["slower"], low["worst"]) == (2, 1, 1, 1.5)
+    assert (high["mirrored"], high["faster"], high["slower"]) == (1, 1, 0)
+    assert high["geomean"] == pytest.approx(0.5 ** (1 / 3))
