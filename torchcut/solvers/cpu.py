@@ -59,11 +59,12 @@ def _threads(threads) -> int:
     return threads
 
 
-def _algorithm(algorithm) -> int:
-    codes = _ops.names("grid_cpu_algorithms")
-    if algorithm not in codes:
-        raise ValueError(f"algorithm: expected one of {sorted(codes)}, got {algorithm!r}")
-    return codes.index(algorithm)
+def _code(table: str, name: str, value) -> int:
+    """The op's code of ``value`` in the library's name list ``table``; ``name`` is the argument's."""
+    codes = _ops.names(table)
+    if value not in codes:
+        raise ValueError(f"{name}: expected one of {sorted(codes)}, got {value!r}")
+    return codes.index(value)
 
 
 def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
@@ -81,21 +82,14 @@ def _stats(raw: torch.Tensor, t0: float, threads: int) -> dict:
     return out
 
 
-def _orient(orient) -> int:
-    codes = _ops.names("grid_cpu_orients")
-    if orient not in codes:
-        raise ValueError(f"orient: expected one of {sorted(codes)}, got {orient!r}")
-    return codes.index(orient)
-
-
 def _grid_op(caps, source, sink, offsets, threads, algorithm="auto", mask_only=False, orient="auto"):
     """Run the grid op: (mask, residual, excess, sink residual, stats), inputs left untouched; with
     ``mask_only`` the op writes the mask alone and the three middle entries are None (and ``orient``
     applies: :func:`solve_grid_mask`)."""
     t0 = time.perf_counter()
     _ops.ensure("cpu")
-    code = _algorithm(algorithm)
-    side = _orient(orient)
+    code = _code("grid_cpu_algorithms", "algorithm", algorithm)
+    side = _code("grid_cpu_orients", "orient", orient)
     threads = _threads(threads)
     offsets = tuple(tuple(int(v) for v in o) for o in offsets)
     ndim = len(offsets[0])
