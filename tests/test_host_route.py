@@ -190,3 +190,51 @@ def test_flowgraph_to_cuda_edge_cases_route_like_the_cpu(kind):
     assert torch.equal(r.mask.cpu(), ref.mask) and torch.equal(r.residual.cpu(), ref.residual)
     back = dev.to("cpu")
     assert all(torch.equal(getattr(back, n), getattr(fg, n)) for n in ("caps", "source", "sink", "row_ptr", "head"))
+
+
+@pytest.mark.cuda
+def test_routed_graph_solved_again_keeps_results_apart_and_sees_changes():
+    """A graph moved by ``FlowGraph.to`` and solved again is routed through its kept pinned buffer: each
+    solve's tensors are its own (a later solve does not overwrite them), an in-place change of the graph's
+    tensors is seen by the next solve, and threads solving the same graph get the same results."""
+    fg = _flowgraph(8)
+    dev = fg.to("cuda")
+    first, ref = torchcut.maxflow(dev), torchcut.maxflow(fg)
+    names = ("flow_values", "node_mask", "residual", "source_flow", "sink_flow")
+    kept = {n: getattr(first, n).clone() for n in names}
+    assert first.stats["route"] == "host, csr" and _host._TWINS.get(dev) is _host._FIRST  # the general route
+    for _ in range(3):
+        again = torchcut.maxflow(dev)
+        assert again.flow_value == ref.flow_value and again.verify()
+        for name in names:
+            assert torch.equal(getattr(again, name).cpu(), getattr(ref, name)), name
+            assert getattr(again, name).data_ptr() != getattr(first, name).data_ptr(), name
+        assert isinstance(_host._TWINS.get(dev), _host._Twin)  # from the second solve on: the kept buffer
+    torch.cuda.synchronize()
+    assert all(torch.equal(getattr(first, n), kept[n]) for n in names)  # untouched by the later solves
+    assert torch.equal(dev.caps.cpu(), fg.caps)  # the graph is not modified
+
+    dev.source.mul_(2)  # in place: the next solve sees it
+    fg.source.mul_(2)
+    changed, ref2 = torchcut.maxflow(dev), torchcut.maxflow(fg)
+    assert changed.flow_value == ref2.flow_value and changed.verify()
+    assert torch.equal(changed.mask.cpu(), ref2.mask)
+
+    import threading
+
+    values, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                r = torchcut.maxflow(dev)
+                values.append((r.flow_value, bool(torch.equal(r.mask.cpu(), ref2.mask))))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and values == [(ref2.flow_value, True)] * 60

@@ -57,6 +57,9 @@ def grid_offsets(ndim: int, connectivity: int) -> tuple[tuple[int, ...], ...]:
         raise ValueError(f"ndim: expected 2 or 3, got {ndim!r}")
     if connectivity not in allowed[ndim]:
         raise ValueError(f"connectivity: expected one of {allowed[ndim]} for ndim={ndim}, got {connectivity!r}")
+    known = _OFFSETS.get((ndim, connectivity))  # every call of an energy asks: worked out once
+    if known is not None:
+        return known
     out = []
     for off in itertools.product((-1, 0, 1), repeat=ndim):
         # keep the lexicographically positive half
@@ -73,7 +76,12 @@ def grid_offsets(ndim: int, connectivity: int) -> tuple[tuple[int, ...], ...]:
         out.append(off)
     # axis-aligned first, last axis fastest: (0, 1), (1, 0), then diagonals
     out.sort(key=lambda o: (sum(1 for v in o if v != 0), [-abs(v) for v in o[::-1]], o))
-    return tuple(tuple(int(v) for v in o) for o in out)
+    known = _OFFSETS[(ndim, connectivity)] = tuple(tuple(int(v) for v in o) for o in out)
+    return known
+
+
+# (ndim, connectivity) -> grid_offsets' answer
+_OFFSETS: dict = {}
 
 
 def shift(x: torch.Tensor, offset: Sequence[int], fill) -> torch.Tensor:
