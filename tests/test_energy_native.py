@@ -288,6 +288,53 @@ def test_ops_pass_opcheck():
     args = (x, s8, table, lo, span, coef, 4, 100.0, 9999, [5, 6], [0, 1, 1, -1, 1, 0, 1, 1], [8.0, 5.6, 8.0, 5.6])
     torch.library.opcheck(ops.seg_energy.default, args)
     torch.library.opcheck(ops.seg_sigma.default, (torch.tensor([[12345, 0], [0, 1]]), [3, -4], 77))
+    lo_l, span_l = lo.reshape(-1).tolist(), span.reshape(-1).tolist()
+    offs, w = [0, 1, 1, 0], [8.0, 8.0]
+    for sums, given_sc in ((True, []), (False, [2.0, 3.0, -0.125, -0.0555])):
+        args = (x, s8, lo_l, span_l, 4, [2.0**20, 2.0**20], False, [5, 6], sums, [1, 2], 49, given_sc, 0.01,
+                100.0, 9999, offs, w)  # fmt: skip
+        torch.library.opcheck(ops.seg_terms.default, args)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_terms_in_one_call_equal_the_ops_one_by_one(device, monkeypatch):
+    """seg_terms (the default build of CPU images; called here on CUDA tensors too) and the op-by-op
+    composition give the same graph bit for bit, and both the reference's: sigma estimated from the sums
+    or given, any channels, batches, volumes, lam 0."""
+    assert energy._fused_op()
+    monkeypatch.setattr(energy, "_FUSED_DEVICES", ("cpu", "cuda"))  # the op on CUDA tensors too
+    rng = np.random.default_rng(23)
+    done = 0
+    for k in range(40):
+        case = make_case(rng, 2 + k % 2, 2 if k % 3 == 0 else 0, 1 + k % 4, np.float32, k % 5 == 0, 0.05)
+        if case is None:
+            continue
+        image, seeds, _ = case
+        kw = {"ndim": 2 + k % 2, "lam": (0.0, 8.0, 40.0)[k % 3]}
+        if 1 + k % 4 > 1:
+            kw["channel_axis"] = -1 if k % 5 == 0 else (1 if k % 3 == 0 else 0)
+        if k % 4 == 1:
+            kw["sigma"] = float(rng.uniform(0.01, 50))
+        x, sd = torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device)
+        fused = energy.segmentation_graph(x, sd, **kw)
+        monkeypatch.setattr(energy, "_FUSED", False)
+        steps = energy.segmentation_graph(x, sd, **kw)
+        monkeypatch.setattr(energy, "_FUSED", True)
+        assert_same(fused, steps)
+        assert_same(fused, energy._reference_graph(x, sd, **kw))
+        assert fused.energy.syncs == steps.energy.syncs == 1
+        done += 1
+    assert done >= 30
+
+
+def test_seg_terms_errors():
+    op = torch.ops.torchcut.seg_terms
+    x, s8 = torch.zeros(1, 1, 4), torch.tensor([[1, 2, 0, 0]], dtype=torch.uint8)
+    common = (4, [1.0], False, [2, 2])
+    with pytest.raises(RuntimeError, match=r"lo, span: expected 1 values each .*, got 2 and 1"):
+        op(x, s8, [0.0, 0.0], [1.0], *common, True, [0], 2, [], 0.01, 1.0, 9, [0, 1], [1.0])
+    with pytest.raises(RuntimeError, match=r"sig_coef: expected 2 values \(sigma and the coefficient"):
+        op(x, s8, [0.0], [1.0], *common, False, [], 0, [1.0], 0.01, 1.0, 9, [0, 1], [1.0])
 
 
 def _host_sigma(s, inf, e, count):
@@ -445,9 +492,11 @@ def test_large_images(device, channels, volume):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("channels", [1, 3])
-def test_cuda_tables_replayed_as_graphs_equal_the_reference(channels):
-    # one shape over and over, with new pictures: the log-ratio table is captured as a CUDA graph and
-    # replayed (the same kernels), and every energy stays the reference's bit for bit
+def test_cuda_tables_replayed_as_graphs_equal_the_reference(channels, monkeypatch):
+    # built op by op (where the library has no seg_terms), one shape over and over, with new pictures: the
+    # log-ratio table is captured as a CUDA graph and replayed (the same kernels), and every energy stays
+    # the reference's bit for bit
+    monkeypatch.setattr(energy, "_FUSED", False)
     rng = np.random.default_rng(11)
     before = energy._TABLES.replays
     for _ in range(5):

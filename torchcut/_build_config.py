@@ -18,6 +18,7 @@ CPU_SOURCES = [
     "cpu/energy.cpp",
     "cpu/energy_potts.cpp",
     "cpu/cpu_graph_moves.cpp",
+    "seg_terms.cpp",
 ]
 CUDA_SOURCES = [
     "cuda/grid_ops.cpp",

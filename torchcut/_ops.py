@@ -429,7 +429,18 @@ def _segmentation_fakes() -> dict:
     def seg_sigma(sums, exps, count):
         return sums.new_empty((2, sums.shape[1]), dtype=torch.float32)
 
-    return {"seg_check": seg_check, "seg_hist": seg_hist, "seg_energy": seg_energy, "seg_sigma": seg_sigma}
+    def seg_terms(x, seeds, lo, span, bins, unit, wide, shape, sums, exps, count, sig_coef, uniform, scale, hard,
+                  offsets, weights):  # fmt: skip
+        source, sink, caps = seg_energy(x, seeds, None, None, None, None, bins, scale, hard, shape, offsets, weights)
+        return source, sink, caps, x.new_empty((x.shape[0],), dtype=torch.float32)
+
+    return {
+        "seg_check": seg_check,
+        "seg_hist": seg_hist,
+        "seg_energy": seg_energy,
+        "seg_sigma": seg_sigma,
+        "seg_terms": seg_terms,
+    }
 
 
 # The solves read counters back to the host, which a CUDA graph cannot hold: ops tagged so are left out of

@@ -889,6 +889,20 @@ NATIVE_MAX_CHANNELS = 4
 _NATIVE: dict[str, bool] = {}
 # int64 sums of the sigma estimate hold 2**33 terms below 2**30 units; larger images take the tensor version
 _SIGMA_TERMS = 2**33
+# The native terms of a CPU image in one call (torch.ops.torchcut.seg_terms) where the library has it;
+# False: op by op (tests, A/B).
+_FUSED = True
+_FUSED_DEVICES = ("cpu",)
+# whether the loaded library has seg_terms (a library built before it has not)
+_FUSED_OP: list = []
+
+
+def _fused_op() -> bool:
+    if not _FUSED_OP:
+        _FUSED_OP.append(hasattr(torch.ops.torchcut, "seg_terms"))
+    return _FUSED_OP[0]
+
+
 # sigma from those sums by torch.ops.torchcut.seg_sigma on the sums' device: the same float32 bits as
 # _sigma_floats and _sigma_coef on the host, which need the sums read back (one wait for a CUDA device).
 # Float32 colour ranges keep the unit's exponent within +-330, inside the op's +-900. False: the host's
@@ -950,20 +964,32 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     host = np.asarray(vals[3 + 2 * B :], dtype=np.int64).astype(np.int32).view(np.float32).reshape(2, B, C)
     lo_h, hi_h = host[0], host[1]
     span_h = np.where(hi_h > lo_h, hi_h - lo_h, np.float32(1))
-    lo, span = _to_device(np.stack([lo_h, span_h]), dev)
     sums = sigma is None and 3 * math.prod(shape) < _SIGMA_TERMS
     units, wide, exps = [0.0] * B, False, None
     if sums:
         exps = _sigma_exponents(lo_h, hi_h)
         units = [0.0 if e is None else 2.0**-e for e in exps]
         wide = any(u != 0 and not 2.0**-126 <= u <= 2.0**127 for u in units)
+    count = sum(math.prod(n - (i == a) for i, n in enumerate(shape)) for a in range(nd)) if sums else 0
+    e_in = [0 if e is None else e for e in exps] if sums else []  # a constant image sums to 0: sigma 1 either way
+    weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
+    flat = [int(v) for o in offsets for v in o]
+    if _FUSED and dev.type in _FUSED_DEVICES and (sigma is not None or (sums and _SIGMA_OP)) and _fused_op():
+        # the steps below in one call (csrc/seg_terms.cpp: the same ops, the same values); not on CUDA,
+        # where the table's dozen ops, launched one by one there, cost more than the calls saved (below,
+        # they are replayed as one CUDA graph)
+        given = [] if sums else _sigma_coef(np.full(B, sigma, dtype=np.float32)).ravel().tolist()
+        source, sink, caps, sig = torch.ops.torchcut.seg_terms(
+            x, s, lo_h.ravel().tolist(), span_h.ravel().tolist(), bins, units, wide, list(shape), sums, e_in,
+            count, given, UNIFORM_WEIGHT, scale, hard, flat, weights,
+        )  # fmt: skip
+        return source, sink, caps, sig, syncs
+    lo, span = _to_device(np.stack([lo_h, span_h]), dev)
     counts, total = torch.ops.torchcut.seg_hist(x, s, lo, span, bins, units, wide, list(shape), sums)
     # the table's dozen small ops, replayed as one CUDA graph once a shape comes back (the same kernels:
     # the same values bit for bit); eager on the CPU
     table = _TABLES.run(("table", tuple(counts.shape), bins, C), lambda h: (_table(h, bins, C),), (counts,))[0]
     if sums:
-        count = sum(math.prod(n - (i == a) for i, n in enumerate(shape)) for a in range(nd))
-        e_in = [0 if e is None else e for e in exps]  # a constant image sums to 0: sigma 1 either way
         if _SIGMA_OP:
             sig, coef = torch.ops.torchcut.seg_sigma(total, e_in, count)  # where the sums are: no read back
         else:
@@ -978,8 +1004,6 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
         coef = -0.5 / sig.square()
     else:
         sig, coef = _to_device(_sigma_coef(np.full(B, sigma, dtype=np.float32)), dev)  # sigma <= FLOAT32_MAX
-    weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
-    flat = [int(v) for o in offsets for v in o]
     source, sink, caps = torch.ops.torchcut.seg_energy(
         x, s, table, lo, span, coef, bins, scale, hard, list(shape), flat, weights
     )
