@@ -241,6 +241,43 @@ def test_compiled_moves_equal_the_tensor_moves(monkeypatch):
         assert torch.equal(a[0], b[0]) and a[1]["energies"] == b[1]["energies"]
 
 
+def test_compiled_energy_equals_the_tensor_energy(monkeypatch):
+    """graph_labeling_energy (one pass in C++) gives the tensor version's quantised energy of any labelling:
+    Potts, integer and float tables, per-edge tables, repeated edges; and bad labels raise."""
+    if not gm._compiled_energy(torch.device("cpu")):
+        pytest.skip("the CPU library has no graph_labeling_energy op (an older build)")
+    g = torch.Generator().manual_seed(9)
+    for U, V, edges, w in _move_problems():
+        G = gm._GraphEnergy(U, V, edges, w)
+        for _ in range(4):
+            f = torch.randint(0, G.L, (G.N,), generator=g)
+            monkeypatch.setattr(gm, "COMPILED_MOVES", True)
+            fast = G.energy(f)
+            monkeypatch.setattr(gm, "COMPILED_MOVES", False)
+            slow = G.energy(f)
+            assert fast.dtype == slow.dtype == torch.int64 and int(fast) == int(slow)
+    monkeypatch.setattr(gm, "COMPILED_MOVES", True)
+    mode = 0 if G.potts else 1 if G.exact else 2
+    W = G.P if G.potts else G.Wq
+    bad = torch.full((G.N,), G.L, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="f: label out of range at node 0"):
+        torch.ops.torchcut.graph_labeling_energy(G.U, bad, G.u, G.v, W, G.Vflat, mode)
+    f = torch.zeros(G.N, dtype=torch.int64)
+    torch.library.opcheck(torch.ops.torchcut.graph_labeling_energy, (G.U, f, G.u, G.v, W, G.Vflat, mode))
+
+
+@pytest.mark.parametrize("top", [1, 2, 7, 2**16, 2**16 + 1, 10**6, 2**32, 2**32 + 1, 2**40])
+def test_stable_argsort_is_numpys(top):
+    """The radix passes (keys below 2**32) and the packed sort above them order like numpy's stable sort."""
+    rng = np.random.default_rng(top % 1000)
+    for n in (0, 1, 2, 50, 5000):
+        x = rng.integers(0, top, n).astype(np.int64)
+        if n > 10:
+            x[: n // 3] = x[n // 3 : 2 * (n // 3)]  # many ties
+        got = gm._stable_argsort(torch.from_numpy(x), top)
+        assert np.array_equal(got.numpy(), np.argsort(x, kind="stable")), (top, n)
+
+
 def test_a_move_is_a_flowgraph_whose_cut_is_the_move():
     """Each move's FlowGraph, solved by torchcut.maxflow, verifies; its cut value is the energy change."""
     g = torch.Generator().manual_seed(9)

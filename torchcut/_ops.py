@@ -370,6 +370,9 @@ def _register_fakes() -> None:
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
 
+    def graph_labeling_energy(U, f, u, v, W, V, mode):
+        return U.new_empty((), dtype=torch.int64)
+
     def grid_arcs(edges, reverse, offsets, wide):
         K, B, S = edges.shape[0], edges.shape[1], tuple(edges.shape[2:])
         return edges.new_empty((B, 2 * K) + S, dtype=torch.int64 if wide else torch.int32)
@@ -398,6 +401,7 @@ def _register_fakes() -> None:
         "csr_solve_": csr_solve_,
         "potts_energy": potts_energy,
         "grid_arcs": grid_arcs,
+        "graph_labeling_energy": graph_labeling_energy,
         **_segmentation_fakes(),
     }
     for name, fake in fakes.items():

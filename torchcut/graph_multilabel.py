@@ -84,9 +84,13 @@ def _sorted(x: torch.Tensor) -> torch.Tensor:
 
 
 def _stable_argsort(x: torch.Tensor, top: int) -> torch.Tensor:
-    """Stable argsort of int64 values in ``[0, top)``: one value sort of ``(value, position)`` packed
-    into int64 when it fits (several times faster than numpy's stable argsort on the CPU)."""
+    """Stable argsort of int64 values in ``[0, top)``. On the CPU: below ``2**32``, numpy's radix sort of
+    16-bit keys, one pass per 16 bits from the lowest (each pass stable, so the order is; 0.2 ms a pass
+    for 48,000 keys, against 1.6 ms for a comparison sort); else one value sort of ``(value, position)``
+    packed into int64 when it fits (several times faster than numpy's stable argsort)."""
     n = x.numel()
+    if x.device.type == "cpu" and top <= 1 << 32:
+        return torch.from_numpy(_radix_argsort(x.numpy(), top))
     ibits = max(1, n.bit_length())
     if x.device.type == "cpu" and max(1, top).bit_length() + ibits <= 62:
         packed = (x << ibits) | torch.arange(n, dtype=torch.int64)
@@ -94,6 +98,16 @@ def _stable_argsort(x: torch.Tensor, top: int) -> torch.Tensor:
     if x.device.type == "cpu":
         return torch.from_numpy(np.argsort(x.numpy(), kind="stable"))
     return torch.sort(x, stable=True).indices
+
+
+def _radix_argsort(x: np.ndarray, top: int, order: np.ndarray | None = None) -> np.ndarray:
+    """Stable argsort of the int64 values ``x`` in ``[0, top)``, ``top <= 2**32``, by 16-bit radix passes;
+    ``order``: the positions to sort (the result of an earlier pass on other keys, whose order ties keep)."""
+    for shift in range(0, max(1, (top - 1).bit_length()), 16):
+        keys = ((x if order is None else x[order]) >> shift).astype(np.uint16)  # the low 16 bits of the shift
+        step = np.argsort(keys, kind="stable")
+        order = step if order is None else order[step]
+    return order
 
 
 #: Build CPU expansion moves with the compiled op (``torchcut/csrc/cpu/cpu_graph_moves.cpp``) when the CPU
@@ -112,6 +126,18 @@ def _compiled_move(device: torch.device) -> bool:
 
         _COMPILED["cpu"] = _ops.has_kernels("cpu", "graph_expansion_move")
     return _COMPILED["cpu"]
+
+
+def _compiled_energy(device: torch.device) -> bool:
+    """Whether ``torch.ops.torchcut.graph_labeling_energy`` evaluates labellings on ``device`` (as
+    :func:`_compiled_move`: the CPU, a library that has the op, ``COMPILED_MOVES``)."""
+    if not COMPILED_MOVES or device.type != "cpu":
+        return False
+    if "energy" not in _COMPILED:
+        from . import _ops
+
+        _COMPILED["energy"] = _ops.has_kernels("cpu", "graph_labeling_energy")
+    return _COMPILED["energy"]
 
 
 def _fmt(v) -> str:
@@ -348,6 +374,10 @@ class _GraphEnergy:
     def energy(self, f: torch.Tensor) -> torch.Tensor:
         """int64 quantised energies of labellings ``f`` ``[..., N]`` (shape ``[...]``)."""
         lead = f.shape[:-1]
+        if not lead and _compiled_energy(self.device):  # one pass (cpu/cpu_graph_moves.cpp), the same integer
+            mode = 0 if self.potts else 1 if self.exact else 2
+            W = self.P if self.potts else self.Wq
+            return torch.ops.torchcut.graph_labeling_energy(self.U, f.contiguous(), self.u, self.v, W, self.Vflat, mode)
         if not lead:  # one labelling: index_select (several times faster than [] indexing on the CPU)
             un = self.U.gather(0, f.view(1, -1)).sum()
             if not self.E:
@@ -376,8 +406,13 @@ class _GraphEnergy:
             N, E, dev = self.N, self.E, self.device
             u, v = self.u, self.v
             lo, hi = torch.minimum(u, v), torch.maximum(u, v)
-            key = _sorted(lo * N + hi)
-            repeated = bool((key[1:] == key[:-1]).any()) if E > 1 else False
+            if dev.type == "cpu" and N <= 1 << 32:  # (lo, hi) in order: by hi, then by lo, radix passes
+                a, b = lo.numpy(), hi.numpy()
+                order = _radix_argsort(a, N, _radix_argsort(b, N))
+                repeated = bool(((a[order[1:]] == a[order[:-1]]) & (b[order[1:]] == b[order[:-1]])).any())
+            else:
+                key = _sorted(lo * N + hi)
+                repeated = bool((key[1:] == key[:-1]).any()) if E > 1 else False
             if repeated:
                 one = torch.ones(E, dtype=torch.int64, device=dev)
                 g = FlowGraph.from_edges(u, v, one, one, num_nodes=N)
@@ -392,16 +427,16 @@ class _GraphEnergy:
                 tails = torch.cat([u, v])
                 heads = torch.cat([v, u])
                 perm = _stable_argsort(tails, N)  # CSR position -> arc (k: u_k -> v_k, E + k: v_k -> u_k)
-                inv = torch.empty_like(perm)
-                inv[perm] = torch.arange(2 * E, device=dev)
+                # (scatter_ and index_select: 3-4x faster than [] indexing on the CPU, the same values)
+                inv = torch.empty_like(perm).scatter_(0, perm, torch.arange(2 * E, device=dev))
                 arc_uv, arc_vu = inv[:E], inv[E:]
                 g = object.__new__(FlowGraph)
                 g.node_ids, g.terminal_ids, g.id_base = None, None, 0
                 g.scale, g.is_float = None, False
                 g.row_ptr = torch.zeros(N + 1, dtype=torch.int64, device=dev)
                 g.row_ptr[1:] = torch.cumsum(torch.bincount(tails, minlength=N), 0)
-                g.tail, g.head = tails[perm], heads[perm]
-                g.rev = torch.cat([arc_vu, arc_uv])[perm]
+                g.tail, g.head = tails.index_select(0, perm), heads.index_select(0, perm)
+                g.rev = torch.cat([arc_vu, arc_uv]).index_select(0, perm)
                 forward = u < v
                 g.pair_fwd = torch.where(forward, arc_uv, arc_vu)
                 g.pair_bwd = torch.where(forward, arc_vu, arc_uv)
@@ -552,6 +587,8 @@ class _GraphEnergy:
 # ---------------------------------------------------------------------------------------------- public
 def _labels_in(init, G: _GraphEnergy) -> torch.Tensor:
     if init is None:
+        if G.device.type == "cpu":  # along contiguous rows: 0.23 against 1.3 ms at 10,000 nodes, 6 labels
+            return G.U.t().contiguous().argmin(1)
         return G.U.argmin(0)
     if isinstance(init, (int, np.integer)) and not isinstance(init, bool):
         if not 0 <= int(init) < G.L:

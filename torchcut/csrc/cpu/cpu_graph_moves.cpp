@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../terminals.h"
@@ -167,7 +168,54 @@ std::vector<at::Tensor> graph_move(at::Tensor U, at::Tensor f, at::Tensor u, at:
   return {caps, src, snk, clamped};
 }
 
+// graph_labeling_energy(U, f, u, v, W, V, mode) -> int64 scalar: the quantised energy of the labelling f,
+// sum_p U[f[p], p] + sum_e pair_cost(e, f[u[e]], f[v[e]]) (the modes above), summed in int64 as torch sums
+// the tensor version's terms (graph_multilabel.py, _GraphEnergy.energy): one pass, where the tensor
+// version takes a gather, two index_selects and the table's lookup, product and rounding over every edge.
+at::Tensor graph_energy(at::Tensor U, at::Tensor f, at::Tensor u, at::Tensor v, at::Tensor W, at::Tensor V,
+                        int64_t mode) {
+  const char* op = "torchcut.graph_labeling_energy";
+  for (const auto* t : {&U, &f, &u, &v, &W, &V})
+    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+  for (const auto* t : {&U, &f, &u, &v})
+    TORCH_CHECK(t->scalar_type() == at::kLong, op, ": U, f, u, v: expected int64");
+  TORCH_CHECK(mode >= 0 && mode <= 2, op, ": mode: expected 0, 1 or 2, got ", mode);
+  const at::ScalarType wt = mode == 2 ? at::kDouble : at::kLong;
+  TORCH_CHECK(W.scalar_type() == wt && (mode == 0 || V.scalar_type() == wt), op, ": W, V: expected ", wt,
+              " for mode ", mode);
+  TORCH_CHECK(U.dim() == 2, op, ": U: expected [L, N]");
+  const int64_t L = U.size(0), N = U.size(1), E = u.numel();
+  TORCH_CHECK(f.numel() == N && v.numel() == E && W.numel() == E, op, ": inconsistent sizes");
+  const bool per_edge = mode != 0 && V.numel() == E * L * L && E > 0 && V.numel() != L * L;
+  TORCH_CHECK(mode == 0 || per_edge || V.numel() == L * L, op, ": V: expected [L, L] or [E, L, L]");
+  const int64_t *Up = U.data_ptr<int64_t>(), *fp = f.data_ptr<int64_t>(), *up = u.data_ptr<int64_t>(),
+                *vp = v.data_ptr<int64_t>();
+  uint64_t total = 0;  // wraps as the tensor version's int64 sums do
+  for (int64_t p = 0; p < N; ++p) {
+    TORCH_CHECK(fp[p] >= 0 && fp[p] < L, op, ": f: label out of range at node ", p);
+    total += static_cast<uint64_t>(Up[fp[p] * N + p]);
+  }
+  for (int64_t k = 0; k < E; ++k)  // indices are read unchecked below
+    TORCH_CHECK(up[k] >= 0 && up[k] < N && vp[k] >= 0 && vp[k] < N, op, ": edge ", k, " out of range");
+  const void* Wp = W.data_ptr();
+  const void* Vp = V.data_ptr();
+  auto edges = [&](auto mode_c) {
+    constexpr int Mode = decltype(mode_c)::value;
+    for (int64_t e = 0; e < E; ++e)
+      total += static_cast<uint64_t>(pair_cost<Mode>(Wp, Vp, per_edge, L, e, fp[up[e]], fp[vp[e]]));
+  };
+  if (mode == 0) edges(std::integral_constant<int, 0>());
+  else if (mode == 1) edges(std::integral_constant<int, 1>());
+  else edges(std::integral_constant<int, 2>());
+  auto out = at::empty({}, U.options());
+  out.fill_(static_cast<int64_t>(total));
+  return out;
+}
+
 }  // namespace
 }  // namespace torchcut_cpu
 
-TORCH_LIBRARY_IMPL(torchcut, CPU, m) { m.impl("graph_expansion_move", &torchcut_cpu::graph_move); }
+TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
+  m.impl("graph_expansion_move", &torchcut_cpu::graph_move);
+  m.impl("graph_labeling_energy", &torchcut_cpu::graph_energy);
+}
