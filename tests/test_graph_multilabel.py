@@ -257,8 +257,7 @@ def test_compiled_energy_equals_the_tensor_energy(monkeypatch):
             slow = G.energy(f)
             assert fast.dtype == slow.dtype == torch.int64 and int(fast) == int(slow)
     monkeypatch.setattr(gm, "COMPILED_MOVES", True)
-    mode = 0 if G.potts else 1 if G.exact else 2
-    W = G.P if G.potts else G.Wq
+    W, mode = G.op_pairs
     bad = torch.full((G.N,), G.L, dtype=torch.int64)
     with pytest.raises(RuntimeError, match="f: label out of range at node 0"):
         torch.ops.torchcut.graph_labeling_energy(G.U, bad, G.u, G.v, W, G.Vflat, mode)

@@ -371,12 +371,17 @@ class _GraphEnergy:
             return self.Wq * v
         return torch.round(self.Wq * v).to(torch.int64)
 
+    @property
+    def op_pairs(self):
+        """``(W, mode)``: the pair costs as the compiled ops take them (cpu_graph_moves.cpp): the Potts
+        costs (mode 0), or the weights of an integer (1) or float (2) table."""
+        return (self.P, 0) if self.potts else (self.Wq, 1 if self.exact else 2)
+
     def energy(self, f: torch.Tensor) -> torch.Tensor:
         """int64 quantised energies of labellings ``f`` ``[..., N]`` (shape ``[...]``)."""
         lead = f.shape[:-1]
         if not lead and _compiled_energy(self.device):  # one pass (cpu/cpu_graph_moves.cpp), the same integer
-            mode = 0 if self.potts else 1 if self.exact else 2
-            W = self.P if self.potts else self.Wq
+            W, mode = self.op_pairs
             return torch.ops.torchcut.graph_labeling_energy(self.U, f.contiguous(), self.u, self.v, W, self.Vflat, mode)
         if not lead:  # one labelling: index_select (several times faster than [] indexing on the CPU)
             un = self.U.gather(0, f.view(1, -1)).sum()
@@ -506,7 +511,7 @@ class _GraphEnergy:
         g, arc_uv, arc_vu, perm = self.layout()
         M = alphas.numel()
         if M == 1 and self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
-            mode = 0 if self.potts else 1 if self.exact else 2
+            W, mode = self.op_pairs
             caps, source, sink, clamped = torch.ops.torchcut.graph_expansion_move(
                 self.U,
                 f,
@@ -514,7 +519,7 @@ class _GraphEnergy:
                 self.v,
                 arc_uv,
                 arc_vu,
-                self.P if self.potts else self.Wq,
+                W,
                 self.Vflat,
                 int(alphas[0]),
                 -1,
@@ -551,6 +556,7 @@ class _GraphEnergy:
         g, arc_uv, arc_vu, perm = self.layout()
         var = (f == alpha) | (f == beta)
         if self.E and _compiled_move(self.device):  # one pass (cpu_graph_moves.cpp)
+            W, mode = self.op_pairs
             caps, source, sink, _ = torch.ops.torchcut.graph_expansion_move(
                 self.U,
                 f,
@@ -558,11 +564,11 @@ class _GraphEnergy:
                 self.v,
                 arc_uv,
                 arc_vu,
-                self.P if self.potts else self.Wq,
+                W,
                 self.Vflat,
                 alpha,
                 beta,
-                0 if self.potts else 1 if self.exact else 2,
+                mode,
                 g.num_arcs,
                 self.cap_dtype == torch.int64,
             )
@@ -738,8 +744,7 @@ def _cpu_moves(G: _GraphEnergy, backend: str):
     if impl.name != "cpu":
         return None
     g, arc_uv, arc_vu, _ = G.layout()
-    mode = 0 if G.potts else 1 if G.exact else 2
-    W = G.P if G.potts else G.Wq
+    W, mode = G.op_pairs
     wide = G.cap_dtype == torch.int64
     ops = torch.ops.torchcut
 
