@@ -32,6 +32,15 @@ def assert_same(native, reference):
     assert native.offsets == reference.offsets and native.batched == reference.batched
 
 
+def _with_and_without(monkeypatch, flag, image, seeds, **kw):
+    """The native build with the module switch ``energy.<flag>`` on, then off (left on)."""
+    on = energy.segmentation_graph(image, seeds, **kw)
+    monkeypatch.setattr(energy, flag, False)
+    off = energy.segmentation_graph(image, seeds, **kw)
+    monkeypatch.setattr(energy, flag, True)
+    return on, off
+
+
 def both(image, seeds, **kw):
     native = energy.segmentation_graph(image, seeds, **kw)
     reference = energy._reference_graph(image, seeds, **kw)
@@ -316,10 +325,7 @@ def test_terms_in_one_call_equal_the_ops_one_by_one(device, monkeypatch):
         if k % 4 == 1:
             kw["sigma"] = float(rng.uniform(0.01, 50))
         x, sd = torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device)
-        fused = energy.segmentation_graph(x, sd, **kw)
-        monkeypatch.setattr(energy, "_FUSED", False)
-        steps = energy.segmentation_graph(x, sd, **kw)
-        monkeypatch.setattr(energy, "_FUSED", True)
+        fused, steps = _with_and_without(monkeypatch, "_FUSED", x, sd, **kw)
         assert_same(fused, steps)
         assert_same(fused, energy._reference_graph(x, sd, **kw))
         assert fused.energy.syncs == steps.energy.syncs == 1
@@ -387,10 +393,7 @@ def test_sigma_on_the_device_is_the_hosts(device, monkeypatch):
         kw = {"channel_axis": (1 if k % 3 == 0 else 0)} if 1 + k % 4 > 1 else {}
         kw["ndim"] = 2 + k % 2
         x, sd = torch.from_numpy(image).to(device), torch.from_numpy(seeds).to(device)
-        on_device = energy.segmentation_graph(x, sd, **kw)
-        monkeypatch.setattr(energy, "_SIGMA_OP", False)
-        on_host = energy.segmentation_graph(x, sd, **kw)
-        monkeypatch.setattr(energy, "_SIGMA_OP", True)
+        on_device, on_host = _with_and_without(monkeypatch, "_SIGMA_OP", x, sd, **kw)
         assert_same(on_device, on_host)
         assert on_device.energy.syncs == 1 and on_host.energy.syncs == 2
 
