@@ -62,6 +62,7 @@ seeds' shape, looked for right before the spatial dims (``[C, H, W]``, ``[B, C, 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -893,14 +894,12 @@ _SIGMA_TERMS = 2**33
 # False: op by op (tests, A/B).
 _FUSED = True
 _FUSED_DEVICES = ("cpu",)
-# whether the loaded library has seg_terms (a library built before it has not)
-_FUSED_OP: list = []
 
 
+@functools.cache
 def _fused_op() -> bool:
-    if not _FUSED_OP:
-        _FUSED_OP.append(hasattr(torch.ops.torchcut, "seg_terms"))
-    return _FUSED_OP[0]
+    """Whether the loaded library has seg_terms (a library built before it has not)."""
+    return hasattr(torch.ops.torchcut, "seg_terms")
 
 
 # sigma from those sums by torch.ops.torchcut.seg_sigma on the sums' device: the same float32 bits as

@@ -116,28 +116,26 @@ COMPILED_MOVES = True
 _COMPILED = {}
 
 
-def _compiled_move(device: torch.device) -> bool:
-    """Whether ``torch.ops.torchcut.graph_expansion_move`` can build moves on ``device`` (a CPU library
-    built from these sources; an older build lacks the op)."""
+def _compiled(device: torch.device, op: str) -> bool:
+    """Whether the compiled CPU op ``torch.ops.torchcut.<op>`` runs for tensors on ``device``: the CPU,
+    ``COMPILED_MOVES``, and a library built from these sources (an older build lacks the op)."""
     if not COMPILED_MOVES or device.type != "cpu":
         return False
-    if "cpu" not in _COMPILED:
+    if op not in _COMPILED:
         from . import _ops
 
-        _COMPILED["cpu"] = _ops.has_kernels("cpu", "graph_expansion_move")
-    return _COMPILED["cpu"]
+        _COMPILED[op] = _ops.has_kernels("cpu", op)
+    return _COMPILED[op]
+
+
+def _compiled_move(device: torch.device) -> bool:
+    """Whether ``graph_expansion_move`` builds the moves on ``device``."""
+    return _compiled(device, "graph_expansion_move")
 
 
 def _compiled_energy(device: torch.device) -> bool:
-    """Whether ``torch.ops.torchcut.graph_labeling_energy`` evaluates labellings on ``device`` (as
-    :func:`_compiled_move`: the CPU, a library that has the op, ``COMPILED_MOVES``)."""
-    if not COMPILED_MOVES or device.type != "cpu":
-        return False
-    if "energy" not in _COMPILED:
-        from . import _ops
-
-        _COMPILED["energy"] = _ops.has_kernels("cpu", "graph_labeling_energy")
-    return _COMPILED["energy"]
+    """Whether ``graph_labeling_energy`` evaluates labellings on ``device``."""
+    return _compiled(device, "graph_labeling_energy")
 
 
 def _fmt(v) -> str:
