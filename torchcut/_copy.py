@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["transfer", "span", "FLOWGRAPH_HOST_FIELDS"]
+__all__ = ["transfer", "span", "views", "padded", "FLOWGRAPH_HOST_FIELDS"]
 
 #: The FlowGraph fields the compiled CPU solver reads: ``FlowGraph.to`` lays them out first in its one
 #: buffer, in this order, and the small-graph route (``solvers._host``) copies them back as one span.
@@ -37,16 +37,14 @@ def transfer(tensors, device: torch.device) -> list:
     src = tensors[0].device
     if src.type == torch.device(device).type:  # no second device: plain copies
         return [t.clone() for t in tensors]
-    whole, layout, size, parts = span(tensors), [], 0, []
+    whole, size, parts = span(tensors), 0, []
     for t in tensors:
         n = t.numel() * t.element_size()
-        pad = -n % 8
         if whole is None:
             parts.append(t.contiguous().reshape(-1).view(torch.uint8))
-            if pad:
-                parts.append(torch.zeros(pad, dtype=torch.uint8, device=src))
-        layout.append((n + pad, t.dtype, t.shape))
-        size += n + pad
+            if n % 8:
+                parts.append(torch.zeros(-n % 8, dtype=torch.uint8, device=src))
+        size += padded(n)
     if device.type == "cpu":
         buf = (whole if whole is not None else torch.cat(parts)).to(device, non_blocking=True)
         if src.type == "cuda":
@@ -58,12 +56,38 @@ def transfer(tensors, device: torch.device) -> list:
             host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
             torch.cat(parts, out=host)
             buf = host.to(device, non_blocking=True)
-    sizes = [n for n, _, _ in layout]
-    sizes[-1] = buf.numel() - (size - sizes[-1])  # a span may end before the last part's padding
-    out = []
-    for piece, t, (_, dtype, shape) in zip(buf.split(sizes), tensors, layout):
-        exact = t.numel() * t.element_size()
-        out.append((piece if exact == piece.numel() else piece[:exact]).view(dtype).view(shape))
+    return views(buf, tensors)
+
+
+def padded(n: int) -> int:
+    """``n`` bytes rounded up to a multiple of 8: where the next part of a transfer's buffer starts.
+
+    Examples
+    --------
+    >>> padded(12), padded(16)
+    (16, 16)
+    """
+    return n + (-n % 8)
+
+
+def views(buf: torch.Tensor, like) -> list:
+    """Views of the byte tensor ``buf`` as the tensors ``like`` in :func:`transfer`'s layout: each one's
+    dtype and shape, its bytes from the next multiple of 8 (``buf`` may end before the last part's
+    padding, as a span does).
+
+    Examples
+    --------
+    >>> import torch
+    >>> a, b = torch.arange(3, dtype=torch.int32), torch.tensor([True, False])
+    >>> buf = torch.cat([a.view(torch.uint8), torch.zeros(4, dtype=torch.uint8), b.view(torch.uint8)])
+    >>> [t.tolist() for t in views(buf, [a, b])]
+    [[0, 1, 2], [True, False]]
+    """
+    out, at = [], 0
+    for t in like:
+        n = t.numel() * t.element_size()
+        out.append(buf[at : at + n].view(t.dtype).view(t.shape))
+        at += padded(n)
     return out
 
 

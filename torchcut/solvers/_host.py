@@ -20,8 +20,10 @@ import weakref
 import torch
 
 from .._copy import FLOWGRAPH_HOST_FIELDS as CSR_FIELDS
+from .._copy import padded as _padded
 from .._copy import span as _span
 from .._copy import transfer as _transfer
+from .._copy import views as _views
 from ..grid import GridGraph
 from ..result import CutResult
 from . import cpu
@@ -139,13 +141,20 @@ def solve_csr_on_host(graph) -> CutResult:
     sink_flow = (sink - left.reshape(1, -1)).to(torch.int64)
     flows = sink_flow.sum(1)
     values = flows.tolist()
-    stats = cpu._stats(raw, t0, 1)
-    stats["route"] = "host, csr"
     if device.type == "cuda":
         flows, mask, caps, sink_flow, source = _transfer([flows, mask.reshape(1, -1), caps, sink_flow, source], device)
     else:
         mask = mask.reshape(1, -1)
-    r = CutResult(graph, flows, mask, caps, source, sink_flow, stats)
+    return _csr_result(graph, (flows, mask, caps, source, sink_flow), raw, t0, values)
+
+
+def _csr_result(graph, tensors, raw, t0: float, values) -> CutResult:
+    """The CutResult of a CPU solve of ``graph``'s solver fields: ``tensors`` (flows, mask, residuals,
+    source flow, sink flow) on the graph's device, the solver's counters ``raw`` (route ``"host, csr"``),
+    the flow ``values`` kept as read on the host."""
+    stats = cpu._stats(raw, t0, 1)
+    stats["route"] = "host, csr"
+    r = CutResult(graph, *tensors, stats)
     r._keep_host_values(values)
     return r
 
@@ -186,7 +195,7 @@ class _Twin:
         N, A = source.shape[1], caps.numel()
         self.fields, self.whole, self.device = fields, whole, whole.device
         span_bytes = whole.numel()
-        layout, at = {}, _round8(span_bytes)
+        layout, at = {}, _padded(span_bytes)
         for name, n in (
             ("mask", N),
             ("sink_flow", 8 * N),
@@ -195,16 +204,12 @@ class _Twin:
             ("left", N * sink.element_size()),
         ):
             layout[name] = (at, n)
-            at += _round8(n)
+            at += _padded(n)
         self.size = at
         self.host = torch.empty(at, dtype=torch.uint8, pin_memory=True)
         self.host_in = self.host[:span_bytes]
-        parts, offset = [], 0
-        for t in fields:  # the span's own layout (that of _copy.transfer)
-            n = t.numel() * t.element_size()
-            parts.append(self.host[offset : offset + n].view(t.dtype).view(t.shape))
-            offset += _round8(n)
-        self.caps, self.source, self.sink, self.row_ptr, self.head, self.rev = parts
+        # the span's own layout (that of _copy.transfer)
+        self.caps, self.source, self.sink, self.row_ptr, self.head, self.rev = _views(self.host, fields)
         view = lambda name, dtype, shape: self.host[layout[name][0] : sum(layout[name])].view(dtype).view(shape)  # noqa: E731
         self.mask = view("mask", torch.bool, (1, N))
         self.sink_flow = view("sink_flow", torch.int64, (1, N))
@@ -217,7 +222,7 @@ class _Twin:
             (layout["mask"][0], torch.bool, (1, N)),
             (0, caps.dtype, tuple(caps.shape)),
             (layout["sink_flow"][0], torch.int64, (1, N)),
-            (_round8(A * caps.element_size()), torch.int64, tuple(source.shape)),
+            (_padded(A * caps.element_size()), torch.int64, tuple(source.shape)),
         )
         # the buffer is viewed once per dtype, each tensor is one strided view of that (offsets: multiples of 8)
         self.out = tuple((at, dtype, shape, _contiguous_strides(shape)) for at, dtype, shape in self.out)
@@ -251,11 +256,7 @@ class _Twin:
         flows, mask, caps, sink_flow, source = (
             typed[dtype].as_strided(shape, stride, at // dtype.itemsize) for at, dtype, shape, stride in self.out
         )
-        stats = cpu._stats(raw, t0, 1)
-        stats["route"] = "host, csr"
-        r = CutResult(graph, flows, mask, caps, source, sink_flow, stats)
-        r._keep_host_values(values)
-        return r
+        return _csr_result(graph, (flows, mask, caps, source, sink_flow), raw, t0, values)
 
 
 #: FlowGraph -> its _Twin, or _FIRST after its first solve (not in the graph's own attributes: those are
@@ -270,7 +271,3 @@ def _contiguous_strides(shape) -> tuple:
         strides.append(step)
         step *= max(n, 1)
     return tuple(reversed(strides))
-
-
-def _round8(n: int) -> int:
-    return n + (-n % 8)
