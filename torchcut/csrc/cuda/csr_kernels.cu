@@ -5,12 +5,13 @@
 //
 // One cycle = a global relabel, then `period` push/relabel rounds.
 // * Global relabel: queue-based BFS from the sink over residual arcs, level by level. A level kernel
-//   takes the nodes of the current level from the queue, scans their arcs (one thread per node of low
-//   degree, the whole warp for a node of high degree) and claims unvisited tails of residual arcs with
-//   atomicCAS, appending them to the queue. A one-thread kernel closes the level. The host reads the
-//   level counters once every kLevelsPerCheck levels, so launches run ahead of the host.
+//   takes the nodes of the current level from the queue, scans each node's arcs with a group of
+//   kBfsLanes lanes (the lanes stride over the arcs) and claims unvisited tails of residual arcs with
+//   atomicCAS, appending them to the queue; the last of its blocks to finish closes the level. The
+//   host reads the level counters once every kLevelsPerCheck levels, so launches run ahead of the host.
 // * Round: the active-vertex queue (excess > 0, finite height) is rebuilt by a compaction kernel with
-//   warp-aggregated appends, then a discharge kernel reads its length from device memory and
+//   warp-aggregated appends, then a discharge kernel reads its length from device memory (and its
+//   last block to finish empties it for the next round) and
 //   discharges each active vertex: push to every residual neighbour of lower height (the sink has
 //   height 0), then relabel to 1 + the lowest residual neighbour, up to `iters` times. Low-degree
 //   vertices get one thread, high-degree vertices a warp, which splits the excess over a chunk of 32
@@ -40,6 +41,10 @@ constexpr int kThreads = 256;
 constexpr int kHeavy = 32;  // degree above which a vertex is handled by a whole warp
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kLevelsPerCheck = 16;
+// Lanes per frontier node in a BFS level: a node's arcs are scanned kBfsLanes at a time rather than one
+// after the other by one thread (each arc a chain of dependent loads: head, rev, res, dist), so a level
+// costs a few arcs' latency rather than a degree's (docs/performance.md, "General graphs on the GPU").
+constexpr int kBfsLanes = 16;
 
 // counters in device memory (kNumCtr ints, csr_common.h)
 enum Ctr : int {
@@ -49,7 +54,23 @@ enum Ctr : int {
   kLevel = 3,       // distance of the current level
   kActive = 4,      // active queue length
   kActiveCount = 5, // active vertices right after the last BFS (termination test)
+  kLevelDone = 6,   // blocks of the running BFS level that are done: the last one closes the level
+  kRoundDone = 7,   // blocks of the running discharge that are done: the last one empties the active queue
 };
+
+// Whether this block is the last of its grid to get here (every thread calls it, at the kernel's end):
+// every block has read the counters it needed and completed its queue appends (atomics) before.
+__device__ __forceinline__ bool last_block(int* done) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(done, 1) == (int)gridDim.x - 1;
+    if (last) *done = 0;  // for the next launch (stream order)
+  }
+  __syncthreads();
+  return last;
+}
 
 __device__ __forceinline__ long long atomic_add_ll(long long* p, long long v) {
   return (long long)atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
@@ -92,52 +113,23 @@ __global__ void bfs_level(const int* __restrict__ row_ptr, const int* __restrict
   const int begin = ctr[kLevelBegin];
   const int end = ctr[kLevelEnd];
   const int next = ctr[kLevel] + 1;
-  const int lane = threadIdx.x & 31;
-  const int stride = gridDim.x * blockDim.x;
   const int count = end - begin;
-  const int count_round = (count + 31) & ~31;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count_round; i += stride) {
-    int q = i < count ? queue[begin + i] : -1;
-    int a0 = 0, a1 = 0;
-    if (q >= 0) {
-      a0 = row_ptr[q];
-      a1 = row_ptr[q + 1];
-    }
-    bool heavy = q >= 0 && (a1 - a0) > kHeavy;
-    if (q >= 0 && !heavy) {
-      for (int a = a0; a < a1; ++a) {
-        int p = head[a];
-        if (res[rev[a]] > 0 && dist[p] == inf && atomicCAS(&dist[p], inf, next) == inf) {
-          queue[atomicAdd(&ctr[kQueueTail], 1)] = p;
-        }
-      }
-    }
-    unsigned hm = __ballot_sync(kFull, heavy);
-    while (hm) {
-      int src = __ffs(hm) - 1;
-      hm &= hm - 1;
-      int v = __shfl_sync(kFull, q, src);
-      int b0 = __shfl_sync(kFull, a0, src), b1 = __shfl_sync(kFull, a1, src);
-      for (int base = b0; base < b1; base += 32) {
-        int a = base + lane;
-        bool claim = false;
-        int p = -1;
-        if (a < b1) {
-          p = head[a];
-          claim = res[rev[a]] > 0 && dist[p] == inf && atomicCAS(&dist[p], inf, next) == inf;
-        }
-        int slot = warp_append(&ctr[kQueueTail], claim);
-        if (claim) queue[slot] = p;
-      }
-      (void)v;
+  const int lane = threadIdx.x % kBfsLanes;
+  const int groups = gridDim.x * (blockDim.x / kBfsLanes);
+  for (int i = blockIdx.x * (blockDim.x / kBfsLanes) + threadIdx.x / kBfsLanes; i < count; i += groups) {
+    const int q = queue[begin + i];
+    const int a1 = row_ptr[q + 1];
+    for (int a = row_ptr[q] + lane; a < a1; a += kBfsLanes) {
+      const int p = head[a];
+      if (res[rev[a]] > 0 && dist[p] == inf && atomicCAS(&dist[p], inf, next) == inf)
+        queue[atomicAdd(&ctr[kQueueTail], 1)] = p;
     }
   }
-}
-
-__global__ void bfs_close(int* ctr) {
-  ctr[kLevelBegin] = ctr[kLevelEnd];
-  ctr[kLevelEnd] = ctr[kQueueTail];
-  ctr[kLevel] += 1;
+  if (last_block(&ctr[kLevelDone]) && threadIdx.x == 0) {  // close the level: the next one is what it appended
+    ctr[kLevelBegin] = end;
+    ctr[kLevelEnd] = atomicAdd(&ctr[kQueueTail], 0);
+    ctr[kLevel] = next;
+  }
 }
 
 // ------------------------------------------------------------------ active queue
@@ -266,7 +258,7 @@ __device__ void discharge_warp(int u, int a0, int a1, const int* __restrict__ he
   if (lane == 0 && ex != ex0) atomic_add_ll(&excess[u], ex - ex0);
 }
 
-__global__ void discharge(const int* __restrict__ active, const int* __restrict__ ctr, const int* __restrict__ row_ptr,
+__global__ void discharge(const int* __restrict__ active, int* __restrict__ ctr, const int* __restrict__ row_ptr,
                           const int* __restrict__ head, const int* __restrict__ rev, long long* res,
                           long long* excess, long long* sink, int* height, int inf, int iters) {
   const int count = ctr[kActive];
@@ -291,9 +283,8 @@ __global__ void discharge(const int* __restrict__ active, const int* __restrict_
       __syncwarp();
     }
   }
+  if (last_block(&ctr[kRoundDone]) && threadIdx.x == 0) ctr[kActive] = 0;  // empty for the next round's appends
 }
-
-__global__ void reset_ctr(int* ctr, int slot) { ctr[slot] = 0; }
 
 __global__ void reset_bfs(int* ctr) {
   ctr[kQueueTail] = 0;
@@ -328,7 +319,6 @@ void solve(const int* rp, const int* hd, const int* rv, long long* r, long long*
     while (true) {
       for (int k = 0; k < kLevelsPerCheck; ++k) {
         bfs_level<<<g_nodes, kThreads, 0, stream>>>(rp, hd, rv, r, h, q, c, inf);
-        bfs_close<<<1, 1, 0, stream>>>(c);
       }
       levels += kLevelsPerCheck;
       CSR_CUDA_CHECK(cudaGetLastError());
@@ -350,7 +340,6 @@ void solve(const int* rp, const int* hd, const int* rv, long long* r, long long*
     }
     int rounds_now = period > 0 ? (int)period : std::max(8, last_levels / 2);
     for (int k = 0; k < rounds_now; ++k) {
-      reset_ctr<<<1, 1, 0, stream>>>(c, kActive);
       build_active<<<g_nodes, kThreads, 0, stream>>>(n, e, h, act, c, inf, kActive);
       discharge<<<g_nodes, kThreads, 0, stream>>>(act, c, rp, hd, rv, r, e, s, h, inf, (int)iters);
     }
