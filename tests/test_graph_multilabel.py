@@ -265,6 +265,45 @@ def test_compiled_energy_equals_the_tensor_energy(monkeypatch):
     torch.library.opcheck(torch.ops.torchcut.graph_labeling_energy, (G.U, f, G.u, G.v, W, G.Vflat, mode))
 
 
+def test_subgraph_swaps_equal_the_whole_graph_swaps(monkeypatch):
+    """graph_swap_move (the move on the nodes labelled alpha or beta alone) gives the whole-graph swap move's
+    labels and energy for every pair of labels: Potts, integer and float tables, per-edge tables, repeated
+    edges; swap() returns the same labels and energies with it and without it; bad arguments raise."""
+    if not gm._compiled(torch.device("cpu"), "graph_swap_move"):
+        pytest.skip("the CPU library has no graph_swap_move op (an older build)")
+    g = torch.Generator().manual_seed(10)
+    for U, V, edges, w in _move_problems():
+        G = gm._GraphEnergy(U, V, edges, w, metric=False)
+        fast = gm._cpu_swaps(G, "auto")
+        assert fast is not None
+        for _ in range(3):
+            f = torch.randint(0, G.L, (G.N,), generator=g)
+            e = int(G.energy(f))
+            for a in range(G.L):
+                for b in range(a + 1, G.L):
+                    caps, source, sink, var = G.swap_move(f, a, b)  # the whole graph's move
+                    mask, _ = gm._solve(G, caps, source, sink, "auto", {"solves": 0})
+                    whole = torch.where(var, torch.where(mask, a, b), f)
+                    cand, e_new = fast(a, b, f, e)
+                    assert e_new == int(G.energy(whole))
+                    assert torch.equal(cand, whole if e_new < e else f)
+        with_it = gm.swap(U, V, edges, w, return_result=True)
+        monkeypatch.setattr(gm, "_cpu_swaps", lambda G, backend: None)
+        without = gm.swap(U, V, edges, w, return_result=True)
+        monkeypatch.undo()
+        assert torch.equal(with_it[0], without[0]) and with_it[1]["energies"] == without[1]["energies"]
+    W, mode = G.op_pairs
+    wide = G.cap_dtype == torch.int64
+    with pytest.raises(RuntimeError, match="f: label out of range at node 0"):
+        torch.ops.torchcut.graph_swap_move(G.U, torch.full((G.N,), G.L), G.u, G.v, W, G.Vflat, 0, 1, mode, wide)
+    with pytest.raises(RuntimeError, match="alpha, beta: expected two different labels"):
+        torch.ops.torchcut.graph_swap_move(
+            G.U, torch.zeros(G.N, dtype=torch.int64), G.u, G.v, W, G.Vflat, 1, 1, mode, wide
+        )
+    f = torch.arange(G.N) % G.L
+    torch.library.opcheck(torch.ops.torchcut.graph_swap_move, (G.U, f, G.u, G.v, W, G.Vflat, 0, 1, mode, wide))
+
+
 @pytest.mark.parametrize("top", [1, 2, 7, 2**16, 2**16 + 1, 10**6, 2**32, 2**32 + 1, 2**40])
 def test_stable_argsort_is_numpys(top):
     """The radix passes (keys below 2**32) and the packed sort above them order like numpy's stable sort."""

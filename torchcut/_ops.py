@@ -373,6 +373,13 @@ def _register_fakes() -> None:
     def graph_labeling_energy(U, f, u, v, W, V, mode):
         return U.new_empty((), dtype=torch.int64)
 
+    def graph_swap_move(U, f, u, v, W, V, alpha, beta, mode, wide):
+        ctx = torch.library.get_ctx()
+        n, a = ctx.new_dynamic_size(), ctx.new_dynamic_size()  # the move's nodes and arcs: data-dependent
+        index, cap = U.new_empty((a,)), U.new_empty((a,), dtype=torch.int64 if wide else torch.int32)
+        return [U.new_empty((n,)), U.new_empty((n + 1,)), index, index.clone(), cap, U.new_empty((n,)),
+                U.new_empty((n,), dtype=cap.dtype), U.new_empty(())]  # fmt: skip
+
     def grid_arcs(edges, reverse, offsets, wide):
         K, B, S = edges.shape[0], edges.shape[1], tuple(edges.shape[2:])
         return edges.new_empty((B, 2 * K) + S, dtype=torch.int64 if wide else torch.int32)
@@ -402,6 +409,7 @@ def _register_fakes() -> None:
         "potts_energy": potts_energy,
         "grid_arcs": grid_arcs,
         "graph_labeling_energy": graph_labeling_energy,
+        "graph_swap_move": graph_swap_move,
         **_segmentation_fakes(),
     }
     for name, fake in fakes.items():

@@ -756,6 +756,43 @@ def _cpu_moves(G: _GraphEnergy, backend: str):
     return move
 
 
+def _cpu_swaps(G: _GraphEnergy, backend: str):
+    """A swap function ``alpha, beta, f, e -> (labels, energy)`` on the CPU, or None where it does not
+    apply (CUDA, another backend, an older build): each move is built on the subgraph of the nodes
+    labelled alpha or beta (``graph_swap_move``) and cut by Boykov-Kolmogorov, and the energy of the
+    result is the energy before plus the minimum cut minus the cut of the current labelling (the move's
+    cuts are the energy up to a constant), so no pass over the whole graph follows a move. The labels
+    are those of the whole-graph move: the mask is the canonical cut either way."""
+    from .solvers._backends import CSR
+
+    if not (G.E and _compiled(G.device, "graph_swap_move")):
+        return None
+    impl = G.impl.get(backend) or G.impl.setdefault(backend, CSR(G.device, backend))
+    if impl.name != "cpu":
+        return None
+    W, mode = G.op_pairs
+    wide = G.cap_dtype == torch.int64
+    ops = torch.ops.torchcut
+
+    def swap(alpha: int, beta: int, f: torch.Tensor, e: int):
+        ids, row_ptr, head, rev, caps, source, sink, cut0 = ops.graph_swap_move(
+            G.U, f, G.u, G.v, W, G.Vflat, alpha, beta, mode, wide
+        )
+        if not ids.numel():
+            return f, e
+        left = sink.clone()
+        mask, _ = ops.csr_solve_(row_ptr, head, rev, caps, source, left, [])
+        flow = int((sink.to(torch.int64) - left).sum())
+        e_new = e + flow - int(cut0)
+        if e_new >= e:
+            return f, e_new
+        cand = f.clone()
+        cand.index_copy_(0, ids, torch.where(mask, alpha, beta))
+        return cand, e_new
+
+    return swap
+
+
 def _expansion_sequential(G: _GraphEnergy, f, e, max_iter, backend, info, energies):
     alphas = torch.arange(G.L, device=G.device)
     fast = _cpu_moves(G, backend)
@@ -853,15 +890,20 @@ def swap(
     e = int(G.energy(f))
     energies = [e]
     pairs = [(a, b) for a in range(G.L) for b in range(a + 1, G.L)]
+    fast = _cpu_swaps(G, backend)
     quiet = 0
     while pairs and quiet < len(pairs) and (max_iter is None or info["cycles"] < max_iter):
         info["cycles"] += 1
         for a, b in pairs:
-            caps, source, sink, var = G.swap_move(f, a, b)
-            mask, _ = _solve(G, caps, source, sink, backend, info)
+            if fast is not None:
+                cand, e_new = fast(a, b, f, e)
+                info["solves"] += 1
+            else:
+                caps, source, sink, var = G.swap_move(f, a, b)
+                mask, _ = _solve(G, caps, source, sink, backend, info)
+                cand = torch.where(var, torch.where(mask, a, b), f)
+                e_new = int(G.energy(cand))
             info["moves"] += 1
-            cand = torch.where(var, torch.where(mask, a, b), f)
-            e_new = int(G.energy(cand))
             if e_new < e:
                 f, e = cand, e_new
                 quiet = 0

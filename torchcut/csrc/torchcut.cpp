@@ -64,6 +64,10 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // move's CSR capacities and netted terminals in one pass (cpu/cpu_graph_moves.cpp describes the arguments).
   m.def("graph_expansion_move(Tensor U, Tensor f, Tensor u, Tensor v, Tensor arc_uv, Tensor arc_vu, Tensor W, "
         "Tensor V, int alpha, int beta, int mode, int num_arcs, bool wide) -> Tensor[]");
+  // A swap move on the subgraph of the nodes labelled alpha or beta (CPU; cpu/cpu_graph_moves.cpp): the nodes,
+  // their CSR layout, capacities and netted terminals, and the cut of the current labelling.
+  m.def("graph_swap_move(Tensor U, Tensor f, Tensor u, Tensor v, Tensor W, Tensor V, int alpha, int beta, "
+        "int mode, bool wide) -> Tensor[]");
   // The quantised energy of a labelling of that energy's graph (CPU; cpu/cpu_graph_moves.cpp): an int64 scalar.
   m.def("graph_labeling_energy(Tensor U, Tensor f, Tensor u, Tensor v, Tensor W, Tensor V, int mode) -> Tensor");
   // GrabCut's colour models (CPU): k-means initialisation and the mixture fit with the data terms.

@@ -14,6 +14,16 @@
 // source = max(delta, 0) int64, sink = max(-delta, 0), delta = cost of alpha - cost of keeping.
 // With beta >= 0 it is the swap move of alpha and beta instead (build_swap below; clamped stays 0).
 // caps and sink are int32 unless `wide` (int64); the caller has checked that every value fits.
+//
+// graph_swap_move(U, f, u, v, W, V, alpha, beta, mode, wide) -> [ids, row_ptr, head, rev, caps, source, sink,
+// cut0]: the swap move of alpha and beta on the subgraph of the nodes labelled either (GCO's construction),
+// where graph_expansion_move's swap writes every node and arc of the graph: ids int64 [n] the nodes of the
+// move in increasing order (node i of the move is ids[i]); its CSR layout (row_ptr [n + 1], head, rev
+// int64 [a]: each edge between two of them a pair of arcs, repeated edges as parallel arcs), capacities
+// caps [a] and netted terminals source int64 [n], sink [n] (source side: alpha, sink side: beta), as
+// graph_expansion_move's values on those nodes; cut0 (int64 scalar) the cut of the current labelling
+// (alpha nodes on the source side), so that the energy after the move is the energy before plus the
+// minimum cut minus cut0 (the move's cuts are the energy up to a constant).
 #include <torch/library.h>
 #include <ATen/ATen.h>
 
@@ -168,6 +178,117 @@ std::vector<at::Tensor> graph_move(at::Tensor U, at::Tensor f, at::Tensor u, at:
   return {caps, src, snk, clamped};
 }
 
+// The move's nodes (f alpha or beta) in increasing order and each node's index among them (or -1).
+inline void swap_nodes(const int64_t* f, int64_t N, int64_t L, int64_t alpha, int64_t beta,
+                       std::vector<int32_t>& loc, std::vector<int64_t>& ids) {
+  loc.resize(N);
+  for (int64_t p = 0; p < N; ++p) {
+    TORCH_CHECK(f[p] >= 0 && f[p] < L, "torchcut.graph_swap_move: f: label out of range at node ", p);
+    const bool in = f[p] == alpha || f[p] == beta;
+    loc[p] = in ? static_cast<int32_t>(ids.size()) : -1;
+    if (in) ids.push_back(p);
+  }
+}
+
+template <class Cap, int Mode>
+std::vector<at::Tensor> swap_subgraph(const int64_t* U, const int64_t* f, const int64_t* u, const int64_t* v,
+                                      const void* Wp, const void* Vp, bool per_edge, int64_t L, int64_t N, int64_t E,
+                                      int64_t alpha, int64_t beta, const at::TensorOptions& opt, at::ScalarType ct) {
+  std::vector<int32_t> loc;
+  std::vector<int64_t> ids;
+  swap_nodes(f, N, L, alpha, beta, loc, ids);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> delta(n);  // cost of beta - cost of alpha
+  for (int64_t i = 0; i < n; ++i) delta[i] = U[beta * N + ids[i]] - U[alpha * N + ids[i]];
+  std::vector<int64_t> deg(n + 1, 0);
+  std::vector<int64_t> inner;  // the edges between two nodes of the move
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t p = u[e], q = v[e];
+    TORCH_CHECK(p >= 0 && p < N && q >= 0 && q < N, "torchcut.graph_swap_move: edge ", e, " out of range");
+    const int32_t i = loc[p], j = loc[q];
+    if (i >= 0 && j >= 0) {
+      inner.push_back(e);
+      ++deg[i + 1], ++deg[j + 1];
+    } else if (i >= 0) {
+      const int64_t b = f[q];
+      delta[i] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, beta, b) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, alpha, b);
+    } else if (j >= 0) {
+      const int64_t a = f[p];
+      delta[j] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, beta) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, alpha);
+    }
+  }
+  const int64_t A = 2 * static_cast<int64_t>(inner.size());
+  auto ids_t = at::empty({n}, opt);
+  auto row_ptr = at::empty({n + 1}, opt);
+  auto head = at::empty({A}, opt), rev = at::empty({A}, opt);
+  auto caps = at::empty({A}, opt.dtype(ct));
+  auto src = at::empty({n}, opt), snk = at::empty({n}, opt.dtype(ct));
+  int64_t* rp = row_ptr.data_ptr<int64_t>();
+  int64_t* hd = head.data_ptr<int64_t>();
+  int64_t* rv = rev.data_ptr<int64_t>();
+  Cap* cp = caps.data_ptr<Cap>();
+  std::copy(ids.begin(), ids.end(), ids_t.data_ptr<int64_t>());
+  for (int64_t i = 0; i < n; ++i) deg[i + 1] += deg[i];
+  std::copy(deg.begin(), deg.end(), rp);
+  int64_t cut0 = 0;
+  for (const int64_t e : inner) {  // deg[i]: the next free arc of node i
+    const int64_t p = u[e], q = v[e];
+    const int32_t i = loc[p], j = loc[q];
+    const int64_t c = pair_cost<Mode>(Wp, Vp, per_edge, L, e, alpha, beta);
+    const int64_t x = deg[i]++, y = deg[j]++;
+    hd[x] = j, hd[y] = i, rv[x] = y, rv[y] = x;
+    cp[x] = cp[y] = static_cast<Cap>(c);
+    if (f[p] != f[q]) cut0 += c;  // the current labelling cuts this pair
+  }
+  int64_t* sp = src.data_ptr<int64_t>();
+  Cap* kp = snk.data_ptr<Cap>();
+  for (int64_t i = 0; i < n; ++i) {
+    sp[i] = torchcut::net_source(delta[i]);  // delta is the netted pair's signed value
+    kp[i] = static_cast<Cap>(torchcut::net_sink(delta[i]));
+    cut0 += f[ids[i]] == beta ? sp[i] : static_cast<int64_t>(kp[i]);  // a beta node cuts its source arc
+  }
+  auto cut = at::empty({}, opt);
+  cut.fill_(cut0);
+  return {ids_t, row_ptr, head, rev, caps, src, snk, cut};
+}
+
+std::vector<at::Tensor> graph_swap(at::Tensor U, at::Tensor f, at::Tensor u, at::Tensor v, at::Tensor W, at::Tensor V,
+                                   int64_t alpha, int64_t beta, int64_t mode, bool wide) {
+  const char* op = "torchcut.graph_swap_move";
+  for (const auto* t : {&U, &f, &u, &v, &W, &V})
+    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+  for (const auto* t : {&U, &f, &u, &v})
+    TORCH_CHECK(t->scalar_type() == at::kLong, op, ": U, f, u, v: expected int64");
+  TORCH_CHECK(mode >= 0 && mode <= 2, op, ": mode: expected 0, 1 or 2, got ", mode);
+  const at::ScalarType wt = mode == 2 ? at::kDouble : at::kLong;
+  TORCH_CHECK(W.scalar_type() == wt && (mode == 0 || V.scalar_type() == wt), op, ": W, V: expected ", wt,
+              " for mode ", mode);
+  TORCH_CHECK(U.dim() == 2, op, ": U: expected [L, N]");
+  const int64_t L = U.size(0), N = U.size(1), E = u.numel();
+  TORCH_CHECK(N < (int64_t{1} << 31), op, ": U: expected fewer than 2**31 nodes, got ", N);
+  TORCH_CHECK(f.numel() == N && v.numel() == E && W.numel() == E, op, ": inconsistent sizes");
+  TORCH_CHECK(alpha >= 0 && alpha < L && beta >= 0 && beta < L && alpha != beta, op,
+              ": alpha, beta: expected two different labels in [0, ", L, "), got ", alpha, " and ", beta);
+  const bool per_edge = mode != 0 && V.numel() == E * L * L && E > 0 && V.numel() != L * L;
+  TORCH_CHECK(mode == 0 || per_edge || V.numel() == L * L, op, ": V: expected [L, L] or [E, L, L]");
+  const int64_t *Up = U.data_ptr<int64_t>(), *fp = f.data_ptr<int64_t>(), *up = u.data_ptr<int64_t>(),
+                *vp = v.data_ptr<int64_t>();
+  const at::TensorOptions opt = U.options();  // (labels and edges are checked where they are read)
+  const at::ScalarType ct = wide ? at::kLong : at::kInt;
+  const void* Wp = W.data_ptr();
+  const void* Vp = V.data_ptr();
+  auto run = [&](auto cap, auto mode_c) {
+    using Cap = decltype(cap);
+    return swap_subgraph<Cap, decltype(mode_c)::value>(Up, fp, up, vp, Wp, Vp, per_edge, L, N, E, alpha, beta, opt, ct);
+  };
+  auto pick = [&](auto cap) {
+    if (mode == 0) return run(cap, std::integral_constant<int, 0>());
+    if (mode == 1) return run(cap, std::integral_constant<int, 1>());
+    return run(cap, std::integral_constant<int, 2>());
+  };
+  return wide ? pick(int64_t{0}) : pick(int32_t{0});
+}
+
 // graph_labeling_energy(U, f, u, v, W, V, mode) -> int64 scalar: the quantised energy of the labelling f,
 // sum_p U[f[p], p] + sum_e pair_cost(e, f[u[e]], f[v[e]]) (the modes above), summed in int64 as torch sums
 // the tensor version's terms (graph_multilabel.py, _GraphEnergy.energy): one pass, where the tensor
@@ -218,4 +339,5 @@ at::Tensor graph_energy(at::Tensor U, at::Tensor f, at::Tensor u, at::Tensor v, 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("graph_expansion_move", &torchcut_cpu::graph_move);
   m.impl("graph_labeling_energy", &torchcut_cpu::graph_energy);
+  m.impl("graph_swap_move", &torchcut_cpu::graph_swap);
 }
