@@ -416,14 +416,17 @@ def test_kept_trees_equal_scratch_over_stroke_sequences(seed, nodes, steps):
 def test_kept_state_counts_then_result_equal_update(seed, nodes, steps):
     # update_counts (the re-solve without its output tensors) then result() and sink_side(), asked for
     # after some strokes and not others: the counters, info, mask, residuals and flows of update() on a
-    # twin state, and the sink side the mask's complement
+    # twin state, and the sink side the mask's complement. A third twin moves to the int64 node records
+    # and arc pairs of graphs too large for int32 indices (widen) before some stroke: the same again.
     g, graph, base_src, base_snk = stroke_problem(seed, nodes)
     args = (graph.row_ptr, graph.head, graph.rev, graph.caps, base_src, base_snk)
-    full, lazy = torch.classes.torchcut.CsrState(*args), torch.classes.torchcut.CsrState(*args)
+    full, lazy, wide = (torch.classes.torchcut.CsrState(*args) for _ in range(3))
     full.solve()
     lazy.solve()
+    wide.solve()
+    widen_at = seed % (steps + 1)  # steps: never
     S, T = base_src.clone(), base_snk.clone()
-    for calls in stroke_steps(g, nodes, steps, base_src, base_snk):
+    for step, calls in enumerate(stroke_steps(g, nodes, steps, base_src, base_snk)):
         for src, snk, idx in calls:
             if idx is None:
                 S, T = src.clone(), snk.clone()
@@ -434,11 +437,16 @@ def test_kept_state_counts_then_result_equal_update(seed, nodes, steps):
         stats2, info2 = lazy.update_counts(ids, S.clone(), T.clone())
         assert torch.equal(stats, stats2) and torch.equal(info, info2)
         assert torch.equal(lazy.sink_side(), ~mask)
+        if step == widen_at:
+            wide.widen()
+        stats3, info3 = wide.update_counts(ids, S.clone(), T.clone())
+        assert torch.equal(stats, stats3) and torch.equal(info, info3) and torch.equal(wide.sink_side(), ~mask)
         if torch.rand(1, generator=g) < 0.5:
             m2, r2, f2 = lazy.result()
             assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
-    m2, r2, f2 = lazy.result()
-    assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
+    for state in (lazy, wide):
+        m2, r2, f2 = state.result()
+        assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
 
 
 def test_kept_trees_search_from_the_changed_nodes():

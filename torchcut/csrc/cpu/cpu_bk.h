@@ -52,7 +52,19 @@ struct HasTouch : std::false_type {};
 template <class T>
 struct HasTouch<T, std::void_t<decltype(std::declval<T&>().touch(int64_t{0}))>> : std::true_type {};
 
-template <class Topo>
+// One field of an array of records, indexed as a pointer to the field alone would be: BK's per-node
+// arrays (terminal residuals, queue links, marks) where a caller keeps each node's state in one record
+// (the kept state of csr_solve.cpp), so a node visited by the search costs one cache miss, not one per
+// array. The member pointer is a template argument: the access compiles to a fixed offset.
+template <class Rec, class T, T Rec::*kField>
+struct Field {
+  Rec* rec;
+  T& operator[](int64_t v) const { return rec[v].*kField; }
+};
+
+// TrP, NxtP, MkP: how the terminal residuals, queue links and marks are reached, raw arrays by default
+// (the grid and CSR solvers) or Fields of node records.
+template <class Topo, class TrP = int64_t*, class NxtP = int32_t*, class MkP = Marks*>
 class BK {
  public:
   using Cap = typename Topo::Cap;
@@ -61,7 +73,7 @@ class BK {
   // tr: terminal residuals (modified); nxt: int32 scratch of n nodes; marks: n entries. A solver of the
   // nodes [lo, hi) only (lo < hi <= n) touches nothing outside them, provided no arc with residual leaves
   // them: several solve disjoint ranges of one graph at once (see resume).
-  BK(Topo& g, int64_t n, int64_t* tr, int32_t* nxt, Marks* marks, int64_t lo = 0, int64_t hi = -1)
+  BK(Topo& g, int64_t n, TrP tr, NxtP nxt, MkP marks, int64_t lo = 0, int64_t hi = -1)
       : g_(g), n_(n), lo_(lo), hi_(hi < 0 ? n : hi), ranged_(lo_ > 0 || hi_ < n), tr_(tr), nxt_(nxt), mk_(marks) {}
 
   BKStats run() {
@@ -100,7 +112,8 @@ class BK {
   // node starts in T; a node that is grown adds its free neighbours, and a node that becomes free
   // activates the neighbours that held it), and the update keeps that true for every node but the active
   // ones, so the trees end closed again: the T tree is exactly the nodes that reach the sink.
-  BKStats update(const int32_t* nodes, int64_t m, const int64_t* tr_new, uint8_t* seen, int32_t start) {
+  template <class SeenP>
+  BKStats update(const int32_t* nodes, int64_t m, const int64_t* tr_new, SeenP seen, int32_t start) {
     time_ = start;
     tick();
     for (int64_t k = 0; k < m; ++k) {
@@ -403,9 +416,9 @@ class BK {
   Topo& g_;
   int64_t n_, lo_, hi_;
   bool ranged_;  // solves [lo, hi) only, not every node
-  int64_t* tr_;
-  int32_t* nxt_;
-  Marks* mk_;
+  TrP tr_;
+  NxtP nxt_;
+  MkP mk_;
   int32_t qfirst_ = -1, qlast_ = -1;
   int32_t time_ = 0;
   std::vector<int32_t> orphans_;

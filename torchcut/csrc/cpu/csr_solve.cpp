@@ -166,33 +166,115 @@ std::tuple<at::Tensor, at::Tensor> csr_solve(at::Tensor row_ptr, at::Tensor head
 // The mask without a search: a finished Boykov-Kolmogorov loop leaves the T tree closed under residual
 // arcs into it (BK::update), and every node with a sink residual is one of its roots, so the T tree is
 // the set of nodes that reach the sink: the canonical sink side. Free nodes keep tree byte 0
-// (KeptTopo::set_free), so the mask is one pass over the tree bytes.
-template <class CapT>
-struct KeptTopo : CsrTopo<CapT> {
+// (KeptTopo::set_free), so the mask is one pass over a copy of the tree bytes (CsrState::tree).
+//
+// Layout: a stroke's search visits nodes scattered over arrays of millions of entries, each visit a
+// cache miss per array it reads. A node's search state (terminal residual, parent arc, first arc,
+// marks, queue link, tree byte, visit byte) is one record, KeptNode: 32 bytes where arc indices fit in
+// int32 (two records a cache line), 40 else. The arcs' heads and reverses are pairs (KeptArc), int32
+// where they fit; the residuals stay one array (rc), which the outputs copy rows of.
+template <class I>
+struct alignas(sizeof(I) == 4 ? 32 : 8) KeptNode {
+  int64_t tr;   // netted terminal residual
+  I par;        // parent arc (CsrTopo's codes kTerm, kOrphan, kNone)
+  I first;      // first arc (row_ptr[v]); the next record's is the end of the row
+  Marks mk;
+  int32_t nxt;  // BK's queue link
+  uint8_t tree, seen;
+};
+
+template <class I>
+struct KeptArc {
+  I head, rev;
+};
+
+// The terminal capacities now and the sink flow of a node, read together by the re-fit (resolve) and
+// the bookkeeping of a solve (advance).
+struct KeptTerms {
+  int64_t S, T, fl;
+};
+
+template <class CapT, class I>
+struct KeptTopo {
+  using Cap = CapT;
+  using P = I;
+  static constexpr P kTerm = -2, kOrphan = -3, kNone = -1;
+
+  Cap* rc;
+  KeptNode<I>* node;  // N + 1 records (the last holds the end of the last row)
+  const KeptArc<I>* arcs;
   std::vector<int32_t>* log;  // the nodes whose tree, terminal residual or arc residuals changed
-  void set(int64_t v, typename CsrTopo<CapT>::P p, bool sink) {
-    this->par[v] = p, this->sink_tree[v] = sink;
+
+  I begin(int64_t v) const { return node[v].first; }
+  I end(int64_t v) const { return node[v + 1].first; }
+  int64_t arc(int64_t, I k) const { return k; }
+  int32_t head(int64_t, I k) const { return static_cast<int32_t>(arcs[k].head); }
+  int64_t sister(int64_t, I k) const { return arcs[k].rev; }
+  P back(int64_t, I k) const { return arcs[k].rev; }
+  P to(int64_t, I k) const { return k; }
+  int32_t parent_node(int64_t, P p) const { return static_cast<int32_t>(arcs[p].head); }
+  int64_t parent_arc(int64_t, P p) const { return p; }
+  int64_t parent_sister(int64_t, P p) const { return arcs[p].rev; }
+  bool is_free(int64_t v) const { return node[v].par == kNone; }
+  bool is_sink(int64_t v) const { return node[v].tree; }
+  P parent(int64_t v) const { return node[v].par; }
+  void set(int64_t v, P p, bool sink) {
+    node[v].par = p, node[v].tree = sink;
     log->push_back(static_cast<int32_t>(v));
   }
+  void set_parent(int64_t v, P p) { node[v].par = p; }
   void set_free(int64_t v) {
-    this->par[v] = CsrTopo<CapT>::kNone, this->sink_tree[v] = 0;
+    node[v].par = kNone, node[v].tree = 0;
     log->push_back(static_cast<int32_t>(v));
   }
   void touch(int64_t v) { log->push_back(static_cast<int32_t>(v)); }
 };
 
+// n entries of T, uninitialised, cache-line aligned; in transparent huge pages from 2 MiB (huge_alloc):
+// a stroke's search reads records scattered over tens of MiB, and with 4 KiB pages most of those reads
+// miss the TLB as well.
+template <class T>
+HugeBuf<T> kept_buf(int64_t n) {
+  const size_t bytes = sizeof(T) * static_cast<size_t>(n);
+  if (bytes >= kHuge) return huge_buf<T>(n);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  TORCH_CHECK(p, "torchcut.CsrState: out of memory allocating ", bytes, " bytes");
+  return HugeBuf<T>(static_cast<T*>(p));
+}
+
+// The node records and arc pairs of a kept state, int32 or int64 indices (I).
+template <class I>
+struct KeptNodes {
+  HugeBuf<KeptNode<I>> node;
+  HugeBuf<KeptArc<I>> arc;
+  using Tr = Field<KeptNode<I>, int64_t, &KeptNode<I>::tr>;
+  using Nxt = Field<KeptNode<I>, int32_t, &KeptNode<I>::nxt>;
+  using Mk = Field<KeptNode<I>, Marks, &KeptNode<I>::mk>;
+  using Seen = Field<KeptNode<I>, uint8_t, &KeptNode<I>::seen>;
+
+  void build(int64_t N, const int64_t* rp, const int64_t* hd, const int64_t* rv) {
+    node = kept_buf<KeptNode<I>>(N + 1);
+    for (int64_t v = 0; v <= N; ++v) {
+      node[v] = KeptNode<I>{};
+      node[v].first = static_cast<I>(rp[v]);
+    }
+    const int64_t A = rp[N];
+    arc = kept_buf<KeptArc<I>>(A);
+    for (int64_t k = 0; k < A; ++k) arc[k] = KeptArc<I>{static_cast<I>(hd[k]), static_cast<I>(rv[k])};
+  }
+};
+
 struct CsrState : torch::CustomClassHolder {
-  at::Tensor row_ptr, head, rev, caps;  // the layout and the capacities (kept as given)
+  at::Tensor row_ptr, caps;  // the rows and the capacities (kept as given; heads and reverses: the arc pairs)
   at::Tensor rc;                        // the residuals, caps' dtype
-  std::vector<int64_t> S, T;            // the terminal capacities now
-  std::vector<int64_t> tr, par;         // netted terminal residuals, parent arcs
-  std::vector<int32_t> nxt;
-  std::vector<Marks> mk;
-  std::vector<uint8_t> tree, seen;
+  HugeBuf<KeptTerms> terms;             // the terminal capacities now, the sink flows
+  KeptNodes<int32_t> n32;               // the search state: int32 indices where the arcs allow
+  KeptNodes<int64_t> n64;               // (else int64; one of the two is empty)
+  bool wide = false;
+  std::vector<uint8_t> tree;  // the tree bytes, copied from the records after each solve (the mask)
   std::vector<int32_t> stamp;  // pull_back's depth-first search: visit marks, current arcs, tree arcs
   std::vector<int64_t> cur, via;
-  std::vector<int64_t> fl;  // the sink flows
-  int64_t total = 0;         // their sum
+  int64_t total = 0;         // the sum of the sink flows
   std::vector<int32_t> log, changed_now, changed_before;  // the nodes changed by this solve, the last
   struct Slot {
     at::Tensor mask, res, flow;
@@ -205,55 +287,91 @@ struct CsrState : torch::CustomClassHolder {
   CsrState(at::Tensor row_ptr_, at::Tensor head_, at::Tensor rev_, at::Tensor caps_, at::Tensor source,
            at::Tensor sink) {
     const char* op = "torchcut.CsrState";
-    row_ptr = index64(row_ptr_), head = index64(head_), rev = index64(rev_), caps = caps_.contiguous();
+    row_ptr = index64(row_ptr_), caps = caps_.contiguous();
+    const at::Tensor head = index64(head_), rev = index64(rev_);
     check_cpu(op, {&caps, &source, &sink});
     N = source.numel();
     check_csr(op, row_ptr, head, rev, caps, N);
     TORCH_CHECK(sink.numel() == N, op, ": sink: expected ", N, " values (one per node), got ", sink.numel());
     auto s = source.to(at::kLong).contiguous(), k = sink.to(at::kLong).contiguous();
-    S.assign(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + N);
-    T.assign(k.data_ptr<int64_t>(), k.data_ptr<int64_t>() + N);
-    tr.resize(N), par.resize(N), nxt.resize(N), mk.resize(N), tree.assign(N, 0), seen.assign(N, 0);
-    fl.resize(N);
+    const int64_t* sp = s.data_ptr<int64_t>();
+    const int64_t* kp = k.data_ptr<int64_t>();
+    terms = kept_buf<KeptTerms>(N);
+    for (int64_t v = 0; v < N; ++v) terms[v] = KeptTerms{sp[v], kp[v], 0};
+    tree.assign(N, 0);
+    // the arc indices, the parent codes (down to -3) and the end of the last row in int32
+    wide = caps.numel() >= std::numeric_limits<int32_t>::max();
+    const int64_t *rp = row_ptr.data_ptr<int64_t>(), *hd = head.data_ptr<int64_t>(), *rv = rev.data_ptr<int64_t>();
+    if (wide) n64.build(N, rp, hd, rv); else n32.build(N, rp, hd, rv);
+  }
+
+  // Moves the state to int64 indices (the layout of graphs with 2**31 - 1 arcs or more), as it is: what
+  // the tests run the wide layout through, on graphs small enough to have both.
+  void widen() {
+    if (wide) return;
+    n64.node = kept_buf<KeptNode<int64_t>>(N + 1);
+    for (int64_t v = 0; v <= N; ++v) {
+      const KeptNode<int32_t>& x = n32.node[v];
+      n64.node[v] = KeptNode<int64_t>{x.tr, x.par, x.first, x.mk, x.nxt, x.tree, x.seen};
+    }
+    const int64_t A = caps.numel();
+    n64.arc = kept_buf<KeptArc<int64_t>>(A);
+    for (int64_t k = 0; k < A; ++k) n64.arc[k] = KeptArc<int64_t>{n32.arc[k].head, n32.arc[k].rev};
+    n32.node.reset(), n32.arc.reset();
+    wide = true;
+  }
+
+  // f(n32) or f(n64): the records in use.
+  template <class F>
+  decltype(auto) with_nodes(F&& f) {
+    return wide ? f(n64) : f(n32);
   }
 
   // Boykov-Kolmogorov from scratch or the update of m nodes (BK::update).
-  template <class Cap>
-  BKStats run(const int32_t* nodes, int64_t m, const int64_t* tr_new, bool from_scratch = false) {
-    KeptTopo<Cap> g{{rc.data_ptr<Cap>(), row_ptr.data_ptr<int64_t>(), head.data_ptr<int64_t>(),
-                      rev.data_ptr<int64_t>(), par.data(), tree.data()},
-                     &log};
-    BK<KeptTopo<Cap>> bk(g, N, tr.data(), nxt.data(), mk.data());
-    BKStats r = from_scratch ? bk.run() : bk.update(nodes, m, tr_new, seen.data(), clock);
+  template <class Cap, class I>
+  BKStats run(KeptNodes<I>& k, const int32_t* nodes, int64_t m, const int64_t* tr_new, bool from_scratch = false) {
+    using Nodes = KeptNodes<I>;
+    KeptNode<I>* nd = k.node.get();
+    KeptTopo<Cap, I> g{rc.data_ptr<Cap>(), nd, k.arc.get(), &log};
+    BK<KeptTopo<Cap, I>, typename Nodes::Tr, typename Nodes::Nxt, typename Nodes::Mk> bk(
+        g, N, typename Nodes::Tr{nd}, typename Nodes::Nxt{nd}, typename Nodes::Mk{nd});
+    BKStats r = from_scratch ? bk.run() : bk.update(nodes, m, tr_new, typename Nodes::Seen{nd}, clock);
     clock = bk.clock();
     return r;
   }
 
   // Boykov-Kolmogorov from scratch on the terminals S, T.
-  BKStats scratch() {
-    rc = caps.clone();
-    for (int64_t v = 0; v < N; ++v) tr[v] = torchcut::net_terminal(S[v], T[v]);
+  template <class I>
+  BKStats scratch(KeptNodes<I>& k) {
+    rc = huge_tensor(caps.sizes(), caps.scalar_type()).copy_(caps);
+    for (int64_t v = 0; v < N; ++v) k.node[v].tr = torchcut::net_terminal(terms[v].S, terms[v].T);
     clock = 0;
     BKStats r;
-    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(nullptr, 0, nullptr, true); });
+    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(k, nullptr, 0, nullptr, true); });
     return r;
   }
 
-  // The bookkeeping of a solve: the nodes it changed (each once, into changed_now), their sink flows and
-  // the total (every node after a solve from scratch), the step.
-  void advance(bool fresh) {
+  // The bookkeeping of a solve: the nodes it changed (each once, into changed_now), their tree bytes,
+  // sink flows and the total (every node after a solve from scratch), the step.
+  template <class I>
+  void advance(KeptNodes<I>& k, bool fresh) {
+    KeptNode<I>* nd = k.node.get();
     changed_now.clear();
     for (const int32_t v : log)
-      if (!seen[v]) seen[v] = 1, changed_now.push_back(v);
-    for (const int32_t v : changed_now) seen[v] = 0;
+      if (!nd[v].seen) nd[v].seen = 1, changed_now.push_back(v);
+    for (const int32_t v : changed_now) nd[v].seen = 0;
     log.clear();
     if (fresh) {
       total = 0;
-      for (int64_t v = 0; v < N; ++v) total += (fl[v] = T[v] + std::min<int64_t>(tr[v], 0));  // T - net_sink
+      for (int64_t v = 0; v < N; ++v) {
+        tree[v] = nd[v].tree;
+        total += (terms[v].fl = terms[v].T + std::min<int64_t>(nd[v].tr, 0));  // T - net_sink
+      }
     } else {
       for (const int32_t v : changed_now) {
-        const int64_t f = T[v] + std::min<int64_t>(tr[v], 0);
-        total += f - fl[v], fl[v] = f;
+        tree[v] = nd[v].tree;
+        const int64_t f = terms[v].T + std::min<int64_t>(nd[v].tr, 0);
+        total += f - terms[v].fl, terms[v].fl = f;
       }
     }
     ++step;
@@ -266,7 +384,7 @@ struct CsrState : torch::CustomClassHolder {
   // the last two solves). A solve from scratch writes both slots whole.
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> output(const BKStats& r, int64_t deficits,
                                                                               bool fresh) {
-    advance(fresh);
+    with_nodes([&](auto& k) { advance(k, fresh); });
     if (fresh) {  // both slots written now (their pages faulted in by the solve from scratch, not a stroke)
       for (Slot& o : slots) {
         if (!owned(o)) o.mask = at::Tensor();  // the caller keeps those: new tensors
@@ -287,7 +405,7 @@ struct CsrState : torch::CustomClassHolder {
       for (const auto* list : {&changed_before, &changed_now}) {
         if (list == &changed_before && o.step == step - 1) continue;
         for (const int32_t v : *list) {
-          m[v] = !tree[v], f[v] = fl[v];
+          m[v] = !tree[v], f[v] = terms[v].fl;
           std::memcpy(to + rp[v] * width, from + rp[v] * width, (rp[v + 1] - rp[v]) * width);
         }
       }
@@ -312,10 +430,10 @@ struct CsrState : torch::CustomClassHolder {
       o.mask = at::empty({N}, at::kBool), o.res = at::empty({rc.numel()}, rc.scalar_type()),
       o.flow = at::empty({N}, at::kLong);
     std::memcpy(o.res.data_ptr(), rc.data_ptr(), rc.nbytes());
-    std::memcpy(o.flow.data_ptr(), fl.data(), N * sizeof(int64_t));
     bool* m = o.mask.data_ptr<bool>();
+    int64_t* f = o.flow.data_ptr<int64_t>();
     const uint8_t* b = tree.data();
-    for (int64_t v = 0; v < N; ++v) m[v] = !b[v];
+    for (int64_t v = 0; v < N; ++v) m[v] = !b[v], f[v] = terms[v].fl;
     o.step = step;
   }
 
@@ -339,13 +457,14 @@ struct CsrState : torch::CustomClassHolder {
   // The terminal capacities the state was last solved for: (source, sink), int64 [N] copies.
   std::tuple<at::Tensor, at::Tensor> terminals() const {
     auto src = at::empty({N}, at::kLong), snk = at::empty({N}, at::kLong);
-    std::memcpy(src.data_ptr<int64_t>(), S.data(), N * sizeof(int64_t));
-    std::memcpy(snk.data_ptr<int64_t>(), T.data(), N * sizeof(int64_t));
+    int64_t* sp = src.data_ptr<int64_t>();
+    int64_t* kp = snk.data_ptr<int64_t>();
+    for (int64_t v = 0; v < N; ++v) sp[v] = terms[v].S, kp[v] = terms[v].T;
     return {src, snk};
   }
 
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve() {
-    return output(scratch(), 0, true);
+    return output(with_nodes([&](auto& k) { return scratch(k); }), 0, true);
   }
 
   // New terminal capacities for `nodes` (int64 ids; source, sink: int64, one per id; an id listed twice
@@ -371,7 +490,7 @@ struct CsrState : torch::CustomClassHolder {
     BKStats r;
     int64_t deficits = 0;
     const bool fresh = resolve(nodes, source, sink, r, deficits);
-    advance(fresh);
+    with_nodes([&](auto& k) { advance(k, fresh); });
     for (Slot& o : slots) o.step = -1;
     changed_before.clear();
     auto [stats, info] = counters(r, deficits, fresh);
@@ -400,6 +519,12 @@ struct CsrState : torch::CustomClassHolder {
 
   // The solve of update(): returns whether the state was solved from scratch.
   bool resolve(at::Tensor nodes, at::Tensor source, at::Tensor sink, BKStats& r, int64_t& deficits) {
+    return with_nodes([&](auto& k) { return resolve(k, nodes, source, sink, r, deficits); });
+  }
+
+  template <class I>
+  bool resolve(KeptNodes<I>& k, const at::Tensor& nodes, const at::Tensor& source, const at::Tensor& sink,
+               BKStats& r, int64_t& deficits) {
     const char* op = "torchcut.CsrState.update";
     TORCH_CHECK(nodes.scalar_type() == at::kLong && source.scalar_type() == at::kLong &&
                     sink.scalar_type() == at::kLong,
@@ -409,48 +534,51 @@ struct CsrState : torch::CustomClassHolder {
     TORCH_CHECK(source.numel() == n && sink.numel() == n, op, ": source, sink: expected ", n,
                 " values (one per node id), got ", source.numel(), " and ", sink.numel());
     auto ids = nodes.contiguous();
-    auto s = source.contiguous(), k = sink.contiguous();
+    auto s = source.contiguous(), t_ = sink.contiguous();
     const int64_t* id = ids.data_ptr<int64_t>();
     const int64_t* sv = s.data_ptr<int64_t>();
-    const int64_t* kv = k.data_ptr<int64_t>();
+    const int64_t* kv = t_.data_ptr<int64_t>();
+    KeptNode<I>* nd = k.node.get();
     std::vector<int32_t> which;
     std::vector<int64_t> tr_new;
     deficits = 0;
     for (int64_t q = 0; q < n; ++q) {
       const int64_t v = id[q];
       TORCH_CHECK(v >= 0 && v < N, op, ": nodes: expected ids in [0, ", N, "), got ", v);
-      if (seen[v]) continue;
-      seen[v] = 1;
-      if (sv[q] == S[v] && kv[q] == T[v]) continue;
-      const int64_t t0 = T[v] - torchcut::net_sink(tr[v]);  // the flow to the sink now
-      const int64_t avail = torchcut::net_source(tr[v]) + t0 + (sv[q] - S[v]);
-      S[v] = sv[q], T[v] = kv[q];
+      KeptNode<I>& x = nd[v];
+      if (x.seen) continue;
+      x.seen = 1;
+      KeptTerms& e = terms[v];
+      if (sv[q] == e.S && kv[q] == e.T) continue;
+      const int64_t t0 = e.T - torchcut::net_sink(x.tr);  // the flow to the sink now
+      const int64_t avail = torchcut::net_source(x.tr) + t0 + (sv[q] - e.S);
+      e.S = sv[q], e.T = kv[q];
       int64_t t;
       if (avail < 0) {
         ++deficits;
-        t = -T[v] + avail;  // S' + d, T' + d with d = -avail: nothing to the sink yet
+        t = -e.T + avail;  // S' + d, T' + d with d = -avail: nothing to the sink yet
       } else {
-        const int64_t to_sink = std::min(avail, T[v]);
-        t = torchcut::net_terminal(avail - to_sink, T[v] - to_sink);
+        const int64_t to_sink = std::min(avail, e.T);
+        t = torchcut::net_terminal(avail - to_sink, e.T - to_sink);
       }
       which.push_back(static_cast<int32_t>(v));
       tr_new.push_back(t);
     }
-    for (int64_t q = 0; q < n; ++q) seen[id[q]] = 0;
+    for (int64_t q = 0; q < n; ++q) nd[id[q]].seen = 0;
     bool ok = true;
     AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState.update", [&] {
-      r = run<index_t>(which.data(), static_cast<int64_t>(which.size()), tr_new.data());
+      r = run<index_t>(k, which.data(), static_cast<int64_t>(which.size()), tr_new.data());
       if (!deficits) return;
       std::vector<int32_t> touched;
-      ok = pull_back<index_t>(which, touched);
+      ok = pull_back<index_t>(k, which, touched);
       if (!ok || touched.empty()) return;
       std::vector<int64_t> now(touched.size());
-      for (size_t q = 0; q < touched.size(); ++q) now[q] = tr[touched[q]];
-      const BKStats more = run<index_t>(touched.data(), static_cast<int64_t>(touched.size()), now.data());
+      for (size_t q = 0; q < touched.size(); ++q) now[q] = nd[touched[q]].tr;
+      const BKStats more = run<index_t>(k, touched.data(), static_cast<int64_t>(touched.size()), now.data());
       r.flow += more.flow, r.augmentations += more.augmentations, r.orphans += more.orphans;
       r.growths += more.growths;
     });
-    if (!ok) r = scratch();  // not reached for a valid state; kept as a guard
+    if (!ok) r = scratch(k);  // not reached for a valid state; kept as a guard
     return !ok;
   }
 
@@ -463,17 +591,19 @@ struct CsrState : torch::CustomClassHolder {
   // maximum flow plus the deficits, so the result is a maximum preflow of the real network. The nodes
   // of the paths go to `touched`: their residuals moved, so the trees are mended from them (BK::update;
   // no augmenting path is left, so it only re-parents and re-grows). False if some path is not found.
-  template <class Cap>
-  bool pull_back(const std::vector<int32_t>& changed, std::vector<int32_t>& touched) {
+  template <class Cap, class I>
+  bool pull_back(KeptNodes<I>& kn, const std::vector<int32_t>& changed, std::vector<int32_t>& touched) {
+    KeptNode<I>* nd = kn.node.get();
+    const auto tr = [nd](int64_t v) -> int64_t& { return nd[v].tr; };
+    const auto T = [this](int64_t v) { return terms[v].T; };
     Cap* rc_ = rc.data_ptr<Cap>();
     const Cap* C = caps.data_ptr<Cap>();
     const int64_t* rp = row_ptr.data_ptr<int64_t>();
-    const int64_t* hd = head.data_ptr<int64_t>();
-    const int64_t* rv = rev.data_ptr<int64_t>();
+    const KeptArc<I>* arc = kn.arc.get();
     if (stamp.empty()) stamp.assign(N, 0), cur.resize(N), via.resize(N);
     std::vector<int32_t> stack;
     for (const int32_t v : changed) {
-      int64_t r = torchcut::net_sink(tr[v]) - T[v];
+      int64_t r = torchcut::net_sink(tr(v)) - T(v);
       if (r <= 0) continue;
       touched.push_back(v);
       while (r > 0) {
@@ -483,13 +613,13 @@ struct CsrState : torch::CustomClassHolder {
         int32_t w = -1;
         while (!stack.empty()) {
           const int32_t x = stack.back();
-          if (x != v && (tr[x] > 0 || T[x] - torchcut::net_sink(tr[x]) > 0)) {
+          if (x != v && (tr(x) > 0 || T(x) - torchcut::net_sink(tr(x)) > 0)) {
             w = x;
             break;
           }
           int64_t k = cur[x];
           for (; k < rp[x + 1]; ++k) {
-            const int32_t y = static_cast<int32_t>(hd[k]);
+            const int32_t y = static_cast<int32_t>(arc[k].head);
             if (stamp[y] != visit && C[k] > rc_[k]) break;
           }
           cur[x] = k < rp[x + 1] ? k + 1 : k;
@@ -497,22 +627,22 @@ struct CsrState : torch::CustomClassHolder {
             stack.pop_back();
             continue;
           }
-          const int32_t y = static_cast<int32_t>(hd[k]);
+          const int32_t y = static_cast<int32_t>(arc[k].head);
           stamp[y] = visit, cur[y] = rp[y], via[y] = k;
           stack.push_back(y);
         }
         if (w < 0) return false;
-        int64_t b = std::min(r, torchcut::net_source(tr[w]) + T[w] - torchcut::net_sink(tr[w]));
+        int64_t b = std::min(r, torchcut::net_source(tr(w)) + T(w) - torchcut::net_sink(tr(w)));
         for (size_t q = 1; q < stack.size(); ++q) {
           const int64_t k = via[stack[q]];
           b = std::min<int64_t>(b, static_cast<int64_t>(C[k]) - rc_[k]);
         }
         for (size_t q = 1; q < stack.size(); ++q) {
           const int64_t k = via[stack[q]];
-          rc_[k] += static_cast<Cap>(b), rc_[rv[k]] -= static_cast<Cap>(b);
+          rc_[k] += static_cast<Cap>(b), rc_[arc[k].rev] -= static_cast<Cap>(b);
           touched.push_back(stack[q]);
         }
-        tr[w] -= b, tr[v] += b, r -= b;
+        tr(w) -= b, tr(v) += b, r -= b;
       }
     }
     return true;
@@ -537,7 +667,8 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
       .def("update_counts", &torchcut_cpu::CsrState::update_counts)
       .def("result", &torchcut_cpu::CsrState::result)
       .def("sink_side", &torchcut_cpu::CsrState::sink_side)
-      .def("terminals", &torchcut_cpu::CsrState::terminals);
+      .def("terminals", &torchcut_cpu::CsrState::terminals)
+      .def("widen", &torchcut_cpu::CsrState::widen);
 }
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
