@@ -449,6 +449,59 @@ def test_kept_state_counts_then_result_equal_update(seed, nodes, steps):
         assert torch.equal(m2, mask) and torch.equal(r2, res) and torch.equal(f2, flow)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), nodes=st.integers(2, 50), steps=st.integers(1, 8))
+def test_kept_state_plan_nets_totals_as_numpy_does(seed, nodes, steps):
+    # compat.pymaxflow's stroke path: plan() of raw terminal totals (ids repeated, some totals moved by
+    # the same amount on both sides, some plans dropped) then update_planned(): the netted constant, the
+    # capacities' sum and the largest sink capacity of numpy's netting, and the counters, info and sink
+    # side of update_counts() with the netted capacities on a twin state
+    g, graph, base_src, base_snk = stroke_problem(seed, nodes)
+    rng = np.random.default_rng(seed)
+    common = torch.minimum(base_src, base_snk)
+    base_src, base_snk = base_src - common, base_snk - common  # the state is made from netted capacities
+    src = base_src.numpy() + rng.integers(0, 4, nodes)  # totals: those plus a common part
+    snk = base_snk.numpy() + (src - base_src.numpy())
+    args = (graph.row_ptr, graph.head, graph.rev, graph.caps, base_src, base_snk)
+    planned, twin = (torch.classes.torchcut.CsrState(*args) for _ in range(2))
+    planned.solve()
+    twin.solve()
+    low = np.minimum(src, snk)
+    assert planned.plan(torch.empty(0, dtype=torch.int64), torch.from_numpy(src), torch.from_numpy(snk), True) == (
+        int(low.sum()),
+        float(np.abs(src - snk).sum()),
+        -1,
+    )
+    for _ in range(steps):
+        ids = rng.integers(0, nodes, int(rng.integers(1, 2 * nodes)))  # repeats
+        new_src, new_snk = src.copy(), snk.copy()
+        new_src[ids] += rng.integers(-3, 40, ids.size)
+        new_snk[ids] += rng.integers(-3, 40, ids.size)
+        both = ids[: ids.size // 3]
+        new_src[both] += 5  # the same on both sides: the constant changes, the capacities do not
+        new_snk[both] += 5
+        u = ids[np.sort(np.unique(ids, return_index=True)[1])]  # each once, in the order first given
+        new_low = np.minimum(new_src, new_snk)
+        s, t = new_src - new_low, new_snk - new_low
+        expected = (
+            int((new_low[u] - low[u]).sum()),
+            float(((s[u] + t[u]) - np.abs(src[u] - snk[u])).sum()),
+            int(t[u].max()),
+        )
+        ids_t = torch.from_numpy(ids)
+        assert planned.plan(ids_t, torch.from_numpy(new_src), torch.from_numpy(new_snk), False) == expected
+        if rng.random() < 0.3:  # dropped: nothing changed
+            continue
+        stats, info = planned.update_planned()
+        stats2, info2 = twin.update_counts(torch.from_numpy(u), torch.from_numpy(s[u]), torch.from_numpy(t[u]))
+        assert torch.equal(stats, stats2) and torch.equal(info, info2)
+        assert torch.equal(planned.sink_side(), twin.sink_side())
+        src, snk, low = new_src, new_snk, new_low
+    for a, b in zip(planned.result(), twin.result()):
+        assert torch.equal(a, b)
+    assert all(torch.equal(a, b) for a, b in zip(planned.terminals(), twin.terminals()))
+
+
 def test_kept_trees_search_from_the_changed_nodes():
     # a 40 x 40 lattice solved, then a few terminals moved: the search grows from them, not over the graph;
     # then a stroke that leaves deficits (the flow into its nodes was passed on)

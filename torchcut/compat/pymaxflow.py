@@ -342,10 +342,9 @@ class GraphInt:
         self._dynamic = None  # the last FlowGraph solve, kept for maxflow(reuse_trees=True)
         self._solved_links = None  # (nodes, arcs) when self._dynamic was solved: links change only by adding
         self._touched: list = []  # nodes given terminal capacity since that solve: ids, (first, count), tensors
-        # per node at the last re-solve: the smaller terminal total (its sum is the netted constant) and the
-        # netted capacity |source - sink| (its sum, the overflow check's); None until a re-solve sets them
-        self._low = self._net = None
-        self._slot = None  # [n] int64 numpy scratch: one position per node id (a stroke's ids made unique)
+        # whether the kept state holds every node's smaller terminal total (its sum is the netted constant;
+        # CsrState.plan): False until a re-solve sets them, and after each build
+        self._netted = False
 
     @property
     def last_result(self):
@@ -934,7 +933,7 @@ class GraphInt:
                 self._dynamic = DynamicFlowGraph(graph)
                 self._dynamic._remember(result)
         self._solved_links = links if self._dynamic is not None else None
-        self._low = self._net = None  # the per-node totals of a re-solve start again from the built graph
+        self._netted = False  # the per-node totals of a re-solve start again from the built graph
         self._constant = constant
         self._touched = []
         self._last_result, self._last_raw = result, None
@@ -945,67 +944,54 @@ class GraphInt:
         flow += constant
         return int(flow) if self._integer else float(flow)
 
-    def _touched_ids(self) -> np.ndarray:
-        """The node ids given terminal capacity since the last solve, each once (int64, in numpy: a
-        stroke's few thousand ids cost less there than in tensor ops)."""
+    def _touched_ids(self) -> torch.Tensor:
+        """The node ids given terminal capacity since the last solve (int64; an id may repeat: the kept
+        state's ``plan`` takes each once)."""
         parts = [
-            t.numpy() if isinstance(t, torch.Tensor) else np.arange(t[0], t[0] + t[1])
+            t if isinstance(t, torch.Tensor) else torch.arange(t[0], t[0] + t[1])
             for t in self._touched
             if not isinstance(t, int)
         ]
         scalars = [t for t in self._touched if isinstance(t, int)]
         if scalars:
-            parts.append(np.array(scalars, dtype=np.int64))
+            parts.append(torch.tensor(scalars, dtype=torch.int64))
         if not parts:
-            return np.empty(0, dtype=np.int64)
-        ids = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        # one position per id: the write that lands for each id names the entry kept (no sort)
-        if self._slot is None or self._slot.size != self._n:
-            self._slot = np.empty(self._n, dtype=np.int64)
-        pos = np.arange(ids.size)
-        self._slot[ids] = pos
-        return ids[self._slot[ids] == pos]
+            return torch.empty(0, dtype=torch.int64)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _resolve(self):
         """The re-solve of an integer edge-list graph whose links did not change since the last solve,
-        from the kept state (CPU): only the nodes given terminal capacity since then get their netted
-        totals, and the netted constant and the capacities' sum change by theirs; no pass over all
-        nodes (the first re-solve after a build makes the per-node values once; the first after a plain
-        ``maxflow()`` makes the kept state, from the network that call built). Returns the flow, or
-        None where the new totals do not fit the solved graph's sink dtype (the caller builds the
-        network again)."""
+        from the kept state (CPU): only the nodes given terminal capacity since then are netted and
+        re-fitted, and the netted constant and the capacities' sum change by theirs, all in the kept
+        state (``CsrState.plan``, which holds each node's smaller total); no pass over all nodes (the
+        first re-solve after a build nets every node once; the first after a plain ``maxflow()`` makes
+        the kept state, from the network that call built). Returns the flow, or None where the new totals
+        do not fit the solved graph's sink dtype (the caller builds the network again)."""
         dyn = self._dynamic
         totals = self._totals()
-        terms = totals.numpy()  # the CPU totals, shared: the per-node work below is in numpy
         narrow = dyn._graph.sink.dtype == torch.int32
         if dyn._kept is None:  # the first re-solve after a plain maxflow(): its network, the new terminals
+            terms = totals.numpy()
             low = np.minimum(terms[0], terms[1])
             source, sink = terms[0] - low, terms[1] - low
             if narrow and sink.size and int(sink.max()) > INT32_MAX:
                 return None
             dyn._install(torch.from_numpy(source), torch.from_numpy(sink))  # raises before any change on overflow
             result = dyn.maxflow()  # the kept state, solved from scratch
-            self._low, self._net, self._constant = low, source + sink, int(low.sum())
+            self._constant = dyn._kept.plan(torch.empty(0, dtype=torch.int64), totals[0], totals[1], True)[0]
+            self._netted = True
             self._last_result, self._last_raw = result, None
             self._seg = functools.partial(torch.logical_not, result.node_mask.reshape(-1))
             return result.flow_value + self._constant
-        nodes = self._touched_ids()
-        s, t = terms[0][nodes], terms[1][nodes]
-        least = np.minimum(s, t)
-        source, sink = s - least, t - least
-        if narrow and nodes.size and int(sink.max()) > INT32_MAX:  # (no refresh)
+        # the first re-solve since the network was built: every node's totals (sums, not changes)
+        every = not self._netted
+        constant, total, top = dyn._kept.plan(self._touched_ids(), totals[0], totals[1], every)
+        if narrow and top > INT32_MAX:  # (no refresh)
             return None
-        gap = source + sink
-        if self._low is None:  # the first re-solve since the network was built: every node once
-            low, net = np.minimum(terms[0], terms[1]), np.abs(terms[0] - terms[1])
-            constant, total = int(low.sum()), float(net.sum(dtype=np.float64))
-        else:
-            low, net = self._low, self._net
-            constant = self._constant + int((least - low[nodes]).sum())
-            total = dyn._terminal_total + float((gap - net[nodes]).sum(dtype=np.float64))
-        raw = dyn._kept_update(torch.from_numpy(nodes), torch.from_numpy(source), torch.from_numpy(sink), total)
-        low[nodes], net[nodes] = least, gap  # after the update: it raises before any change on overflow
-        self._low, self._net, self._constant = low, net, constant
+        if not every:
+            constant, total = self._constant + constant, dyn._terminal_total + total
+        raw = dyn._kept_update(total)  # raises before any change on overflow
+        self._netted, self._constant = True, constant
         self._last_raw = raw
         self._seg = dyn._kept.sink_side  # the segments from the kept trees, made when first asked for
         return int(raw[0][4][2]) + constant

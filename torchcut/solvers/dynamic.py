@@ -447,17 +447,18 @@ class DynamicFlowGraph:
         self.stats["repaired"] += int(out[4][0])
         return self._kept_result(out, t0)
 
-    def _kept_update(self, nodes: torch.Tensor, source: torch.Tensor, sink: torch.Tensor, total: float):
-        """The stroke path of ``compat.pymaxflow``: the kept state's update of ``nodes`` (int64, in range;
-        an id listed twice keeps its first values) to the terminal capacities ``source``, ``sink`` (int64,
-        non-negative, the sink within the graph's dtype), whose sum over all nodes becomes ``total``.
-        Nothing here is over all nodes: :attr:`graph` is made current from the kept state when next read,
-        and the result's tensors (mask, residuals, flows) are written by :meth:`_kept_result` when asked
-        for (the segments alone come from the kept trees: ``self._kept.sink_side()``). Returns what
-        :meth:`_kept_result` takes. Needs a kept state (a solve of this graph on the CPU)."""
+    def _kept_update(self, total: float):
+        """The stroke path of ``compat.pymaxflow``: the kept state's update of the nodes of its last
+        ``plan()`` (``CsrState.plan``: the nodes given new terminal totals, netted there; the caller has
+        checked their sink capacities against the graph's dtype), after which the terminal capacities sum
+        to ``total``. Raises before any change when the capacities' sum could overflow. Nothing here is
+        over all nodes: :attr:`graph` is made current from the kept state when next read, and the result's
+        tensors (mask, residuals, flows) are written by :meth:`_kept_result` when asked for (the segments
+        alone come from the kept trees: ``self._kept.sink_side()``). Returns what :meth:`_kept_result`
+        takes. Needs a kept state (a solve of this graph on the CPU)."""
         check_sum(int(total + self._caps_total), "FlowGraph")
         t0 = time.perf_counter()
-        out = (None, None, None, *self._kept.update_counts(nodes, source, sink))
+        out = (None, None, None, *self._kept.update_planned())
         self._terminal_total = total
         self._stale, self._pending = True, []
         deficits, fresh = out[4][:2].tolist()

@@ -192,6 +192,7 @@ struct KeptArc {
 // the bookkeeping of a solve (advance).
 struct KeptTerms {
   int64_t S, T, fl;
+  int64_t low;  // the smaller of the totals the netting took S, T from (CsrState::plan)
 };
 
 template <class CapT, class I>
@@ -276,6 +277,10 @@ struct CsrState : torch::CustomClassHolder {
   std::vector<int64_t> cur, via;
   int64_t total = 0;         // the sum of the sink flows
   std::vector<int32_t> log, changed_now, changed_before;  // the nodes changed by this solve, the last
+  struct Planned {
+    int64_t v, S, T, low;  // a node of plan(), its netted terminal capacities and the smaller total
+  };
+  std::vector<Planned> planned;
   struct Slot {
     at::Tensor mask, res, flow;
     int64_t step = -1;  // the solve whose values they hold
@@ -297,7 +302,7 @@ struct CsrState : torch::CustomClassHolder {
     const int64_t* sp = s.data_ptr<int64_t>();
     const int64_t* kp = k.data_ptr<int64_t>();
     terms = kept_buf<KeptTerms>(N);
-    for (int64_t v = 0; v < N; ++v) terms[v] = KeptTerms{sp[v], kp[v], 0};
+    for (int64_t v = 0; v < N; ++v) terms[v] = KeptTerms{sp[v], kp[v], 0, 0};
     tree.assign(N, 0);
     // the arc indices, the parent codes (down to -3) and the end of the last row in int32
     wide = caps.numel() >= std::numeric_limits<int32_t>::max();
@@ -490,6 +495,11 @@ struct CsrState : torch::CustomClassHolder {
     BKStats r;
     int64_t deficits = 0;
     const bool fresh = resolve(nodes, source, sink, r, deficits);
+    return counts(r, deficits, fresh);
+  }
+
+  // The bookkeeping of a solve whose output tensors are not written (update_counts, update_planned).
+  std::tuple<at::Tensor, at::Tensor> counts(const BKStats& r, int64_t deficits, bool fresh) {
     with_nodes([&](auto& k) { advance(k, fresh); });
     for (Slot& o : slots) o.step = -1;
     changed_before.clear();
@@ -517,6 +527,81 @@ struct CsrState : torch::CustomClassHolder {
     return out;
   }
 
+  // The stroke path of compat.pymaxflow, in two calls: plan() nets the source and sink totals of some
+  // nodes (what PyMaxflow's add_tedge calls summed) and says what the update would change, update_planned()
+  // makes the update. Between the two the caller checks those changes (the capacities' sum, the sink
+  // dtype) and may drop the plan: nothing has changed then. The netting keeps the smaller total of each
+  // node (low, a constant every cut pays) and the difference: the node's terminal capacities.
+  //
+  // plan(nodes, source, sink, all): nodes int64 ids (repeats allowed: the totals are per node),
+  // source and sink the totals of every node (int64 [N]). Returns (constant, total, top): the change of
+  // the lows' sum and of the netted capacities' sum (float64, as a float64 sum of the int64 changes)
+  // over the nodes, and the largest netted sink capacity among them (-1: none). all: the lows of every
+  // node are set from the totals first (the state was made from those totals' netting, the nodes aside)
+  // and constant, total are the sums over every node, not changes.
+  std::tuple<int64_t, double, int64_t> plan(at::Tensor nodes, at::Tensor source, at::Tensor sink, bool all) {
+    const char* op = "torchcut.CsrState.plan";
+    TORCH_CHECK(nodes.scalar_type() == at::kLong && source.scalar_type() == at::kLong &&
+                    sink.scalar_type() == at::kLong,
+                op, ": nodes, source, sink: expected int64, got ", nodes.scalar_type(), ", ", source.scalar_type(),
+                ", ", sink.scalar_type());
+    TORCH_CHECK(source.numel() == N && sink.numel() == N, op, ": source, sink: expected ", N,
+                " values (one per node), got ", source.numel(), " and ", sink.numel());
+    auto ids = nodes.contiguous();
+    auto s = source.contiguous(), t_ = sink.contiguous();
+    const int64_t* id = ids.data_ptr<int64_t>();
+    const int64_t* sv = s.data_ptr<int64_t>();
+    const int64_t* kv = t_.data_ptr<int64_t>();
+    const int64_t n = ids.numel();
+    for (int64_t q = 0; q < n; ++q)
+      TORCH_CHECK(id[q] >= 0 && id[q] < N, op, ": nodes: expected ids in [0, ", N, "), got ", id[q]);
+    int64_t constant = 0, top = -1;
+    double total = 0;
+    if (all) {
+      for (int64_t v = 0; v < N; ++v) {
+        const int64_t least = std::min(sv[v], kv[v]);
+        terms[v].low = least;
+        constant += least;
+        total += static_cast<double>(sv[v] - kv[v] < 0 ? kv[v] - sv[v] : sv[v] - kv[v]);
+      }
+    }
+    planned.clear();
+    planned.reserve(n);
+    with_nodes([&](auto& k) {
+      auto* nd = k.node.get();
+      for (int64_t q = 0; q < n; ++q) {
+        const int64_t v = id[q];
+        if (nd[v].seen) continue;
+        nd[v].seen = 1;
+        const int64_t least = std::min(sv[v], kv[v]);
+        const Planned p{v, sv[v] - least, kv[v] - least, least};
+        const KeptTerms& e = terms[v];
+        if (!all) {
+          constant += least - e.low;
+          total += static_cast<double>((p.S + p.T) - (e.S + e.T));
+        }
+        top = std::max(top, p.T);
+        planned.push_back(p);
+      }
+      for (const Planned& p : planned) nd[p.v].seen = 0;
+    });
+    return {constant, total, top};
+  }
+
+  // The update of the nodes of the last plan() to their netted totals (update_counts' outputs).
+  std::tuple<at::Tensor, at::Tensor> update_planned() {
+    const int64_t m = static_cast<int64_t>(planned.size());
+    std::vector<int64_t> id(m), sv(m), kv(m);
+    for (int64_t q = 0; q < m; ++q) id[q] = planned[q].v, sv[q] = planned[q].S, kv[q] = planned[q].T;
+    BKStats r;
+    int64_t deficits = 0;
+    const bool fresh =
+        with_nodes([&](auto& k) { return resolve(k, id.data(), sv.data(), kv.data(), m, r, deficits); });
+    for (const Planned& p : planned) terms[p.v].low = p.low;
+    planned.clear();
+    return counts(r, deficits, fresh);
+  }
+
   // The solve of update(): returns whether the state was solved from scratch.
   bool resolve(at::Tensor nodes, at::Tensor source, at::Tensor sink, BKStats& r, int64_t& deficits) {
     return with_nodes([&](auto& k) { return resolve(k, nodes, source, sink, r, deficits); });
@@ -536,15 +621,23 @@ struct CsrState : torch::CustomClassHolder {
     auto ids = nodes.contiguous();
     auto s = source.contiguous(), t_ = sink.contiguous();
     const int64_t* id = ids.data_ptr<int64_t>();
-    const int64_t* sv = s.data_ptr<int64_t>();
-    const int64_t* kv = t_.data_ptr<int64_t>();
+    for (int64_t q = 0; q < n; ++q)
+      TORCH_CHECK(id[q] >= 0 && id[q] < N, op, ": nodes: expected ids in [0, ", N, "), got ", id[q]);
+    return resolve(k, id, s.data_ptr<int64_t>(), t_.data_ptr<int64_t>(), n, r, deficits);
+  }
+
+  // resolve() of n node ids (in range; a repeated id keeps its first values) and their new terminal
+  // capacities sv, kv.
+  template <class I>
+  bool resolve(KeptNodes<I>& k, const int64_t* id, const int64_t* sv, const int64_t* kv, int64_t n, BKStats& r,
+               int64_t& deficits) {
     KeptNode<I>* nd = k.node.get();
     std::vector<int32_t> which;
     std::vector<int64_t> tr_new;
+    which.reserve(n), tr_new.reserve(n);
     deficits = 0;
     for (int64_t q = 0; q < n; ++q) {
       const int64_t v = id[q];
-      TORCH_CHECK(v >= 0 && v < N, op, ": nodes: expected ids in [0, ", N, "), got ", v);
       KeptNode<I>& x = nd[v];
       if (x.seen) continue;
       x.seen = 1;
@@ -668,7 +761,9 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
       .def("result", &torchcut_cpu::CsrState::result)
       .def("sink_side", &torchcut_cpu::CsrState::sink_side)
       .def("terminals", &torchcut_cpu::CsrState::terminals)
-      .def("widen", &torchcut_cpu::CsrState::widen);
+      .def("widen", &torchcut_cpu::CsrState::widen)
+      .def("plan", &torchcut_cpu::CsrState::plan)
+      .def("update_planned", &torchcut_cpu::CsrState::update_planned);
 }
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
