@@ -25,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -104,7 +105,7 @@ class BK {
   // Kohli and Torr's re-solve with the trees kept (PAMI 2007; the reuse_trees of Kolmogorov's maxflow
   // 3.0): the trees, marks and residuals are those a finished loop left (start: its clock; every node
   // idle), and the terminal residuals of the m nodes `nodes` become `tr_new` (`seen`: n zero bytes, left
-  // zero; a node listed twice keeps its first value). A node with a terminal residual becomes a root of
+  // zero; a node listed twice keeps its first value; nullptr where the nodes are distinct). A node with a terminal residual becomes a root of
   // the tree of its sign; one that changes tree orphans its children and activates its neighbours of the
   // other tree that hold a residual arc towards it; one left without a terminal residual becomes an
   // orphan. Then the orphans are adopted and the trees grow from the changed nodes. A finished loop
@@ -118,8 +119,10 @@ class BK {
     tick();
     for (int64_t k = 0; k < m; ++k) {
       const int32_t i = nodes[k];
-      if (seen[i]) continue;
-      seen[i] = 1;
+      if constexpr (kDedup<SeenP>) {
+        if (seen[i]) continue;
+        seen[i] = 1;
+      }
       const int64_t t = tr_new[k];
       tr_[i] = t;
       touch(i);
@@ -142,7 +145,8 @@ class BK {
       g_.set(i, Topo::kTerm, sink);
       mk_[i] = Marks{time_, 1};
     }
-    for (int64_t k = 0; k < m; ++k) seen[nodes[k]] = 0;
+    if constexpr (kDedup<SeenP>)
+      for (int64_t k = 0; k < m; ++k) seen[nodes[k]] = 0;
     // every orphan (a changed node made a root meanwhile is one no more)
     std::vector<int32_t> pending;
     pending.swap(orphans_);
@@ -174,6 +178,8 @@ class BK {
   }
 
  private:
+  template <class SeenP>
+  static constexpr bool kDedup = !std::is_same_v<SeenP, std::nullptr_t>;
   static constexpr int32_t kIdle = -1;     // not active
   static constexpr int32_t kCurrent = -2;  // active, being grown (not in the queue)
   static constexpr int32_t kInfD = std::numeric_limits<int32_t>::max();

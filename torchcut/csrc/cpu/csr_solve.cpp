@@ -181,6 +181,7 @@ struct alignas(sizeof(I) == 4 ? 32 : 8) KeptNode {
   Marks mk;
   int32_t nxt;  // BK's queue link
   uint8_t tree, seen;
+  uint8_t logged;  // in CsrState::log (KeptTopo::note)
 };
 
 template <class I>
@@ -204,7 +205,7 @@ struct KeptTopo {
   Cap* rc;
   KeptNode<I>* node;  // N + 1 records (the last holds the end of the last row)
   const KeptArc<I>* arcs;
-  std::vector<int32_t>* log;  // the nodes whose tree, terminal residual or arc residuals changed
+  std::vector<int32_t>* log;  // the nodes whose tree, terminal residual or arc residuals changed, each once
 
   I begin(int64_t v) const { return node[v].first; }
   I end(int64_t v) const { return node[v + 1].first; }
@@ -221,14 +222,20 @@ struct KeptTopo {
   P parent(int64_t v) const { return node[v].par; }
   void set(int64_t v, P p, bool sink) {
     node[v].par = p, node[v].tree = sink;
-    log->push_back(static_cast<int32_t>(v));
+    note(v);
   }
   void set_parent(int64_t v, P p) { node[v].par = p; }
   void set_free(int64_t v) {
     node[v].par = kNone, node[v].tree = 0;
+    note(v);
+  }
+  void touch(int64_t v) { note(v); }
+  // logged once (the record is at hand here; a node is logged two or three times a stroke)
+  void note(int64_t v) {
+    if (node[v].logged) return;
+    node[v].logged = 1;
     log->push_back(static_cast<int32_t>(v));
   }
-  void touch(int64_t v) { log->push_back(static_cast<int32_t>(v)); }
 };
 
 // n entries of T, uninitialised, cache-line aligned; in transparent huge pages from 2 MiB (huge_alloc):
@@ -317,7 +324,7 @@ struct CsrState : torch::CustomClassHolder {
     n64.node = kept_buf<KeptNode<int64_t>>(N + 1);
     for (int64_t v = 0; v <= N; ++v) {
       const KeptNode<int32_t>& x = n32.node[v];
-      n64.node[v] = KeptNode<int64_t>{x.tr, x.par, x.first, x.mk, x.nxt, x.tree, x.seen};
+      n64.node[v] = KeptNode<int64_t>{x.tr, x.par, x.first, x.mk, x.nxt, x.tree, x.seen, x.logged};
     }
     const int64_t A = caps.numel();
     n64.arc = kept_buf<KeptArc<int64_t>>(A);
@@ -332,15 +339,18 @@ struct CsrState : torch::CustomClassHolder {
     return wide ? f(n64) : f(n32);
   }
 
-  // Boykov-Kolmogorov from scratch or the update of m nodes (BK::update).
+  // Boykov-Kolmogorov from scratch or the update of m nodes (BK::update; distinct: no node repeats).
   template <class Cap, class I>
-  BKStats run(KeptNodes<I>& k, const int32_t* nodes, int64_t m, const int64_t* tr_new, bool from_scratch = false) {
+  BKStats run(KeptNodes<I>& k, const int32_t* nodes, int64_t m, const int64_t* tr_new, bool distinct,
+              bool from_scratch = false) {
     using Nodes = KeptNodes<I>;
     KeptNode<I>* nd = k.node.get();
     KeptTopo<Cap, I> g{rc.data_ptr<Cap>(), nd, k.arc.get(), &log};
     BK<KeptTopo<Cap, I>, typename Nodes::Tr, typename Nodes::Nxt, typename Nodes::Mk> bk(
         g, N, typename Nodes::Tr{nd}, typename Nodes::Nxt{nd}, typename Nodes::Mk{nd});
-    BKStats r = from_scratch ? bk.run() : bk.update(nodes, m, tr_new, typename Nodes::Seen{nd}, clock);
+    BKStats r = from_scratch ? bk.run()
+                : distinct   ? bk.update(nodes, m, tr_new, nullptr, clock)
+                             : bk.update(nodes, m, tr_new, typename Nodes::Seen{nd}, clock);
     clock = bk.clock();
     return r;
   }
@@ -352,7 +362,7 @@ struct CsrState : torch::CustomClassHolder {
     for (int64_t v = 0; v < N; ++v) k.node[v].tr = torchcut::net_terminal(terms[v].S, terms[v].T);
     clock = 0;
     BKStats r;
-    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(k, nullptr, 0, nullptr, true); });
+    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(k, nullptr, 0, nullptr, false, true); });
     return r;
   }
 
@@ -362,18 +372,17 @@ struct CsrState : torch::CustomClassHolder {
   void advance(KeptNodes<I>& k, bool fresh) {
     KeptNode<I>* nd = k.node.get();
     changed_now.clear();
-    for (const int32_t v : log)
-      if (!nd[v].seen) nd[v].seen = 1, changed_now.push_back(v);
-    for (const int32_t v : changed_now) nd[v].seen = 0;
-    log.clear();
+    changed_now.swap(log);  // each node once (KeptTopo::note)
     if (fresh) {
       total = 0;
       for (int64_t v = 0; v < N; ++v) {
+        nd[v].logged = 0;
         tree[v] = nd[v].tree;
         total += (terms[v].fl = terms[v].T + std::min<int64_t>(nd[v].tr, 0));  // T - net_sink
       }
     } else {
       for (const int32_t v : changed_now) {
+        nd[v].logged = 0;
         tree[v] = nd[v].tree;
         const int64_t f = terms[v].T + std::min<int64_t>(nd[v].tr, 0);
         total += f - terms[v].fl, terms[v].fl = f;
@@ -596,7 +605,7 @@ struct CsrState : torch::CustomClassHolder {
     BKStats r;
     int64_t deficits = 0;
     const bool fresh =
-        with_nodes([&](auto& k) { return resolve(k, id.data(), sv.data(), kv.data(), m, r, deficits); });
+        with_nodes([&](auto& k) { return resolve(k, id.data(), sv.data(), kv.data(), m, true, r, deficits); });
     for (const Planned& p : planned) terms[p.v].low = p.low;
     planned.clear();
     return counts(r, deficits, fresh);
@@ -623,14 +632,14 @@ struct CsrState : torch::CustomClassHolder {
     const int64_t* id = ids.data_ptr<int64_t>();
     for (int64_t q = 0; q < n; ++q)
       TORCH_CHECK(id[q] >= 0 && id[q] < N, op, ": nodes: expected ids in [0, ", N, "), got ", id[q]);
-    return resolve(k, id, s.data_ptr<int64_t>(), t_.data_ptr<int64_t>(), n, r, deficits);
+    return resolve(k, id, s.data_ptr<int64_t>(), t_.data_ptr<int64_t>(), n, false, r, deficits);
   }
 
-  // resolve() of n node ids (in range; a repeated id keeps its first values) and their new terminal
-  // capacities sv, kv.
+  // resolve() of n node ids (in range; a repeated id keeps its first values, distinct: none repeats) and
+  // their new terminal capacities sv, kv.
   template <class I>
-  bool resolve(KeptNodes<I>& k, const int64_t* id, const int64_t* sv, const int64_t* kv, int64_t n, BKStats& r,
-               int64_t& deficits) {
+  bool resolve(KeptNodes<I>& k, const int64_t* id, const int64_t* sv, const int64_t* kv, int64_t n,
+               bool distinct, BKStats& r, int64_t& deficits) {
     KeptNode<I>* nd = k.node.get();
     std::vector<int32_t> which;
     std::vector<int64_t> tr_new;
@@ -639,8 +648,10 @@ struct CsrState : torch::CustomClassHolder {
     for (int64_t q = 0; q < n; ++q) {
       const int64_t v = id[q];
       KeptNode<I>& x = nd[v];
-      if (x.seen) continue;
-      x.seen = 1;
+      if (!distinct) {
+        if (x.seen) continue;
+        x.seen = 1;
+      }
       KeptTerms& e = terms[v];
       if (sv[q] == e.S && kv[q] == e.T) continue;
       const int64_t t0 = e.T - torchcut::net_sink(x.tr);  // the flow to the sink now
@@ -657,17 +668,19 @@ struct CsrState : torch::CustomClassHolder {
       which.push_back(static_cast<int32_t>(v));
       tr_new.push_back(t);
     }
-    for (int64_t q = 0; q < n; ++q) nd[id[q]].seen = 0;
+    if (!distinct)
+      for (int64_t q = 0; q < n; ++q) nd[id[q]].seen = 0;
     bool ok = true;
     AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState.update", [&] {
-      r = run<index_t>(k, which.data(), static_cast<int64_t>(which.size()), tr_new.data());
+      r = run<index_t>(k, which.data(), static_cast<int64_t>(which.size()), tr_new.data(), true);
       if (!deficits) return;
       std::vector<int32_t> touched;
       ok = pull_back<index_t>(k, which, touched);
       if (!ok || touched.empty()) return;
       std::vector<int64_t> now(touched.size());
       for (size_t q = 0; q < touched.size(); ++q) now[q] = nd[touched[q]].tr;
-      const BKStats more = run<index_t>(k, touched.data(), static_cast<int64_t>(touched.size()), now.data());
+      const BKStats more =
+          run<index_t>(k, touched.data(), static_cast<int64_t>(touched.size()), now.data(), false);
       r.flow += more.flow, r.augmentations += more.augmentations, r.orphans += more.orphans;
       r.growths += more.growths;
     });
