@@ -105,14 +105,15 @@ class BK {
   // Kohli and Torr's re-solve with the trees kept (PAMI 2007; the reuse_trees of Kolmogorov's maxflow
   // 3.0): the trees, marks and residuals are those a finished loop left (start: its clock; every node
   // idle), and the terminal residuals of the m nodes `nodes` become `tr_new` (`seen`: n zero bytes, left
-  // zero; a node listed twice keeps its first value; nullptr where the nodes are distinct). A node with a terminal residual becomes a root of
-  // the tree of its sign; one that changes tree orphans its children and activates its neighbours of the
-  // other tree that hold a residual arc towards it; one left without a terminal residual becomes an
-  // orphan. Then the orphans are adopted and the trees grow from the changed nodes. A finished loop
-  // leaves both trees closed (every residual arc out of an S node ends in S, every residual arc into a T
-  // node starts in T; a node that is grown adds its free neighbours, and a node that becomes free
-  // activates the neighbours that held it), and the update keeps that true for every node but the active
-  // ones, so the trees end closed again: the T tree is exactly the nodes that reach the sink.
+  // zero; a node listed twice keeps its first value; nullptr where the nodes are distinct). A node with a
+  // terminal residual becomes a root of the tree of its sign; one that changes tree orphans its children
+  // and activates its neighbours of the other tree that hold a residual arc towards it; one left without
+  // a terminal residual becomes an orphan. Then the orphans are adopted and the trees grow from the
+  // changed nodes. A finished loop leaves both trees closed (every residual arc out of an S node ends in
+  // S, every residual arc into a T node starts in T; a node that is grown adds its free neighbours, and a
+  // node that becomes free activates the neighbours that held it), and the update keeps that true for
+  // every node but the active ones, so the trees end closed again: the T tree is exactly the nodes that
+  // reach the sink.
   template <class SeenP>
   BKStats update(const int32_t* nodes, int64_t m, const int64_t* tr_new, SeenP seen, int32_t start) {
     time_ = start;

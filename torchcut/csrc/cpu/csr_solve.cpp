@@ -245,7 +245,7 @@ template <class T>
 HugeBuf<T> kept_buf(int64_t n) {
   const size_t bytes = sizeof(T) * static_cast<size_t>(n);
   if (bytes >= kHuge) return huge_buf<T>(n);
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  void* p = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
   TORCH_CHECK(p, "torchcut.CsrState: out of memory allocating ", bytes, " bytes");
   return HugeBuf<T>(static_cast<T*>(p));
 }
@@ -273,16 +273,16 @@ struct KeptNodes {
 };
 
 struct CsrState : torch::CustomClassHolder {
-  at::Tensor row_ptr, caps;  // the rows and the capacities (kept as given; heads and reverses: the arc pairs)
-  at::Tensor rc;                        // the residuals, caps' dtype
-  HugeBuf<KeptTerms> terms;             // the terminal capacities now, the sink flows
-  KeptNodes<int32_t> n32;               // the search state: int32 indices where the arcs allow
-  KeptNodes<int64_t> n64;               // (else int64; one of the two is empty)
+  at::Tensor row_ptr, caps;  // the rows and the capacities (as given; heads and reverses: the arc pairs)
+  at::Tensor rc;             // the residuals, caps' dtype
+  HugeBuf<KeptTerms> terms;  // the terminal capacities now, the sink flows, the netting's offsets
+  KeptNodes<int32_t> n32;    // the search state: int32 indices where the arcs allow
+  KeptNodes<int64_t> n64;    // (else int64; one of the two is empty)
   bool wide = false;
-  std::vector<uint8_t> tree;  // the tree bytes, copied from the records after each solve (the mask)
+  std::vector<uint8_t> tree;   // the tree bytes, copied from the records after each solve (the mask)
   std::vector<int32_t> stamp;  // pull_back's depth-first search: visit marks, current arcs, tree arcs
   std::vector<int64_t> cur, via;
-  int64_t total = 0;         // the sum of the sink flows
+  int64_t total = 0;  // the sum of the sink flows
   std::vector<int32_t> log, changed_now, changed_before;  // the nodes changed by this solve, the last
   struct Planned {
     int64_t v, S, T, low;  // a node of plan(), its netted terminal capacities and the smaller total
@@ -362,7 +362,8 @@ struct CsrState : torch::CustomClassHolder {
     for (int64_t v = 0; v < N; ++v) k.node[v].tr = torchcut::net_terminal(terms[v].S, terms[v].T);
     clock = 0;
     BKStats r;
-    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState", [&] { r = run<index_t>(k, nullptr, 0, nullptr, false, true); });
+    AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut.CsrState",
+                            [&] { r = run<index_t>(k, nullptr, 0, nullptr, false, true); });
     return r;
   }
 
