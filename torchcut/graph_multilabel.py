@@ -730,16 +730,19 @@ def expansion(
     return f, info
 
 
+def _cpu_backend(G: _GraphEnergy, backend: str) -> bool:
+    """Whether ``backend`` solves ``G``'s moves by the compiled CPU solver (the pick kept on ``G``)."""
+    from .solvers._backends import CSR
+
+    impl = G.impl.get(backend) or G.impl.setdefault(backend, CSR(G.device, backend))
+    return impl.name == "cpu"
+
+
 def _cpu_moves(G: _GraphEnergy, backend: str):
     """A move function ``alpha, f -> (mask, residual sink, clamped)`` built and solved by the two compiled
     CPU ops (cpu_graph_moves.cpp, then Boykov-Kolmogorov on the move's CSR layout) with no tensor op
     between them, or None where that path does not apply (CUDA, another backend, an older build)."""
-    from .solvers._backends import CSR
-
-    if not (G.E and _compiled_move(G.device)):
-        return None
-    impl = G.impl.get(backend) or G.impl.setdefault(backend, CSR(G.device, backend))
-    if impl.name != "cpu":
+    if not (G.E and _compiled_move(G.device) and _cpu_backend(G, backend)):
         return None
     g, arc_uv, arc_vu, _ = G.layout()
     W, mode = G.op_pairs
@@ -763,12 +766,7 @@ def _cpu_swaps(G: _GraphEnergy, backend: str):
     result is the energy before plus the minimum cut minus the cut of the current labelling (the move's
     cuts are the energy up to a constant), so no pass over the whole graph follows a move. The labels
     are those of the whole-graph move: the mask is the canonical cut either way."""
-    from .solvers._backends import CSR
-
-    if not (G.E and _compiled(G.device, "graph_swap_move")):
-        return None
-    impl = G.impl.get(backend) or G.impl.setdefault(backend, CSR(G.device, backend))
-    if impl.name != "cpu":
+    if not (G.E and _compiled(G.device, "graph_swap_move") and _cpu_backend(G, backend)):
         return None
     W, mode = G.op_pairs
     wide = G.cap_dtype == torch.int64

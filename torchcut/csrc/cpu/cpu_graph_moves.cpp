@@ -52,6 +52,15 @@ inline int64_t pair_cost(const void* Wp, const void* Vp, bool per_edge, int64_t 
   }
 }
 
+// What a swap move's node pays for taking beta rather than alpha across edge e to a node outside the move
+// whose label is `other` (the move's node is the edge's u when at_u, its v otherwise).
+template <int Mode>
+inline int64_t swap_term(const void* Wp, const void* Vp, bool per_edge, int64_t L, int64_t e, int64_t other,
+                         int64_t alpha, int64_t beta, bool at_u) {
+  return at_u ? pair_cost<Mode>(Wp, Vp, per_edge, L, e, beta, other) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, alpha, other)
+              : pair_cost<Mode>(Wp, Vp, per_edge, L, e, other, beta) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, other, alpha);
+}
+
 // A swap move of labels alpha and beta (graph_multilabel.py's swap_move): the nodes labelled either choose
 // (source side alpha, sink side beta); an edge between two of them is a pair of arcs of capacity
 // cost(alpha, beta), an edge to a fixed node a terminal cost; the other nodes keep zero capacities.
@@ -70,9 +79,9 @@ void build_swap(const int64_t* U, const int64_t* f, const int64_t* u, const int6
       caps[auv[e]] += c;
       caps[avu[e]] += c;
     } else if (vp) {
-      delta[p] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, beta, b) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, alpha, b);
+      delta[p] += swap_term<Mode>(Wp, Vp, per_edge, L, e, b, alpha, beta, true);
     } else if (vq) {
-      delta[q] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, beta) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, alpha);
+      delta[q] += swap_term<Mode>(Wp, Vp, per_edge, L, e, a, alpha, beta, false);
     }
   }
   for (int64_t p = 0; p < N; ++p) {
@@ -178,6 +187,31 @@ std::vector<at::Tensor> graph_move(at::Tensor U, at::Tensor f, at::Tensor u, at:
   return {caps, src, snk, clamped};
 }
 
+// The sizes of a labelling's energy (U [L, N], f [N], edges u, v [E], pair costs W, V of `mode`), checked
+// for the ops that read one (graph_swap_move, graph_labeling_energy); per_edge: V is [E, L, L].
+struct EnergySizes {
+  int64_t L, N, E;
+  bool per_edge;
+};
+
+EnergySizes check_energy(const char* op, const at::Tensor& U, const at::Tensor& f, const at::Tensor& u,
+                         const at::Tensor& v, const at::Tensor& W, const at::Tensor& V, int64_t mode) {
+  for (const auto* t : {&U, &f, &u, &v, &W, &V})
+    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
+  for (const auto* t : {&U, &f, &u, &v})
+    TORCH_CHECK(t->scalar_type() == at::kLong, op, ": U, f, u, v: expected int64");
+  TORCH_CHECK(mode >= 0 && mode <= 2, op, ": mode: expected 0, 1 or 2, got ", mode);
+  const at::ScalarType wt = mode == 2 ? at::kDouble : at::kLong;
+  TORCH_CHECK(W.scalar_type() == wt && (mode == 0 || V.scalar_type() == wt), op, ": W, V: expected ", wt,
+              " for mode ", mode);
+  TORCH_CHECK(U.dim() == 2, op, ": U: expected [L, N]");
+  const int64_t L = U.size(0), N = U.size(1), E = u.numel();
+  TORCH_CHECK(f.numel() == N && v.numel() == E && W.numel() == E, op, ": inconsistent sizes");
+  const bool per_edge = mode != 0 && V.numel() == E * L * L && E > 0 && V.numel() != L * L;
+  TORCH_CHECK(mode == 0 || per_edge || V.numel() == L * L, op, ": V: expected [L, L] or [E, L, L]");
+  return {L, N, E, per_edge};
+}
+
 // The move's nodes (f alpha or beta) in increasing order and each node's index among them (or -1).
 inline void swap_nodes(const int64_t* f, int64_t N, int64_t L, int64_t alpha, int64_t beta,
                        std::vector<int32_t>& loc, std::vector<int64_t>& ids) {
@@ -210,11 +244,9 @@ std::vector<at::Tensor> swap_subgraph(const int64_t* U, const int64_t* f, const 
       inner.push_back(e);
       ++deg[i + 1], ++deg[j + 1];
     } else if (i >= 0) {
-      const int64_t b = f[q];
-      delta[i] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, beta, b) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, alpha, b);
+      delta[i] += swap_term<Mode>(Wp, Vp, per_edge, L, e, f[q], alpha, beta, true);
     } else if (j >= 0) {
-      const int64_t a = f[p];
-      delta[j] += pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, beta) - pair_cost<Mode>(Wp, Vp, per_edge, L, e, a, alpha);
+      delta[j] += swap_term<Mode>(Wp, Vp, per_edge, L, e, f[p], alpha, beta, false);
     }
   }
   const int64_t A = 2 * static_cast<int64_t>(inner.size());
@@ -255,22 +287,12 @@ std::vector<at::Tensor> swap_subgraph(const int64_t* U, const int64_t* f, const 
 std::vector<at::Tensor> graph_swap(at::Tensor U, at::Tensor f, at::Tensor u, at::Tensor v, at::Tensor W, at::Tensor V,
                                    int64_t alpha, int64_t beta, int64_t mode, bool wide) {
   const char* op = "torchcut.graph_swap_move";
-  for (const auto* t : {&U, &f, &u, &v, &W, &V})
-    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
-  for (const auto* t : {&U, &f, &u, &v})
-    TORCH_CHECK(t->scalar_type() == at::kLong, op, ": U, f, u, v: expected int64");
-  TORCH_CHECK(mode >= 0 && mode <= 2, op, ": mode: expected 0, 1 or 2, got ", mode);
-  const at::ScalarType wt = mode == 2 ? at::kDouble : at::kLong;
-  TORCH_CHECK(W.scalar_type() == wt && (mode == 0 || V.scalar_type() == wt), op, ": W, V: expected ", wt,
-              " for mode ", mode);
-  TORCH_CHECK(U.dim() == 2, op, ": U: expected [L, N]");
-  const int64_t L = U.size(0), N = U.size(1), E = u.numel();
+  const EnergySizes z = check_energy(op, U, f, u, v, W, V, mode);
+  const int64_t L = z.L, N = z.N, E = z.E;
+  const bool per_edge = z.per_edge;
   TORCH_CHECK(N < (int64_t{1} << 31), op, ": U: expected fewer than 2**31 nodes, got ", N);
-  TORCH_CHECK(f.numel() == N && v.numel() == E && W.numel() == E, op, ": inconsistent sizes");
   TORCH_CHECK(alpha >= 0 && alpha < L && beta >= 0 && beta < L && alpha != beta, op,
               ": alpha, beta: expected two different labels in [0, ", L, "), got ", alpha, " and ", beta);
-  const bool per_edge = mode != 0 && V.numel() == E * L * L && E > 0 && V.numel() != L * L;
-  TORCH_CHECK(mode == 0 || per_edge || V.numel() == L * L, op, ": V: expected [L, L] or [E, L, L]");
   const int64_t *Up = U.data_ptr<int64_t>(), *fp = f.data_ptr<int64_t>(), *up = u.data_ptr<int64_t>(),
                 *vp = v.data_ptr<int64_t>();
   const at::TensorOptions opt = U.options();  // (labels and edges are checked where they are read)
@@ -296,19 +318,9 @@ std::vector<at::Tensor> graph_swap(at::Tensor U, at::Tensor f, at::Tensor u, at:
 at::Tensor graph_energy(at::Tensor U, at::Tensor f, at::Tensor u, at::Tensor v, at::Tensor W, at::Tensor V,
                         int64_t mode) {
   const char* op = "torchcut.graph_labeling_energy";
-  for (const auto* t : {&U, &f, &u, &v, &W, &V})
-    TORCH_CHECK(t->device().is_cpu() && t->is_contiguous(), op, ": expected contiguous CPU tensors");
-  for (const auto* t : {&U, &f, &u, &v})
-    TORCH_CHECK(t->scalar_type() == at::kLong, op, ": U, f, u, v: expected int64");
-  TORCH_CHECK(mode >= 0 && mode <= 2, op, ": mode: expected 0, 1 or 2, got ", mode);
-  const at::ScalarType wt = mode == 2 ? at::kDouble : at::kLong;
-  TORCH_CHECK(W.scalar_type() == wt && (mode == 0 || V.scalar_type() == wt), op, ": W, V: expected ", wt,
-              " for mode ", mode);
-  TORCH_CHECK(U.dim() == 2, op, ": U: expected [L, N]");
-  const int64_t L = U.size(0), N = U.size(1), E = u.numel();
-  TORCH_CHECK(f.numel() == N && v.numel() == E && W.numel() == E, op, ": inconsistent sizes");
-  const bool per_edge = mode != 0 && V.numel() == E * L * L && E > 0 && V.numel() != L * L;
-  TORCH_CHECK(mode == 0 || per_edge || V.numel() == L * L, op, ": V: expected [L, L] or [E, L, L]");
+  const EnergySizes z = check_energy(op, U, f, u, v, W, V, mode);
+  const int64_t L = z.L, N = z.N, E = z.E;
+  const bool per_edge = z.per_edge;
   const int64_t *Up = U.data_ptr<int64_t>(), *fp = f.data_ptr<int64_t>(), *up = u.data_ptr<int64_t>(),
                 *vp = v.data_ptr<int64_t>();
   uint64_t total = 0;  // wraps as the tensor version's int64 sums do
