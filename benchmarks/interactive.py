@@ -6,8 +6,12 @@ are equal after every stroke. The strokes are fixed (drawn by a seeded generator
 of 3 vertices whose brush covers 1-5% of the image each, object and background alternating, with some
 erasures.
 
+``--model fixed`` times segmenters that keep the histograms of the first seeds (``model="fixed"``: a
+stroke changes its own pixels' terminal capacities alone); their warm and cold masks must be equal, and
+a default segmenter (``model="refit"``, warm) runs beside them, its masks equal to ``segment()``'s.
+
     python benchmarks/interactive.py --size 1024 --device cpu
-    python benchmarks/interactive.py --size 512 --device cuda --md out.md
+    python benchmarks/interactive.py --size 512 --device cuda --model fixed --md out.md
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--lam", type=float, default=8.0)
     ap.add_argument("--strokes", type=int, default=10)
+    ap.add_argument("--model", choices=("refit", "fixed"), default="refit", help="the segmenters' data term")
     ap.add_argument("--md", help="write the table here (markdown)")
     a = ap.parse_args(argv)
     dev = torch.device(a.device)
@@ -56,9 +61,13 @@ def main(argv=None):
     seeds = torch.zeros(n, n, dtype=torch.int64, device=dev)
     seeds[n // 2 - n // 16 : n // 2 + n // 16, n // 2 - n // 16 : n // 2 + n // 16] = 1
     seeds[:2], seeds[-2:], seeds[:, :2], seeds[:, -2:] = 2, 2, 2, 2
-    warm, cold = torchcut.Segmenter(img, lam=a.lam), torchcut.Segmenter(img, lam=a.lam, warm=False)
+    warm = torchcut.Segmenter(img, lam=a.lam, model=a.model)
+    cold = torchcut.Segmenter(img, lam=a.lam, warm=False, model=a.model)
+    refit = torchcut.Segmenter(img, lam=a.lam) if a.model == "fixed" else None
     torchcut.segment(img, seeds, lam=a.lam)  # warm-up
-    warm.update(seeds), cold.update(seeds)
+    for seg in (warm, cold, refit):
+        if seg is not None:
+            seg.update(seeds)
     rows = []
     for i, (pts, label, radius) in enumerate(strokes(n, a.strokes)):
         paint = brush((n, n), torch.tensor(pts), radius).to(dev)
@@ -70,27 +79,42 @@ def main(argv=None):
             ("warm", lambda: warm.update(seeds)),
             ("cold", lambda: cold.update(seeds)),
             ("segment", lambda: torchcut.segment(img, seeds, lam=a.lam)),
-        ):
+        ) + ((("refit", lambda: refit.update(seeds)),) if refit is not None else ()):
             _sync(dev)
             t = time.perf_counter()
             m = fn()
             _sync(dev)
             times[name] = (time.perf_counter() - t) * 1e3
             times[name + "_mask"] = m
-        same = torch.equal(times["warm_mask"], times["segment_mask"]) and torch.equal(
-            times["cold_mask"], times["segment_mask"]
+        # refit: warm, cold and segment() agree; fixed: warm and cold agree, the refit segmenter segment()
+        ref = times["segment_mask"] if refit is None else times["cold_mask"]
+        same = torch.equal(times["warm_mask"], ref) and torch.equal(times["cold_mask"], ref)
+        if refit is not None:
+            same = same and torch.equal(times["refit_mask"], times["segment_mask"])
+        extra = (times["refit"],) if refit is not None else ()
+        rows.append(
+            (i, label, float(paint.float().mean()) * 100, times["warm"], times["cold"], times["segment"], same) + extra
         )
-        rows.append((i, label, float(paint.float().mean()) * 100, times["warm"], times["cold"], times["segment"], same))
+    fixed = refit is not None
     lines = [
-        f"Interactive strokes on astronaut {n}^2 ({dev.type}, lam {a.lam:g}): each update's whole call, ms",
+        f"Interactive strokes on astronaut {n}^2 ({dev.type}, lam {a.lam:g}, model {a.model}): each update's whole"
+        " call, ms",
         "",
-        "| stroke | label | area % | warm update | cold update | segment() | warm / segment | masks equal |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| stroke | label | area % | warm update | cold update | segment() |"
+        + (" refit, warm |" if fixed else "")
+        + " warm / segment | masks equal |",
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|" if fixed else "") + "---:|---|",
     ]
-    for i, lab, area, w, c, s, same in rows:
-        lines.append(f"| {i} | {lab} | {area:.1f} | {w:.2f} | {c:.2f} | {s:.2f} | {w / s:.2f} | {same} |")
+    for i, lab, area, w, c, s, same, *more in rows:
+        cols = "".join(f" {v:.2f} |" for v in more)
+        lines.append(f"| {i} | {lab} | {area:.1f} | {w:.2f} | {c:.2f} | {s:.2f} |{cols} {w / s:.2f} | {same} |")
     med = statistics.median(r[3] / r[5] for r in rows)
-    lines += ["", f"median warm / segment: {med:.2f}; all masks equal: {all(r[6] for r in rows)}"]
+    warm_ms = sorted(r[3] for r in rows)
+    lines += [
+        "",
+        f"median warm / segment: {med:.2f}; warm update median {statistics.median(warm_ms):.2f} ms, max "
+        f"{warm_ms[-1]:.2f} ms; all masks equal: {all(r[6] for r in rows)}",
+    ]
     print("\n".join(lines))
     if a.md:
         with open(a.md, "w") as f:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -349,6 +350,38 @@ def test_non_lattices_are_not_routed():
         assert g.lattice_shape() is None
         with pytest.raises(ValueError, match="expected a 2D lattice"):
             g.as_grid()
+
+
+@pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (6, 7)), (2, 8, (5, 4)), (3, 6, (3, 4, 2)), (3, 26, (3, 3, 4))])
+def test_from_grid(ndim, conn, shape):
+    torch.manual_seed(ndim * 100 + conn)
+    offs = torchcut.grid_offsets(ndim, conn)
+    K = len(offs)
+    src, snk = torch.randint(0, 20, shape), torch.randint(0, 20, shape)
+    edges, rev = torch.randint(0, 9, (K,) + shape), torch.randint(0, 9, (K,) + shape)
+    g = torchcut.GridGraph(src, snk, edges, offs, rev)
+    f = FlowGraph.from_grid(g)
+    # one pair per pair of neighbours inside the grid, node = flat pixel index
+    inside = sum(math.prod(n - abs(v) for n, v in zip(shape, o)) for o in offs)
+    assert f.num_nodes == math.prod(shape) and f.num_pairs == inside
+    assert torch.equal(f.source[0], src.reshape(-1)) and torch.equal(f.sink[0].long(), snk.reshape(-1))
+    rg, rf = torchcut.maxflow(g), torchcut.maxflow(f)
+    assert rf.flow_value == rg.flow_value and rf.verify() and torch.equal(rf.mask, rg.mask.reshape(-1))
+    # batches of one are one grid; larger batches are refused
+    g1 = torchcut.GridGraph(src[None], snk[None], edges[:, None], offs, rev[:, None])
+    assert torchcut.maxflow(FlowGraph.from_grid(g1)).flow_value == rg.flow_value
+    g2 = torchcut.GridGraph(torch.stack([src, src]), torch.stack([snk, snk]), torch.stack([edges, edges], 1), offs)
+    with pytest.raises(ValueError, match="grid: expected one grid .* got a batch of 2"):
+        FlowGraph.from_grid(g2)
+    with pytest.raises(TypeError, match="grid: expected a torchcut.GridGraph, got FlowGraph"):
+        FlowGraph.from_grid(f)
+
+
+def test_float_from_grid():
+    g = torchcut.GridGraph([[2.5, 0.0, 0.0]], [[0.0, 0.0, 1.25]], [[[1.5, 0.75, 0.0]]], ((0, 1),))
+    f = FlowGraph.from_grid(g)
+    assert f.is_float and f.scale == g.scale
+    assert torchcut.maxflow(f).flow_value == pytest.approx(torchcut.maxflow(g).flow_value) == pytest.approx(0.75)
 
 
 def test_tsukuba_crops(shared_data):

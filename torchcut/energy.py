@@ -75,7 +75,7 @@ from ._cudagraph import GraphCache
 from ._validate import INT32_MAX, SUM_LIMIT, check_has_data, describe
 from .grid import GridGraph, grid_offsets, overlap_slices
 
-__all__ = ["segmentation_graph", "to_pymaxflow", "EnergyInfo", "DEFAULT_LAM"]
+__all__ = ["segmentation_graph", "model_terms", "to_pymaxflow", "EnergyInfo", "DEFAULT_LAM"]
 
 #: Default weight of the smoothness term relative to the data term (nats per unit of ``w_pq``).
 DEFAULT_LAM = 8.0
@@ -578,10 +578,11 @@ def _table(hist: torch.Tensor, bins: int, C: int) -> torch.Tensor:
     return logp[:, 0] - logp[:, 1]
 
 
-def _data_caps(x, s, bins, scale, hard, reduce=None):
+def _data_caps(x, s, bins, scale, hard, reduce=None, seeds_hard=True):
     """Terminal capacities of the data term and the seeds: (source int64, sink int32), ``[B, *S]``.
 
     Written chunk by chunk straight into their final tensors (int64 source: the GridGraph layout).
+    ``seeds_hard=False``: the seeds shape the histograms only; every node keeps its data term.
     """
     table, lo, span = _log_ratio_table(x, s, bins, reduce)
     B, C = x.shape[:2]
@@ -596,9 +597,10 @@ def _data_caps(x, s, bins, scale, hard, reduce=None):
         src = (llr.clamp(min=0) * scale).round_()
         snk = (llr.neg_().clamp_(min=0) * scale).round_()
         del llr
-        obj, bkg = part == 1, part == 2
-        src.masked_fill_(obj, hard).masked_fill_(bkg, 0)
-        snk.masked_fill_(bkg, hard).masked_fill_(obj, 0)
+        if seeds_hard:
+            obj, bkg = part == 1, part == 2
+            src.masked_fill_(obj, hard).masked_fill_(bkg, 0)
+            snk.masked_fill_(bkg, hard).masked_fill_(obj, 0)
         src_f[:, a : a + CHUNK] = src  # integral floats: the conversion is exact
         snk_f[:, a : a + CHUNK] = snk
     return source, sink
@@ -846,6 +848,31 @@ def _build(image, seeds, lam, sigma, connectivity, ndim, channel_axis, bins, sca
         syncs=syncs,
     )
     return graph
+
+
+def model_terms(image, seeds, graph: GridGraph):
+    """The data term of ``graph`` (built by :func:`segmentation_graph` from ``image`` and ``seeds``)
+    without the seeds' hard constraints: (source int64, sink int32), shaped as ``graph.source``.
+
+    Every node gets the capacities an unseeded node of that colour has in ``graph``: the seeds shape
+    the colour histograms only. :class:`torchcut.Segmenter` keeps them to re-apply the hard
+    constraints of later seeds on a fixed appearance model. Built by the tensor ops (the same values
+    as the native ops, bit for bit).
+
+    Examples
+    --------
+    >>> import torch, torchcut
+    >>> from torchcut.energy import model_terms
+    >>> img, seeds = torch.tensor([[0., 0., 9., 9.]]), torch.tensor([[1, 0, 0, 2]])
+    >>> g = torchcut.segmentation_graph(img, seeds, lam=1.0)
+    >>> src, snk = model_terms(img, seeds, g)
+    >>> g.source.tolist(), src.tolist()          # the seeds' hard capacity 4097 gives way to the data term
+    ([[[4097, 8549, 0, 0]]], [[[8549, 8549, 0, 0]]])
+    """
+    info = graph.energy
+    x, s, *_ = _prepare(image, seeds, info.ndim, info.connectivity, info.channel_axis)
+    source, sink = _data_caps(x, s, info.bins, info.scale, info.hard, seeds_hard=False)
+    return source.view(graph.source.shape), sink.view(graph.source.shape)
 
 
 def _reference_terms(x, s, bins, scale, hard, lam, sigma, offsets, dists, reduce):

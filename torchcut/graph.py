@@ -204,6 +204,58 @@ class FlowGraph:
         return g
 
     @classmethod
+    def from_grid(cls, grid) -> FlowGraph:
+        """The network of a :class:`torchcut.GridGraph` as a FlowGraph (node ``p`` = the flat index of pixel
+        ``p``).
+
+        One pair of arcs for each pair of neighbours inside the grid (zero capacities included): the pairs
+        of :meth:`GridGraph.arc_pairs` given to :meth:`from_edges`. For a network whose terminal
+        capacities change afterwards: :class:`torchcut.solvers.dynamic.DynamicFlowGraph` re-solves those
+        from the last flow (0.2-0.3 s to convert a 1024^2 grid on 2 cores, once).
+
+        Parameters
+        ----------
+        grid : GridGraph
+            One grid (not batched, or a batch of one); a float grid keeps its ``scale``.
+
+        Returns
+        -------
+        FlowGraph
+            On the grid's device, with the grid's integer capacities.
+
+        Raises
+        ------
+        TypeError
+            ``grid`` is not a GridGraph.
+        ValueError
+            A batch of several grids (index the batch first).
+
+        Examples
+        --------
+        >>> import torchcut
+        >>> g = torchcut.GridGraph([[5, 0, 0]], [[0, 0, 4]], [[[3, 2, 0]]], ((0, 1),))
+        >>> f = FlowGraph.from_grid(g)
+        >>> f.num_nodes, f.num_pairs, torchcut.maxflow(f).flow_value == torchcut.maxflow(g).flow_value
+        (3, 2, True)
+        """
+        from .grid import GridGraph
+
+        if not isinstance(grid, GridGraph):
+            raise TypeError(f"grid: expected a torchcut.GridGraph, got {type(grid).__name__}")
+        if grid.batched and grid.batch_size != 1:
+            raise ValueError(
+                f"grid: expected one grid (not batched, or a batch of 1), got a batch of {grid.batch_size}"
+            )
+        N = grid.num_nodes
+        tail, head, cf, cb, _, _ = grid.arc_pairs()
+        src = grid.source.reshape(N).to(torch.int64)
+        snk = grid.sink.reshape(N).to(torch.int64)
+        g = cls.from_edges(tail, head, cf, cb, source=src, sink=snk, num_nodes=N)
+        if grid.scale is not None:
+            g.scale, g.is_float = grid.scale, True
+        return g
+
+    @classmethod
     def from_network(cls, tail, head, cap, source_node: int, sink_node: int, num_nodes: int) -> FlowGraph:
         """A network given as a directed graph whose terminals are two of its nodes.
 
