@@ -74,6 +74,7 @@ def test_one_namespace_and_names_from_the_library():
         "grid_solve_",
         "csr_solve_",
         "pairs_csr",
+        "grid_pairs_csr",
         "grabcut_lloyd",
         "grabcut_models",
         "graph_expansion_move",

@@ -361,6 +361,11 @@ def test_from_grid(ndim, conn, shape):
     edges, rev = torch.randint(0, 9, (K,) + shape), torch.randint(0, 9, (K,) + shape)
     g = torchcut.GridGraph(src, snk, edges, offs, rev)
     f = FlowGraph.from_grid(g)
+    # the native layout from the grid's structure is the one from_edges makes of the grid's arc pairs
+    tail, head, cf, cb, _, _ = g.arc_pairs()
+    ref = FlowGraph.from_edges(tail, head, cf, cb, source=src.reshape(-1), sink=snk.reshape(-1))
+    for name in ("row_ptr", "tail", "head", "rev", "caps", "pair_fwd", "pair_bwd", "source", "sink"):
+        assert torch.equal(getattr(f, name), getattr(ref, name)), name
     # one pair per pair of neighbours inside the grid, node = flat pixel index
     inside = sum(math.prod(n - abs(v) for n, v in zip(shape, o)) for o in offs)
     assert f.num_nodes == math.prod(shape) and f.num_pairs == inside
@@ -375,6 +380,26 @@ def test_from_grid(ndim, conn, shape):
         FlowGraph.from_grid(g2)
     with pytest.raises(TypeError, match="grid: expected a torchcut.GridGraph, got FlowGraph"):
         FlowGraph.from_grid(f)
+
+
+def test_from_grid_offsets_below_and_the_op_checks():
+    # offsets naming a neighbour below p (or the same flat offset twice) take the arc pairs' path
+    src, snk = torch.tensor([[4, 0, 0], [0, 0, 0]]), torch.tensor([[0, 0, 0], [0, 0, 5]])
+    edges = torch.full((2, 2, 3), 2)
+    for offs in (((0, -1), (-1, 0)), ((0, 1), (1, -1)), ((0, 1), (0, 1))):
+        g = torchcut.GridGraph(src, snk, edges, offs)
+        f = FlowGraph.from_grid(g)
+        assert torchcut.maxflow(f).flow_value == torchcut.maxflow(g).flow_value
+    op = torch.ops.torchcut.grid_pairs_csr
+    caps = torch.zeros(4, 6, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="offsets: expected offsets above p"):
+        op(caps, [2, 3], [0, -1, 1, 0])
+    with pytest.raises(RuntimeError, match="offsets: expected distinct flat offsets"):
+        op(caps, [2, 3], [0, 1, 0, 1])
+    with pytest.raises(RuntimeError, match=r"caps: expected a contiguous int32 or int64 CPU tensor \[4, 6\]"):
+        op(caps.float(), [2, 3], [0, 1, 1, 0])
+    with pytest.raises(RuntimeError, match="shape: expected 2 or 3 dims"):
+        op(caps, [6], [1, 1])
 
 
 def test_float_from_grid():

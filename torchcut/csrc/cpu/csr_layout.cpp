@@ -1,10 +1,12 @@
-// The CPU implementation of torch.ops.torchcut.pairs_csr (schema in torchcut.cpp): the CSR layout of a
-// FlowGraph built from its arc lists.
+// The CPU implementations of torch.ops.torchcut.pairs_csr and grid_pairs_csr (schemas in torchcut.cpp): the
+// CSR layout of a FlowGraph built from its arc lists, or from a grid's structure.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -88,9 +90,114 @@ std::vector<at::Tensor> pairs_csr(at::Tensor u, at::Tensor v, at::Tensor cf, at:
   return {row_ptr, tail, head, rev, caps, pos_f, pos_b, fwd, bwd};
 }
 
+// grid_pairs_csr: pairs_csr's outputs for the pairs (p, p + o_k) of one grid, p and p + o_k inside it
+// (zero capacities included), from the grid's structure: no sort. caps [2K, N] in the solvers' layout
+// (arc p -> p + o_k at [k, p], arc p + o_k -> p at [K + k, p + o_k]); shape 2 or 3 dims; offsets K x ndim
+// ints whose flat offsets f_k are positive and distinct (the caller checks: one neighbour above p per
+// offset). Pairs by (lo, hi) = by (p, f_k); CSR row p holds its arcs to lower nodes p - f_k by decreasing
+// f_k, then those to higher nodes by increasing f_k, as pairs_csr lays them out.
+template <typename CapT>
+std::vector<at::Tensor> grid_pairs_impl(const at::Tensor& caps_t, int64_t D, int64_t H, int64_t W,
+                                        const std::vector<std::array<int64_t, 3>>& off) {
+  const int64_t N = D * H * W, K = static_cast<int64_t>(off.size());
+  const CapT* caps = caps_t.data_ptr<CapT>();
+  std::vector<int64_t> flat(K);
+  for (int64_t k = 0; k < K; ++k) flat[k] = (off[k][0] * H + off[k][1]) * W + off[k][2];
+  auto inside = [&](int64_t z, int64_t y, int64_t x, int64_t k, int64_t sign) {
+    const int64_t a = z + sign * off[k][0], b = y + sign * off[k][1], c = x + sign * off[k][2];
+    return a >= 0 && a < D && b >= 0 && b < H && c >= 0 && c < W;
+  };
+  // per node: forward arcs (p -> p + o_k inside) and backward ones (p - o_k inside), as K-bit masks
+  std::vector<uint32_t> fmask(N), bmask(N);
+  std::vector<int64_t> row(N + 1), first_pair(N + 1);
+  at::parallel_for(0, D * H, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t z = r / H, y = r % H;
+      for (int64_t x = 0; x < W; ++x) {
+        uint32_t f = 0, b = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          f |= (uint32_t)inside(z, y, x, k, 1) << k;
+          b |= (uint32_t)inside(z, y, x, k, -1) << k;
+        }
+        fmask[r * W + x] = f, bmask[r * W + x] = b;
+      }
+    }
+  });
+  row[0] = first_pair[0] = 0;
+  for (int64_t p = 0; p < N; ++p) {
+    const int64_t nf = __builtin_popcount(fmask[p]), nb = __builtin_popcount(bmask[p]);
+    row[p + 1] = row[p] + nf + nb;
+    first_pair[p + 1] = first_pair[p] + nf;
+  }
+  const int64_t M = first_pair[N], A = 2 * M;
+  const auto lopt = caps_t.options().dtype(at::kLong);
+  at::Tensor row_ptr = at::empty({N + 1}, lopt), tail = at::empty({A}, lopt), head = at::empty({A}, lopt),
+             rev = at::empty({A}, lopt), arc_caps = at::empty({A}, lopt), pos_f = at::empty({M}, lopt),
+             pos_b = at::empty({M}, lopt), fwd = at::empty({M}, lopt), bwd = at::empty({M}, lopt);
+  std::copy(row.begin(), row.end(), row_ptr.data_ptr<int64_t>());
+  int64_t *T = tail.data_ptr<int64_t>(), *Hd = head.data_ptr<int64_t>(), *RV = rev.data_ptr<int64_t>();
+  int64_t *C = arc_caps.data_ptr<int64_t>(), *PF = pos_f.data_ptr<int64_t>(), *PB = pos_b.data_ptr<int64_t>();
+  int64_t *FW = fwd.data_ptr<int64_t>(), *BW = bwd.data_ptr<int64_t>();
+  // offsets by increasing flat offset; rank_b[k]: the offsets whose arcs come before k's among a node's
+  // arcs to lower nodes (larger flat offsets)
+  std::vector<int64_t> order(K);
+  for (int64_t k = 0; k < K; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return flat[a] < flat[b]; });
+  std::vector<uint32_t> larger(K, 0);  // bit j set: flat[j] > flat[k]
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < K; ++j) larger[k] |= (uint32_t)(flat[j] > flat[k]) << j;
+  at::parallel_for(0, N, 1 << 14, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      int64_t j = first_pair[p], kf = row[p] + __builtin_popcount(bmask[p]);
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t k = order[i];
+        if (!((fmask[p] >> k) & 1)) continue;
+        const int64_t q = p + flat[k];
+        const int64_t kb = row[q] + __builtin_popcount(bmask[q] & larger[k]);
+        const int64_t cf = (int64_t)caps[k * N + p], cb = (int64_t)caps[(K + k) * N + q];
+        PF[j] = kf, PB[j] = kb, FW[j] = cf, BW[j] = cb;
+        T[kf] = p, Hd[kf] = q, C[kf] = cf, RV[kf] = kb;
+        T[kb] = q, Hd[kb] = p, C[kb] = cb, RV[kb] = kf;
+        ++j, ++kf;
+      }
+    }
+  });
+  return {row_ptr, tail, head, rev, arc_caps, pos_f, pos_b, fwd, bwd};
+}
+
+std::vector<at::Tensor> grid_pairs_csr(at::Tensor caps, c10::IntArrayRef shape, c10::IntArrayRef offsets) {
+  const char* op = "torchcut.grid_pairs_csr";
+  TORCH_CHECK(shape.size() == 2 || shape.size() == 3, op, ": shape: expected 2 or 3 dims, got ", shape);
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  TORCH_CHECK(!offsets.empty() && offsets.size() % nd == 0, op, ": offsets: expected K x ", nd, " ints, got ",
+              offsets.size());
+  const int64_t K = static_cast<int64_t>(offsets.size()) / nd;
+  TORCH_CHECK(K <= 32, op, ": offsets: expected at most 32, got ", K);
+  const int64_t D = nd == 3 ? shape[0] : 1, H = shape[nd - 2], W = shape[nd - 1];
+  TORCH_CHECK(D >= 1 && H >= 1 && W >= 1, op, ": shape: expected positive sizes, got ", shape);
+  const int64_t N = D * H * W;
+  TORCH_CHECK(caps.device().is_cpu() && caps.is_contiguous() && caps.dim() == 2 && caps.size(0) == 2 * K &&
+                  caps.size(1) == N && (caps.scalar_type() == at::kInt || caps.scalar_type() == at::kLong),
+              op, ": caps: expected a contiguous int32 or int64 CPU tensor [", 2 * K, ", ", N, "], got ",
+              caps.scalar_type(), " ", caps.sizes());
+  std::vector<std::array<int64_t, 3>> off(K);
+  std::vector<int64_t> flat(K);
+  for (int64_t k = 0; k < K; ++k) {
+    off[k] = {nd == 3 ? offsets[k * nd] : 0, offsets[k * nd + nd - 2], offsets[k * nd + nd - 1]};
+    flat[k] = (off[k][0] * H + off[k][1]) * W + off[k][2];
+    TORCH_CHECK(flat[k] > 0, op, ": offsets: expected offsets above p (positive flat offsets), got ", flat[k],
+                " for offset ", k);
+    for (int64_t j = 0; j < k; ++j)
+      TORCH_CHECK(flat[j] != flat[k], op, ": offsets: expected distinct flat offsets, got ", flat[k], " twice");
+  }
+  if (caps.scalar_type() == at::kInt) return grid_pairs_impl<int32_t>(caps, D, H, W, off);
+  return grid_pairs_impl<int64_t>(caps, D, H, W, off);
+}
+
 }  // namespace
 }  // namespace torchcut_cpu
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("pairs_csr", &torchcut_cpu::pairs_csr);
+  m.impl("grid_pairs_csr", &torchcut_cpu::grid_pairs_csr);
 }
