@@ -5,20 +5,24 @@ build instead of the installed one (``TORCHCUT_CPU_LIBRARY``), and runs grid sol
 int32/int64, batches), alpha-expansion with and
 without warm starts, GrabCut (compiled colour models, warm-started cuts), refine, the segmentation
 energy's ops (gray to four channels, 2D and 3D, seed dtypes, ragged shapes), general (CSR)
-networks and a PyMaxflow-style graph that leaves the grid. Any out-of-bounds
+networks (a grid's from its structure too), the fixed-model segmenter's kept state and a PyMaxflow-style
+graph that leaves the grid. Any out-of-bounds
 access aborts with a report. From the repository root::
 
     ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=$(gcc -print-file-name=libasan.so) python tests/asan_cpu.py
 """
 
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
 
 import torch
 
-from torchcut._build_config import CPU_SOURCES as SOURCES
+# read without importing torchcut: the package would load its own library, whose op schemas the
+# sanitizer build then declares a second time
+SOURCES = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "torchcut", "_build_config.py"))["CPU_SOURCES"]
 
 
 def build() -> str:
@@ -57,6 +61,8 @@ def main():
             s = torch.randint(0, 20, (3,) + shape, generator=g)
             t = torch.randint(0, 20, (3,) + shape, generator=g)
             assert torchcut.maxflow(torchcut.GridGraph(s, t, e.to(dt), offs), backend="cpu").verify()
+            one = torchcut.FlowGraph.from_grid(torchcut.GridGraph(s[0], t[0], e[:, 0].to(dt), offs))  # grid_pairs_csr
+            assert torchcut.maxflow(one, backend="cpu").verify()
     U = torch.randint(0, 30, (2, 6, 23, 29), generator=g)
     W = torch.randint(0, 4, (2, 2, 23, 29), generator=g)
     V = torch.minimum((torch.arange(6)[:, None] - torch.arange(6)[None]).abs(), torch.tensor(2)) * 6
@@ -71,12 +77,22 @@ def main():
     Ug, wg = torch.randint(0, 30, (4, 40), generator=g), torch.randint(0, 5, (edges.shape[0],), generator=g)
     for Vg in (V[:4, :4], (V[:4, :4] > 0).long(), V[:4, :4].double() * 0.7, V[:4, :4].expand(edges.shape[0], 4, 4)):
         torchcut.expansion(Ug, Vg, edges=edges, edge_weights=wg)
-        torchcut.expansion(Ug, Vg, edges=edges[:30].repeat(2, 1), edge_weights=wg[:60])
+        Vr = Vg[:30].repeat(2, 1, 1) if Vg.dim() == 3 else Vg  # a per-edge table follows its edges
+        torchcut.expansion(Ug, Vr, edges=edges[:30].repeat(2, 1), edge_weights=wg[:60])
         torchcut.graph_multilabel.swap(Ug, Vg, edges, wg)
     im = torch.rand(3, 40, 50, generator=g) * 60
     im[:, 10:30, 12:40] += 120
     torchcut.grabcut([im, im[:, :31, :37]], box=[(8, 6, 44, 34), (5, 5, 30, 25)])
     torchcut.refine(torch.rand(3, 30, 30, generator=g) * 255, torch.softmax(torch.randn(4, 30, 30, generator=g), 0))
+    # the fixed-model segmenter: the kept network and search trees, strokes through set_terminals
+    seg = torchcut.Segmenter(torch.rand(24, 30, 3, generator=g) * 255, model="fixed")
+    seeds = torch.zeros(24, 30, dtype=torch.int64)
+    seeds[8:14, 10:18], seeds[0] = 1, 2
+    seg.update(seeds)
+    for label, rows in ((2, slice(10, 12)), (1, slice(20, 23)), (0, slice(8, 10))):
+        seeds = seeds.clone()
+        seeds[rows, 5:25] = label
+        seg.update(seeds)
     from torchcut import energy
 
     for C, shape, conn, sdt in (
