@@ -117,6 +117,27 @@ def test_fixed_model_updates(conn, backend):
     assert seg.stats["refit"] and torch.equal(m, torchcut.segment(img, seeds, lam=8.0, connectivity=conn))
 
 
+def test_fixed_model_volume():
+    torch.manual_seed(3)
+    vol = torch.rand(8, 10, 12) * 40
+    vol[2:6, 3:8, 4:10] += 120
+    seg = torchcut.Segmenter(vol, connectivity=6, model="fixed")
+    seeds = torch.zeros(8, 10, 12, dtype=torch.int64)
+    seeds[3:5, 4:7, 5:9], seeds[0], seeds[-1] = 1, 2, 2
+    g0 = torchcut.segmentation_graph(vol, seeds, connectivity=6)
+    terms = model_terms(vol, seeds, g0)
+    assert torch.equal(seg.update(seeds), torchcut.segment(vol, seeds, connectivity=6))
+    for label, box in (
+        (2, (slice(2, 4), slice(0, 10), slice(4, 6))),
+        (1, (slice(6, 7), slice(2, 5), slice(2, 5))),
+        (0, (slice(3, 4),) * 3),
+    ):
+        seeds = seeds.clone()
+        seeds[box] = label
+        m = seg.update(seeds)
+        assert seg.stats["warm"] and m.shape == (8, 10, 12) and torch.equal(m, _fixed_mask(g0, terms, seeds))
+
+
 def test_fixed_model_erases_every_seed():
     img = _image(24)
     seg = torchcut.Segmenter(img, model="fixed")
