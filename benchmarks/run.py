@@ -13,7 +13,7 @@ difference makes the exit status 1. Writes ``OUT/<suite>.md`` and ``OUT/<suite>.
 
 ``--compare [REF ...]`` is the regression guard. With no REF it reads the references from
 ``benchmarks/references.txt`` (``--references FILE``): every accepted state of the solvers, one commit a
-line. Each REF (a commit, a tag, or the path of another source tree) is checked out with
+line (a line may name the devices whose guard it joins). Each REF (a commit, a tag, or the path of another source tree) is checked out with
 ``git worktree add`` into a temporary folder and built in place when it has a ``setup.py`` (else its
 extensions compile on first use). Every case of the suite runs on the current tree and on each
 reference in worker processes, one per tree and round, the order rotating round by round (on the GPU
@@ -651,40 +651,48 @@ def run_worker(
     return got
 
 
-def read_references(path: Path) -> list[tuple[str, str]]:
+DEVICES = ("cpu", "cuda")
+
+
+def read_references(path: Path, device: str | None = None) -> list[tuple[str, str]]:
     """The references of the guard: ``[(ref, comment)]`` from ``path``, in file order.
 
-    One reference a line, ``REF  # what it holds``: a commit (or tag) of this repository or the path of
-    another source tree, then ``#`` and a short comment. Blank lines and lines starting with ``#`` are
-    skipped. Raises ValueError naming the file and line of a malformed entry, or a file with none.
+    One reference a line, ``REF [DEVICE ...]  # what it holds``: a commit (or tag) of this repository or
+    the path of another source tree, optionally the devices ("cpu", "cuda") whose guard it joins (default
+    every device), then ``#`` and a short comment. With ``device``, the lines that name other devices only
+    are left out. Blank lines and lines starting with ``#`` are skipped. Raises ValueError naming the file
+    and line of a malformed entry, or a file with none.
     """
-    out = []
+    out, lines = [], 0
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         head, sep, comment = text.partition("#")
         words = head.split()
-        if len(words) != 1 or not sep or not comment.strip():
+        if not words or not sep or not comment.strip() or any(w not in DEVICES for w in words[1:]):
             raise ValueError(
-                f"{path}:{n}: expected 'REF  # what it holds' (one commit or tree, then a comment), "
-                f"got {line.strip()!r}"
+                f"{path}:{n}: expected 'REF [DEVICE ...]  # what it holds' (one commit or tree, devices among "
+                f"{', '.join(DEVICES)}, then a comment), got {line.strip()!r}"
             )
-        out.append((words[0], comment.strip()))
-    if not out:
+        lines += 1
+        if device is None or len(words) == 1 or device in words[1:]:
+            out.append((words[0], comment.strip()))
+    if not lines:
         raise ValueError(f"{path}: expected at least one reference, found none")
     return out
 
 
-def reference_list(args) -> list[tuple[str, str]]:
+def reference_list(args, device: str | None = None) -> list[tuple[str, str]]:
     """``--compare``'s references: those named on the command line (comma or space separated), else the
-    lines of ``--references`` (default ``benchmarks/references.txt``). Repeats are dropped."""
+    lines of ``--references`` (default ``benchmarks/references.txt``) that join ``device``'s guard.
+    Repeats are dropped."""
     named = [r for item in args.compare for r in item.split(",") if r.strip()]
     if named:
         refs = [(r.strip(), "named on the command line") for r in named]
     else:
         try:
-            refs = read_references(args.references)
+            refs = read_references(args.references, device)
         except (OSError, ValueError) as exc:
             raise SystemExit(f"--references: {exc}") from exc
     seen, out = set(), []
@@ -905,7 +913,9 @@ def compare(args, worker=run_worker) -> int:
     args.families = [f for f in args.families if f not in RUNNER_ONLY]
     specs = select(suite, args)
     cur_tree = args.tree.resolve()
-    refs = reference_list(args)
+    refs = reference_list(args, device)
+    if not refs:
+        raise SystemExit(f"--references: no reference joins the {device} guard in {args.references}")
     tmp = Path(tempfile.mkdtemp(prefix="torchcut-compare-"))
     added = []
     try:

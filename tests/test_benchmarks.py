@@ -163,10 +163,15 @@ def test_read_references(tmp_path):
     f = tmp_path / "refs.txt"
     f.write_text("# accepted states\n\n35fdd34  # grid kernels\n  1a8b8c8 # chaining # ungated\n")
     assert R.read_references(f) == [("35fdd34", "grid kernels"), ("1a8b8c8", "chaining # ungated")]
-    for bad in ("35fdd34\n", "35fdd34 1a8b8c8  # two\n", "35fdd34  #  \n"):
+    for bad in ("35fdd34\n", "35fdd34 1a8b8c8  # two\n", "35fdd34  #  \n", "35fdd34 gpu  # a device name\n"):
         f.write_text(bad)
-        with pytest.raises(ValueError, match=r"refs.txt:1: expected 'REF  # what it holds'"):
+        with pytest.raises(ValueError, match=r"refs.txt:1: expected 'REF \[DEVICE \.\.\.\]  # what it holds'"):
             R.read_references(f)
+    # devices: a line that names some joins only their guards
+    f.write_text("35fdd34 cuda  # grid kernels\n1a8b8c8  # both\n973fec6 cpu cuda  # both, named\n")
+    assert [r for r, _ in R.read_references(f)] == ["35fdd34", "1a8b8c8", "973fec6"]
+    assert [r for r, _ in R.read_references(f, "cuda")] == ["35fdd34", "1a8b8c8", "973fec6"]
+    assert R.read_references(f, "cpu") == [("1a8b8c8", "both"), ("973fec6", "both, named")]
     f.write_text("# nothing yet\n")
     with pytest.raises(ValueError, match="expected at least one reference, found none"):
         R.read_references(f)
