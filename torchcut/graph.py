@@ -256,9 +256,10 @@ class FlowGraph:
         flat = [sum(v * st for v, st in zip(o, strides)) for o in grid.offsets]
         if grid.device.type == "cpu" and _compiled_layout() and min(flat) > 0 and len(set(flat)) == K <= 32:
             # one neighbour above p per offset: the layout straight from the grid (grid_pairs_csr), no sort
+            from .solvers.ops import _flat
+
             caps = grid.caps.reshape(2 * K, N).contiguous()
-            offs = [int(v) for o in grid.offsets for v in o]
-            layout = torch.ops.torchcut.grid_pairs_csr(caps, list(grid.shape), offs)
+            layout = torch.ops.torchcut.grid_pairs_csr(caps, list(grid.shape), _flat(grid.offsets))
             g = object.__new__(cls)
             g.node_ids, g.terminal_ids, g.id_base = None, None, 0
             g = g._finish(*layout, src, snk, None, N)

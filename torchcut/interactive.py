@@ -203,7 +203,7 @@ class Segmenter:
             if self.model == "fixed":
                 self._terms = model_terms(self.image, s, g) + (g.energy.hard,)
         if self.model == "fixed" and self.device.type == "cpu" and self.backend in ("auto", "cpu"):
-            return self._kept_update(s, g if fit else None, fit, t0)
+            return self._update_kept(s, g if fit else None, fit, t0)
         if fit:
             offsets, caps, source, sink = g.offsets, g.caps, g.source, g.sink
         else:
@@ -222,7 +222,7 @@ class Segmenter:
         del self._solver.log[:-1]
         return self.mask
 
-    def _kept_update(self, s: torch.Tensor, g, fit: bool, t0: float) -> torch.Tensor:
+    def _update_kept(self, s: torch.Tensor, g, fit: bool, t0: float) -> torch.Tensor:
         """Model "fixed" on the CPU: the network as a FlowGraph whose residuals and Boykov-Kolmogorov
         search trees live on between updates (:class:`~torchcut.solvers.dynamic.DynamicFlowGraph`); an
         update passes the terminal capacities of the pixels whose seed changed, and the search continues
