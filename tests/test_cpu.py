@@ -721,7 +721,7 @@ def test_backend_names_the_device():
         GRID(torch.device("cpu"), "gpu")
     grid, csr = GRID(torch.device("cpu"), "auto"), CSR(torch.device("cpu"), "auto")
     assert (grid.name, grid.device_type, grid.new_tensors) == ("cpu", "cpu", True)
-    assert (csr.name, csr.device_type, csr.route_lattices) == ("cpu", "cpu", False)
+    assert (csr.name, csr.device_type, csr.route_lattices, csr.lattice_min_nodes) == ("cpu", "cpu", True, 1 << 15)
     assert GRID(torch.device("meta"), "auto") is GRID.reference and GRID.reference.device_type is None
 
 

@@ -352,6 +352,91 @@ def test_non_lattices_are_not_routed():
             g.as_grid()
 
 
+def _tensor_lattice(g, monkeypatch):
+    """lattice_shape and as_grid of a copy of ``g`` through the tensor ops (no compiled layout)."""
+    import torchcut.graph as G
+
+    with monkeypatch.context() as m:
+        m.setattr(G, "_compiled_layout", lambda: False)
+        h = object.__new__(FlowGraph)
+        h.__dict__.update(g.__dict__)
+        h._lattice = None
+        shape = h.lattice_shape()
+        return shape, (h.as_grid() if shape else None)
+
+
+def test_lattice_ops_match_the_tensor_version(monkeypatch):
+    rng = np.random.default_rng(11)
+    graphs = [
+        lattice_graph(rng, H, W, p)[0]
+        for H, W, p in [(1, 7, 0.2), (6, 1, 0.2), (4, 5, 0.2), (9, 8, 0), (3, 16, 0.2), (5, 6, 0.9)]
+    ]
+    graphs += [
+        FlowGraph.from_edges([0, 0], [1, 4], [1, 1], num_nodes=6),  # W would be 4, but 6 % 4 != 0
+        FlowGraph.from_edges([0, 2], [3, 3], [1, 1], num_nodes=6),  # 2 -> 3 wraps a row of width 3
+        FlowGraph.from_edges([0, 0], [3, 4], [1, 1], num_nodes=9),  # steps 3 and 4
+        FlowGraph.from_edges([0, 1], [1, 2], [1, 1], num_nodes=3),  # one row
+        FlowGraph.from_edges([0, 3], [3, 6], [2**40, 1], [1, 3], num_nodes=9),  # one column, int64 capacities
+    ]
+    for g in graphs:
+        shape, grid = _tensor_lattice(g, monkeypatch)
+        g._lattice = None
+        assert g.lattice_shape() == shape
+        if shape is None:
+            continue
+        mine = g.as_grid()
+        assert mine.shape == grid.shape and mine.offsets == grid.offsets
+        for name in ("caps", "source", "sink"):
+            assert torch.equal(getattr(mine, name).long(), getattr(grid, name).long()), name
+
+
+def test_lattice_route_on_the_cpu_by_size():
+    # the compiled solver takes lattices of at least 2**15 nodes through the grid solver: same flow, mask and
+    # a residual that certifies it, in the graph's arc order
+    rng = np.random.default_rng(12)
+    for H, W in [(128, 256), (181, 181), (40, 60)]:
+        g, raw = lattice_graph(rng, H, W, 0.1)
+        auto, csr = torchcut.maxflow(g), torchcut.maxflow(g, lattice=False)
+        grid = torchcut.maxflow(g, lattice=True)
+        routed = H * W >= 1 << 15
+        assert auto.stats["route"] == (f"grid {H}x{W}" if routed else "csr")
+        for r in (auto, grid):
+            assert r.flow_value == csr.flow_value and r.verify() and torch.equal(r.mask, csr.mask)
+            assert r.residual.dtype == g.caps.dtype and r.residual.shape == g.caps.shape
+        assert csr.flow_value == fc.scipy_flow(*fc.terminal_network(H * W, *raw))
+
+
+def test_lattice_ops_check_their_indices():
+    g = FlowGraph.from_edges([0, 1, 0], [1, 2, 3], [1, 1, 1], num_nodes=6)
+    op = torch.ops.torchcut.lattice_grid
+    args = [g.tail, g.head, g.caps, g.pair_fwd, g.pair_bwd]
+    assert op(*args, 6, 0)[0].tolist() == [2, 3]
+    with pytest.raises(RuntimeError, match=r"lattice_grid: expected arc indices in \[0, 6\)"):
+        op(g.tail, g.head, g.caps, g.pair_fwd + 100, g.pair_bwd, 6, 0)
+    with pytest.raises(
+        RuntimeError, match=r"lattice_grid: expected arc indices in \[0, 6\) whose ends lie in \[0, 3\)"
+    ):
+        op(*args, 3, 0)
+    with pytest.raises(RuntimeError, match="W: expected a divisor of N = 6, got 4"):
+        op(*args, 6, 4)
+    with pytest.raises(RuntimeError, match="expected the pairs of a lattice of width 2"):
+        op(*args, 6, 2)
+    with pytest.raises(RuntimeError, match="expected 2 M arcs and M pairs"):
+        op(g.tail[:-1], g.head[:-1], g.caps[:-1], g.pair_fwd, g.pair_bwd, 6, 0)
+    with pytest.raises(RuntimeError, match="caps: expected a contiguous int32 or int64 CPU tensor"):
+        op(g.tail, g.head, g.caps.double(), g.pair_fwd, g.pair_bwd, 6, 0)
+    res = torch.ops.torchcut.lattice_residual
+    gres = torch.arange(24, dtype=torch.int32)
+    out = res(gres, g.tail, g.head, g.pair_fwd, g.pair_bwd, torch.int64)
+    # pairs by (lo, hi): (0, 1) the right arc of 0 (slot 0), the left arc of 1 (2 N + 1); (0, 3) down, up
+    f, b = g.pair_fwd.tolist(), g.pair_bwd.tolist()
+    assert out.dtype == torch.int64 and [out[f[0]], out[b[0]], out[f[1]], out[b[1]]] == [0, 13, 6, 21]
+    with pytest.raises(RuntimeError, match=r"lattice_residual: expected arc indices in \[0, 6\)"):
+        res(gres[:8], g.tail, g.head, g.pair_fwd, g.pair_bwd, torch.int64)
+    with pytest.raises(RuntimeError, match="dtype: expected int32 or int64"):
+        res(gres, g.tail, g.head, g.pair_fwd, g.pair_bwd, torch.float32)
+
+
 @pytest.mark.parametrize("ndim,conn,shape", [(2, 4, (6, 7)), (2, 8, (5, 4)), (3, 6, (3, 4, 2)), (3, 26, (3, 3, 4))])
 def test_from_grid(ndim, conn, shape):
     torch.manual_seed(ndim * 100 + conn)
@@ -422,7 +507,7 @@ def test_tsukuba_crops(shared_data):
         assert r.flow_value == value and r.verify()
         side = int(name.split("x")[0])
         assert g.lattice_shape() == (side, side) and r.stats["route"].startswith("grid")
-        auto = torchcut.maxflow(g)  # on the CPU the compiled solver takes the CSR layout as it is
+        auto = torchcut.maxflow(g)  # on the CPU the compiled solver takes lattices this small as they are
         assert auto.flow_value == value and auto.verify() and torch.equal(auto.mask, r.mask)
         assert auto.stats["route"] == ("csr" if auto.stats["backend"] == "cpu" else r.stats["route"])
 

@@ -592,12 +592,17 @@ class FlowGraph:
         if self._lattice is not None:
             return self._lattice or None
         N = self.num_nodes
-        u, v, _, _ = self.edges()
-        d = v - u
         shape = False
-        if d.numel() == 0:
+        if self.num_pairs == 0:
             shape = (1, N)
+        elif self._native_lattice():
+            H, W = torch.ops.torchcut.lattice_grid(self.tail, self.head, self.caps, self.pair_fwd, self.pair_bwd, N, 0)[
+                0
+            ].tolist()
+            shape = (H, W) if W else False
         else:
+            u, v, _, _ = self.edges()
+            d = v - u
             wide = d[d > 1]
             W = int(wide.min()) if wide.numel() else N
             if N % W == 0:
@@ -606,6 +611,11 @@ class FlowGraph:
                     shape = (N // W, W)
         self._lattice = shape
         return shape or None
+
+    def _native_lattice(self) -> bool:
+        """Whether the compiled lattice ops (``lattice_grid``, ``lattice_residual``) take this graph: integer
+        capacities in the CPU library's layout."""
+        return self.device.type == "cpu" and not self.caps.is_floating_point() and _compiled_layout()
 
     def as_grid(self):
         """The equivalent :class:`torchcut.GridGraph` (offsets ``((0, 1), (1, 0))``) of a lattice graph.
@@ -627,13 +637,18 @@ class FlowGraph:
             )
         H, W = shape
         N = self.num_nodes
-        u, v, cf, cb = self.edges()
-        right = (v - u) == 1
-        edges = torch.zeros(2, N, dtype=torch.int64, device=self.device)
-        reverse = torch.zeros(2, N, dtype=torch.int64, device=self.device)
-        k = torch.where(right, 0, 1)
-        edges[k, u] = cf
-        reverse[k, u] = cb
+        if self._native_lattice() and self.num_pairs:
+            edges, reverse = torch.ops.torchcut.lattice_grid(
+                self.tail, self.head, self.caps, self.pair_fwd, self.pair_bwd, N, W
+            )
+        else:
+            u, v, cf, cb = self.edges()
+            right = (v - u) == 1
+            edges = torch.zeros(2, N, dtype=torch.int64, device=self.device)
+            reverse = torch.zeros(2, N, dtype=torch.int64, device=self.device)
+            k = torch.where(right, 0, 1)
+            edges[k, u] = cf
+            reverse[k, u] = cb
         return GridGraph(
             self.source.reshape(H, W),
             self.sink.reshape(H, W).to(torch.int64),

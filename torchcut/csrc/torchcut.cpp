@@ -52,6 +52,11 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   m.def("pairs_csr(Tensor u, Tensor v, Tensor cf, Tensor cb, int N) -> Tensor[]");
   // The same layout for the arc pairs of one grid (caps [2K, N] in the solvers' layout), from its structure.
   m.def("grid_pairs_csr(Tensor caps, int[] shape, int[] offsets) -> Tensor[]");
+  // A 2D lattice FlowGraph as the grid solver's grid, and that solver's residual back in the CSR's arc order (CPU).
+  m.def("lattice_grid(Tensor tail, Tensor head, Tensor caps, Tensor pair_fwd, Tensor pair_bwd, int N, "
+        "int W) -> Tensor[]");
+  m.def("lattice_residual(Tensor gres, Tensor tail, Tensor head, Tensor pair_fwd, Tensor pair_bwd, "
+        "ScalarType dtype) -> Tensor");
   // Expansion moves in one pass each (CUDA): build a move's graph with the warm re-fit, apply a move.
   m.def("move_build(Tensor U, Tensor f, Tensor W, Tensor V, Tensor alpha, Tensor C0, Tensor R0, Tensor e0, "
         "Tensor r0, Tensor s0, Tensor k0, int[] shape, int[] offsets, int mode, bool warm) -> Tensor[]");

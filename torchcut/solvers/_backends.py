@@ -102,11 +102,12 @@ class GridBackend(Backend):
 class CsrBackend(Backend):
     """A solver of general networks (the CSR layout of :mod:`torchcut.graph`), in place.
 
-    ``route_lattices``: whether FlowGraphs that are 2D lattices go to the grid solver when the caller
-    leaves it open (the grid solver is the faster one, except on the CPU).
+    ``route_lattices``: whether FlowGraphs that are 2D lattices of at least ``lattice_min_nodes`` nodes go
+    to the grid solver when the caller leaves it open (the grid solver is the faster one).
     """
 
     route_lattices: bool = True
+    lattice_min_nodes: int = 0
     #: Whether ``solve_csr`` takes the terminal capacities as they are (``excess`` the source capacities,
     #: int64) and nets them itself, so the caller's netting in tensor ops is skipped.
     nets_terminals: bool = False
@@ -175,9 +176,11 @@ class ReferenceCsr(CsrBackend):
 
 
 class CpuCsr(CsrBackend):
-    # FlowGraph lattices stay in their CSR layout here: converting them to a grid costs more than the
-    # grid solve saves over the CSR solve (docs/performance.md).
-    name, device_type, what, route_lattices = "cpu", "cpu", "compiled CPU solver", False
+    # FlowGraph lattices go to the grid solver from 2**15 nodes: its solve takes ~0.75x the CSR solve's
+    # time (implicit neighbours, the ranges of a cut grid) and the conversion ~2 ms at 1e5 nodes (compiled:
+    # lattice_grid, lattice_residual); below, the route's fixed ~0.2 ms outweighs it (docs/performance.md).
+    name, device_type, what = "cpu", "cpu", "compiled CPU solver"
+    lattice_min_nodes = 1 << 15
     nets_terminals = True  # csr_solve.cpp nets each node's pair as it loads it (terminals.h)
 
     def load_error(self):

@@ -30,15 +30,20 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
     N = graph.num_nodes
     grid = graph.as_grid()
     r = maxflow(grid, backend=backend, **options)
-    u, v, _, _ = graph.edges()
-    right = (v - u) == 1
     # grid residual [1, 4, H, W]: direction 0 = (0, 1), 1 = (1, 0), 2 = (0, -1), 3 = (-1, 0)
-    i_f = torch.where(right, 0, 1) * N + u
-    i_b = torch.where(right, 2, 3) * N + v
     gres = r.residual.reshape(-1)
-    residual = torch.empty_like(graph.caps)
-    residual[graph.pair_fwd] = gres[i_f].to(residual.dtype)
-    residual[graph.pair_bwd] = gres[i_b].to(residual.dtype)
+    if graph._native_lattice() and gres.device.type == "cpu" and not gres.is_floating_point():
+        residual = torch.ops.torchcut.lattice_residual(
+            gres.contiguous(), graph.tail, graph.head, graph.pair_fwd, graph.pair_bwd, graph.caps.dtype
+        )
+    else:
+        u, v, _, _ = graph.edges()
+        right = (v - u) == 1
+        i_f = torch.where(right, 0, 1) * N + u
+        i_b = torch.where(right, 2, 3) * N + v
+        residual = torch.empty_like(graph.caps)
+        residual[graph.pair_fwd] = gres[i_f].to(residual.dtype)
+        residual[graph.pair_bwd] = gres[i_b].to(residual.dtype)
     stats = dict(r.stats)
     stats["route"] = f"grid {H}x{W}"
     stats["total_seconds"] = time.perf_counter() - t0
@@ -76,9 +81,8 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     graph : FlowGraph
     backend : {"auto", "reference", "cpu", "cuda"}
     lattice : bool or None
-        Route 2D lattice graphs to the grid solver. None (default): yes, except where the compiled CPU
-        solver runs (on the CPU it solves the CSR layout as fast as the grid and the conversion costs
-        more than it saves); True: always; False: never.
+        Route 2D lattice graphs to the grid solver. None (default): yes, on the CPU from 2**15 nodes
+        (below, the conversion costs more than the grid solve saves); True: always; False: never.
     **options
         Passed to the backend.
 
@@ -96,7 +100,7 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     impl = None
     if lattice is None:
         impl = CSR(graph.device, backend)
-        lattice = impl.route_lattices
+        lattice = impl.route_lattices and graph.num_nodes >= impl.lattice_min_nodes
     if lattice and graph.num_nodes > 1 and graph.lattice_shape() is not None:
         return _solve_as_grid(graph, backend, **options)
     impl = impl or CSR(graph.device, backend)
