@@ -192,33 +192,78 @@ struct PassB {
   bool seeded = false;
 };
 
-// Pass B (reads only): the maxima of U = -log(...) and of w = exp(...) * mult.
+// Pass B (reads only): the maxima of U = -log(...) and of w = exp(...) * mult, row by row with one simple
+// loop per term (the neighbours inside the grid a range of each row, as in pass A). Maxima do not depend on
+// the order, so the values are those of a pixel-by-pixel pass.
 void pass_b(const Geometry& g, const float* mult, const int64_t* seeds, const double* lbuf, const float* ebuf,
             std::vector<PassB>& parts) {
-  const int64_t n = g.n, C = g.C, K = g.K, B = g.B;
+  const int64_t n = g.n, C = g.C, K = g.K, B = g.B, W = g.W;
+  constexpr double kInfD = std::numeric_limits<double>::infinity();
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
   at::parallel_for(0, g.rows(), row_grain(g), [&](int64_t r0, int64_t r1) {
     PassB acc;
+    std::vector<double> top_row(W), low_row(W);
+    double* top = top_row.data();
+    double* low = low_row.data();
     for (int64_t r = r0; r < r1; ++r) {
       int64_t b, d, h;
       row_coords(g, r, b, d, h);
-      const int64_t row = (d * g.H + h) * g.W;
-      for (int64_t w = 0; w < g.W; ++w) {
-        const int64_t pix = row + w;
-        double m = std::numeric_limits<double>::infinity(), top = -m;
-        for (int64_t c = 0; c < C; ++c) {
-          const double u = -lbuf[(b * C + c) * n + pix];
-          top = std::max(top, u);
-          m = std::min(m, u);
+      const int64_t row = (d * g.H + h) * W;
+      // per pixel, the largest and smallest unary over the classes
+      const double* L0 = lbuf + (b * C) * n + row;
+      for (int64_t w = 0; w < W; ++w) top[w] = -L0[w], low[w] = -L0[w];
+      for (int64_t c = 1; c < C; ++c) {
+        const double* Lc = lbuf + (b * C + c) * n + row;
+        for (int64_t w = 0; w < W; ++w) {
+          const double u = -Lc[w];
+          top[w] = u > top[w] ? u : top[w];
+          low[w] = u < low[w] ? u : low[w];
         }
-        acc.u_raw = std::max(acc.u_raw, top);
-        if (seeds != nullptr && seeds[b * n + pix] >= 0) acc.seeded = true;
-        else acc.u_shift = std::max(acc.u_shift, top - m);
-        for (int64_t k = 0; k < K; ++k) {
-          const float e = ebuf[(k * B + b) * n + pix] * mult[k];
-          const double v = static_cast<double>(e);
-          acc.w_all = std::max(acc.w_all, v);
-          if (g.inside(k, d, h, w)) acc.w_in = std::max(acc.w_in, v);
+      }
+      double u_raw = -kInfD, u_shift = 0.0;
+      for (int64_t w = 0; w < W; ++w) u_raw = top[w] > u_raw ? top[w] : u_raw;
+      if (seeds == nullptr) {
+        for (int64_t w = 0; w < W; ++w) {
+          const double t = top[w] - low[w];
+          u_shift = t > u_shift ? t : u_shift;
         }
+      } else {
+        const int64_t* sr = seeds + b * n + row;
+        for (int64_t w = 0; w < W; ++w) {
+          if (sr[w] >= 0) {
+            acc.seeded = true;
+            continue;
+          }
+          const double t = top[w] - low[w];
+          u_shift = t > u_shift ? t : u_shift;
+        }
+      }
+      acc.u_raw = std::max(acc.u_raw, u_raw);
+      acc.u_shift = std::max(acc.u_shift, u_shift);
+      for (int64_t k = 0; k < K; ++k) {
+        const float* er = ebuf + (k * B + b) * n + row;
+        const float mk = mult[k];
+        // p + o_k is inside for w in [lo, hi) when its row is
+        const int64_t dq = d + g.od[k], hq = h + g.oh[k], ow = g.ow[k];
+        const bool row_in = dq >= 0 && dq < g.D && hq >= 0 && hq < g.H;
+        const int64_t lo = row_in ? std::max<int64_t>(0, -ow) : 0;
+        const int64_t hi = row_in ? std::max(lo, std::min<int64_t>(W, W - ow)) : 0;
+        float all_f = -kInfF, in_f = 0.0f;
+        for (int64_t w = 0; w < lo; ++w) {
+          const float e = er[w] * mk;
+          all_f = e > all_f ? e : all_f;
+        }
+        for (int64_t w = lo; w < hi; ++w) {
+          const float e = er[w] * mk;
+          all_f = e > all_f ? e : all_f;
+          in_f = e > in_f ? e : in_f;
+        }
+        for (int64_t w = hi; w < W; ++w) {
+          const float e = er[w] * mk;
+          all_f = e > all_f ? e : all_f;
+        }
+        acc.w_all = std::max(acc.w_all, static_cast<double>(all_f));
+        acc.w_in = std::max(acc.w_in, static_cast<double>(in_f));
       }
     }
     PassB& p = parts[at::get_thread_num()];
