@@ -596,9 +596,9 @@ class FlowGraph:
         if self.num_pairs == 0:
             shape = (1, N)
         elif self._native_lattice():
-            H, W = torch.ops.torchcut.lattice_grid(self.tail, self.head, self.caps, self.pair_fwd, self.pair_bwd, N, 0)[
-                0
-            ].tolist()
+            ops = torch.ops.torchcut
+            found = ops.lattice_grid(self.tail, self.head, self.caps, self.pair_fwd, self.pair_bwd, N, 0)[0]
+            H, W = found.tolist()
             shape = (H, W) if W else False
         else:
             u, v, _, _ = self.edges()
