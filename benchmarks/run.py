@@ -13,9 +13,9 @@ difference makes the exit status 1. Writes ``OUT/<suite>.md`` and ``OUT/<suite>.
 
 ``--compare [REF ...]`` is the regression guard. With no REF it reads the references from
 ``benchmarks/references.txt`` (``--references FILE``): every accepted state of the solvers, one commit a
-line (a line may name the devices whose guard it joins). Each REF (a commit, a tag, or the path of another source tree) is checked out with
-``git worktree add`` into a temporary folder and built in place when it has a ``setup.py`` (else its
-extensions compile on first use). Every case of the suite runs on the current tree and on each
+line (a line may name the devices whose guard it joins). Each REF (a commit, a tag, or the path of
+another source tree) is checked out with ``git worktree add`` into a temporary folder and built in place
+when it has a ``setup.py`` (else its extensions compile on first use). Every case of the suite runs on the current tree and on each
 reference in worker processes, one per tree and round, the order rotating round by round (on the GPU
 after one untimed worker of the current tree, ``--warm-worker``). The bar of a
 case is the FASTEST reference that runs it: a case more than ``--threshold`` (5%) slower than that is

@@ -32,7 +32,7 @@ def _solve_as_grid(graph, backend: str, **options) -> CutResult:
     r = maxflow(grid, backend=backend, **options)
     # grid residual [1, 4, H, W]: direction 0 = (0, 1), 1 = (1, 0), 2 = (0, -1), 3 = (-1, 0)
     gres = r.residual.reshape(-1)
-    if graph._native_lattice() and gres.device.type == "cpu" and not gres.is_floating_point():
+    if graph._native_lattice():  # a CPU graph of integer capacities: its grid and residual are too
         residual = torch.ops.torchcut.lattice_residual(
             gres.contiguous(), graph.tail, graph.head, graph.pair_fwd, graph.pair_bwd, graph.caps.dtype
         )
