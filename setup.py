@@ -57,12 +57,15 @@ def _extensions():
 
     sources = lambda names: [str(CSRC / n) for n in names]  # noqa: E731
     omp_cflags, omp_ldflags = CONFIG["openmp_flags"](torch, sys.platform)
+    cxx_ldflags = CONFIG["libstdcxx_flags"](sys.platform)
+    if cxx_ldflags:
+        print(f"torchcut: no libstdc++.so beside the compiler; linking {cxx_ldflags[0]}")
     exts = [
         cpp_extension.CppExtension(
             "torchcut._C",
             sources(CONFIG["CPU_SOURCES"]),
             extra_compile_args={"cxx": CONFIG["CXX_FLAGS"] + omp_cflags},
-            extra_link_args=omp_ldflags,
+            extra_link_args=omp_ldflags + cxx_ldflags,
         )
     ]
     cuda, why = _cuda_wanted(torch, cpp_extension)
@@ -76,6 +79,7 @@ def _extensions():
                 "torchcut._C_cuda",
                 sources(CONFIG["CUDA_SOURCES"]),
                 extra_compile_args={"cxx": CONFIG["CXX_FLAGS"], "nvcc": CONFIG["NVCC_FLAGS"]},
+                extra_link_args=cxx_ldflags,
             )
         )
         print(f"torchcut: building the CPU and CUDA libraries ({why}; architectures {archs})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
 def pymaxflow_grid(source, sink, edges, offsets, reverse=None) -> int:
@@ -10,7 +11,7 @@ def pymaxflow_grid(source, sink, edges, offsets, reverse=None) -> int:
 
     ``source``, ``sink``: ``[*shape]``; ``edges``/``reverse``: ``[K, *shape]``; arc p -> p + offsets[k].
     """
-    import maxflow
+    maxflow = pytest.importorskip("maxflow")  # PyMaxflow, the oracle: the test skips without it
 
     source = np.asarray(source, dtype=np.float64)
     shape = source.shape

@@ -243,3 +243,62 @@ def test_the_cpu_library_splits_loops_over_torchs_threads():
         pytest.skip("torch's parallel backend is not OpenMP here")
     lib = next(p for p in PKG.glob("_C.*so") if not p.name.startswith("_C_cuda"))
     assert b"GOMP_parallel" in lib.read_bytes()
+
+
+def _fake_compiler(folder: Path, found: dict) -> str:
+    """A stand-in C++ compiler whose ``-print-file-name=NAME`` answers from ``found`` (else the bare name,
+    as gcc answers for a file it does not find)."""
+    script = folder / "fake-c++"
+    cases = "".join(f'  "-print-file-name={k}") echo "{v}" ;;\n' for k, v in found.items())
+    script.write_text(f'#!/bin/sh\ncase "$1" in\n{cases}  *) echo "${{1#-print-file-name=}}" ;;\nesac\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_libstdcxx_flags_link_the_shared_runtime_where_the_dev_link_is_missing(tmp_path):
+    """Where the compiler finds no libstdc++.so (a toolchain without its development link, which would
+    link libstdc++.a into the library), the libraries link libstdc++.so.6 by its path; else nothing."""
+    from torchcut import _build_config as config
+
+    runtime = tmp_path / "libstdc++.so.6"
+    runtime.write_bytes(b"")
+    dev = tmp_path / "libstdc++.so"
+    dev.write_bytes(b"")
+    missing = _fake_compiler(tmp_path, {"libstdc++.so.6": runtime})
+    assert config.libstdcxx_flags("linux", missing) == [str(runtime)]
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    assert config.libstdcxx_flags("linux", _fake_compiler(whole, {"libstdc++.so": dev})) == []
+    neither = tmp_path / "neither"
+    neither.mkdir()
+    assert config.libstdcxx_flags("linux", _fake_compiler(neither, {})) == []
+    assert config.libstdcxx_flags("linux", str(tmp_path / "no-such-compiler")) == []
+    assert config.libstdcxx_flags("darwin", missing) == []
+
+
+def test_an_ops_error_with_numbers_in_its_message_raises():
+    """A library linked to its own copy of the C++ runtime crashes where an error message formats a
+    number (the copy's stream locale is not the process's). The op's check, run in a child process so
+    that a crash fails this test: a RuntimeError naming the arc and its nodes."""
+    code = (
+        "import torch, torchcut\n"
+        "z = torch.zeros(3, dtype=torch.long)\n"
+        "try:\n"
+        "    torch.ops.torchcut.pairs_csr(z, torch.tensor([5, 0, 0]), z, z, 3)\n"
+        "except RuntimeError as e:\n"
+        "    print(str(e).splitlines()[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"the child ended with {out.returncode}: {out.stderr[-2000:]}"
+    assert "arc 0 (0 -> 5) has a node outside [0, 3)" in out.stdout
+
+
+@needs_installed
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF libraries")
+def test_the_libraries_link_the_shared_cxx_runtime():
+    """Each loaded library names libstdc++.so.6 among the shared libraries it needs (not a static copy)."""
+    libs = sorted(PKG.glob("_C*.so"))
+    if not libs:
+        pytest.skip("no library built in the package here")
+    for lib in libs:
+        assert b"libstdc++.so.6" in lib.read_bytes(), f"{lib.name} does not link libstdc++.so.6"

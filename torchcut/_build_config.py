@@ -72,6 +72,37 @@ def openmp_flags(torch, platform):
     return ["-fopenmp"], ["-fopenmp"]
 
 
+def libstdcxx_flags(platform, compiler=None):
+    """Linker flags that make the libraries use the shared C++ runtime that torch uses.
+
+    A toolchain installed without its development link (``libstdc++.so`` beside the compiler) links the
+    static ``libstdc++.a`` into each library without a word. The library then carries its own copy of
+    the standard streams, whose locale data are not the process's: formatting a number into an error
+    message (``TORCH_CHECK(ok, "index ", i)``) crashes the process instead of raising. Where the
+    compiler finds no ``libstdc++.so`` but finds ``libstdc++.so.6``, that file is passed to the linker by
+    its path. ``platform`` is ``sys.platform``; ``compiler`` the C++ compiler (default ``$CXX`` or
+    ``c++``, as torch's build uses). Empty elsewhere and wherever the compiler cannot be asked."""
+    if not platform.startswith("linux"):
+        return []
+    import os
+    import subprocess
+
+    cxx = compiler or os.environ.get("CXX") or "c++"
+
+    def find(name):
+        try:
+            out = subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        path = out.stdout.strip()
+        return path if out.returncode == 0 and os.path.isabs(path) and os.path.exists(path) else None
+
+    if find("libstdc++.so") is not None:
+        return []
+    shared = find("libstdc++.so.6")
+    return [shared] if shared is not None else []
+
+
 def cuda_unavailable(torch, cpp_extension):
     """Why this machine cannot build the CUDA library (a CPU-only torch, no toolkit), or None when it can.
     ``torch`` and ``torch.utils.cpp_extension`` are passed in: this module imports nothing."""

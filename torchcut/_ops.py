@@ -184,7 +184,7 @@ def _build(kind: str, why: str) -> str:
         sources=[str(CSRC / s) for s in _SOURCES[kind]],
         build_directory=str(folder),
         extra_cflags=[*config.CXX_FLAGS, *omp_cflags, tag],
-        extra_ldflags=omp_ldflags,
+        extra_ldflags=[*omp_ldflags, *config.libstdcxx_flags(sys.platform)],
         extra_cuda_cflags=[*config.NVCC_FLAGS, tag],
         is_python_module=False,
         verbose=os.environ.get("TORCHCUT_VERBOSE", "") not in ("", "0"),
