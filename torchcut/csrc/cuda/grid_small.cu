@@ -9,11 +9,14 @@
 //   - a global relabel: a breadth-first search from the sink over residual arcs, heights = distance to
 //     the sink, kInf where there is none. It runs on bit sets of the item's nodes (at most 128 words):
 //     the block writes one per direction (bit v: the arc from v that way has residual capacity, a warp
-//     ballot per word), then one warp expands the frontier a level at a time, every word of the next
-//     level the OR over directions of the frontier shifted by the direction's offset and masked by its
-//     arc bits, with no block barrier between levels (0.46-0.57 against 0.68-0.88 ms for the whole call
+//     ballot per word), then up to four warps, a word per lane, expand the frontier a level at a time,
+//     every word of the next level the OR over directions of the frontier shifted by the direction's
+//     offset and masked by its arc bits, kept in step by a named barrier of their own threads (one warp:
+//     its own syncs), the rest of the block waiting (0.46-0.57 against 0.68-0.88 ms for the whole call
 //     on random 16^2-32^2 grids, 8-15% less on 64^2 ones, than a first version with the frontier in
-//     shared-memory queues, two block barriers and atomics a level; docs/performance.md).
+//     shared-memory queues, two block barriers and atomics a level; one warp for the 128 words of a 64^2
+//     grid, four words a lane, spent 40-45% of the kernel in the searches, four warps 20-30%;
+//     docs/performance.md).
 //   - push/relabel sweeps in the lock-free form of Hong (2008): an active node (excess > 0, finite
 //     height) finds its lowest residual neighbour (the sink at height 0), pushes min(excess, residual)
 //     to it if it lies lower, and otherwise relabels to one above it. Only the owner of v takes from
@@ -41,6 +44,7 @@ constexpr int kMaxOwned = (int)(kSmallNodes / kMaxThreads);  // nodes a thread o
 constexpr int kWords = (int)(kSmallNodes / 32);                // words of a bit set over an item's nodes
 static_assert(kSmallDirs <= 8, "a node's directions inside the grid are 8 bits of a register");
 constexpr int kMinSweeps = 8;
+constexpr int kBfsWarps = kWords / 32;  // warps of the search: a word of the bit sets per lane
 // shared memory the kernel declares itself: the bit sets of the search, and its level count (padded)
 constexpr size_t kStaticBytes = (size_t)(kSmallDirs + 2) * kWords * sizeof(unsigned) + 16;
 
@@ -67,6 +71,29 @@ __device__ __forceinline__ unsigned shifted(const unsigned* f, int W, int w, int
   const unsigned lo = (q >= 0 && q < W) ? f[q] : 0u;
   const unsigned hi = (r && q + 1 >= 0 && q + 1 < W) ? f[q + 1] : 0u;
   return r ? (lo >> r) | (hi << (32 - r)) : lo;
+}
+
+// The searching threads' barrier (named barrier 1; the block's own __syncthreads use 0): with one warp,
+// the warp's sync; `search_sync_or` also tells every thread whether any passed true.
+__device__ __forceinline__ void search_sync(int threads) {
+  if (threads == 32) {
+    __syncwarp();
+  } else {
+    asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+  }
+}
+__device__ __forceinline__ bool search_sync_or(bool v, int threads) {
+  if (threads == 32) {
+    __syncwarp();
+    return __any_sync(0xffffffffu, v);
+  }
+  unsigned r;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, 1, %2, p;\n selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(r)
+      : "r"((unsigned)v), "r"(threads)
+      : "memory");
+  return r != 0;
 }
 
 // counters [B, 4]: global relabels, sweeps, pushes, status (kStatusCycles when max_cycles ran out)
@@ -131,14 +158,17 @@ __global__ void __launch_bounds__(kMaxThreads)
       }
     }
     __syncthreads();
-    if (tid < 32) {
+    // the search's warps: a word per lane (nt threads, at most kBfsWarps warps), their levels kept in
+    // step by a named barrier (one warp: the warp's own syncs)
+    const int nt = 32 * min(kBfsWarps, (W + 31) / 32);
+    if (tid < nt) {
       int level = 1;
       while (true) {
         unsigned next[kWords / 32];
         bool grew = false;
 #pragma unroll
         for (int j = 0; j < kWords / 32; ++j) {
-          const int w = lane + 32 * j;
+          const int w = tid + nt * j;
           unsigned nb = 0;
           if (w < W) {
             for (int d = 0; d < G.D; ++d) nb |= shifted(front, W, w, G.lin[d]) & arc_bits[d][w];
@@ -147,20 +177,19 @@ __global__ void __launch_bounds__(kMaxThreads)
           next[j] = nb;
           grew |= nb != 0;
         }
-        __syncwarp();  // every lane has read the frontier
-        if (!__any_sync(0xffffffffu, grew)) break;
+        if (!search_sync_or(grew, nt)) break;  // every searching thread has read the frontier
         ++level;
 #pragma unroll
         for (int j = 0; j < kWords / 32; ++j) {
-          const int w = lane + 32 * j;
+          const int w = tid + nt * j;
           if (w >= W) continue;
           front[w] = next[j];
           seen[w] |= next[j];
           for (unsigned bits = next[j]; bits; bits &= bits - 1) h[32 * w + __ffs(bits) - 1] = level;
         }
-        __syncwarp();  // the new frontier is written
+        search_sync(nt);  // the new frontier is written
       }
-      if (lane == 0) bfs_levels = level;
+      if (tid == 0) bfs_levels = level;
     }
     __syncthreads();
     const int levels = bfs_levels;
