@@ -615,6 +615,57 @@ def test_csr_int64_and_zero():
     assert z.flow_value == 0 and z.verify() and z.mask.tolist() == [True, True]
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_csr_solve_op_equals_the_in_place_solve(wide):
+    """torch.ops.torchcut.csr_solve (what maxflow runs for a CPU FlowGraph without options) gives the
+    in-place op's flows, mask, residuals and counters on copies it makes, the graph's tensors unchanged,
+    and the sink flows and their sum; maxflow's result through it certifies and says so (route csr)."""
+    rng = np.random.default_rng(11 + wide)
+    for _ in range(20):
+        n = int(rng.integers(2, 60))
+        m = int(rng.integers(0, 4 * n))
+        u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+        cap, rcap = rng.integers(0, 30, m), rng.integers(0, 30, m)
+        if wide:  # an arc above int32: int64 capacities
+            u, v, cap, rcap = (
+                np.append(u, 0),
+                np.append(v, n - 1),
+                np.append(cap * (I32 // 16), 2 * I32),
+                np.append(rcap, 0),
+            )
+        src, snk = rng.integers(0, 50, n) * (rng.random(n) < 0.7), rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        g = FlowGraph.from_edges(u, v, cap, rcap, source=src, sink=snk, num_nodes=n)
+        assert g.caps.dtype == (torch.int64 if wide else torch.int32)
+        before = [t.clone() for t in (g.caps, g.source, g.sink)]
+        flows, mask, residual, source_flow, sink_flow, raw = torch.ops.torchcut.csr_solve(
+            g.row_ptr, g.head, g.rev, g.caps, g.source, g.sink
+        )
+        for t, b in zip((g.caps, g.source, g.sink), before):
+            assert torch.equal(t, b)
+        caps, excess, left = g.caps.clone(), g.source[0].clone(), g.sink[0].clone()
+        mask0, raw0 = torch.ops.torchcut.csr_solve_(g.row_ptr, g.head, g.rev, caps, excess, left, [])
+        assert torch.equal(mask, mask0.reshape(1, -1)) and torch.equal(residual, caps) and torch.equal(raw, raw0)
+        want = (g.sink[0] - left).to(torch.int64).reshape(1, -1)
+        assert torch.equal(sink_flow, want) and flows.tolist() == [int(want.sum())]
+        assert torch.equal(source_flow, g.source) and source_flow.data_ptr() != g.source.data_ptr()
+        r = torchcut.maxflow(g, lattice=False)
+        assert r.stats["route"] == "csr" and r.stats["backend"] == "cpu" and r.verify()
+        assert r.flow_value == flows.item() == fc.pymaxflow_flow(*fc.terminal_network(n, u, v, cap, rcap, src, snk))
+
+
+def test_csr_solve_op_checks_its_arguments():
+    g = FlowGraph.from_edges([0, 1], [1, 2], [4, 3], source=[5, 0, 0], sink=[0, 0, 5])
+    args = (g.row_ptr, g.head, g.rev, g.caps)
+    with pytest.raises(RuntimeError, match=r"source, sink: expected \[1, N\] each, got \[3\] and \[1, 3\]"):
+        torch.ops.torchcut.csr_solve(*args, g.source[0], g.sink)
+    with pytest.raises(RuntimeError, match="source: expected int64, got Int"):
+        torch.ops.torchcut.csr_solve(*args, g.source.int(), g.sink)
+    with pytest.raises(RuntimeError, match=r"sink: expected the dtype of caps \(Int\), got Long"):
+        torch.ops.torchcut.csr_solve(*args, g.source, g.sink.long())
+    with pytest.raises(RuntimeError, match="inconsistent sizes"):
+        torch.ops.torchcut.csr_solve(*args, torch.zeros(1, 4, dtype=torch.int64), torch.zeros(1, 4, dtype=torch.int32))
+
+
 @st.composite
 def networks(draw):
     n = draw(st.integers(3, 14))

@@ -370,6 +370,17 @@ def _register_fakes() -> None:
     def csr_solve_(row_ptr, head, rev, caps, excess, sink, options):
         return excess.new_empty((excess.numel(),), dtype=torch.bool), stats(caps, 1, csr_stats)
 
+    def csr_solve(row_ptr, head, rev, caps, source, sink):
+        n = source.shape[1]
+        return (
+            source.new_empty((1,)),
+            source.new_empty((1, n), dtype=torch.bool),
+            caps.new_empty(caps.shape),
+            source.new_empty((1, n)),
+            source.new_empty((1, n)),
+            stats(caps, 1, csr_stats),
+        )
+
     def graph_labeling_energy(U, f, u, v, W, V, mode):
         return U.new_empty((), dtype=torch.int64)
 
@@ -406,6 +417,7 @@ def _register_fakes() -> None:
         "grid_solve": grid_solve,
         "grid_solve_": grid_solve_,
         "csr_solve_": csr_solve_,
+        "csr_solve": csr_solve,
         "potts_energy": potts_energy,
         "grid_arcs": grid_arcs,
         "graph_labeling_energy": graph_labeling_energy,

@@ -43,6 +43,10 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // General graphs in CSR layout (row_ptr, head, rev: reverse-arc index), in place.
   m.def("csr_solve_(Tensor row_ptr, Tensor head, Tensor rev, Tensor(a!) caps, Tensor(b!) excess, "
         "Tensor(c!) sink, int[] options) -> (Tensor mask, Tensor stats)");
+  // The same solve of a FlowGraph's tensors (source [1, N] int64, sink [1, N]) left as they are, the
+  // result's tensors made by the op (CPU: small graphs' calls are otherwise the Python around the solve).
+  m.def("csr_solve(Tensor row_ptr, Tensor head, Tensor rev, Tensor caps, Tensor source, Tensor sink) -> "
+        "(Tensor flows, Tensor mask, Tensor residual, Tensor source_flow, Tensor sink_flow, Tensor stats)");
   // (cpu/csr_solve.cpp also registers the class CsrState: a FlowGraph's residual network and search trees
   // kept between solves, for DynamicFlowGraph's re-solves on the CPU.)
   // A grid's arcs from the user's layout (edges, reverse [K, B, *shape]) to the solvers' caps [B, 2K, *shape],

@@ -116,6 +116,12 @@ class CsrBackend(Backend):
         """Maximum flow in place: ``(mask, stats)`` (see :func:`csr_reference.solve_csr`)."""
         raise NotImplementedError
 
+    def solve_graph(self, row_ptr, head, rev, caps, source, sink):
+        """Maximum flow of a FlowGraph's tensors, left as they are, in one call: ``(flows, mask, residual,
+        source_flow, sink_flow, stats)``, or None where the backend has no such call (the caller then
+        solves copies in place with :meth:`solve_csr`)."""
+        return None
+
 
 class ReferenceGrid(GridBackend):
     name, what = "reference", "reference push-relabel"
@@ -191,6 +197,9 @@ class CpuCsr(CsrBackend):
 
     def solve_csr(self, row_ptr, head, tail, rev, caps, excess, sink, **options):
         return cpu.solve_csr(row_ptr, head, tail, rev, caps, excess, sink, **options)
+
+    def solve_graph(self, row_ptr, head, rev, caps, source, sink):
+        return cpu.solve_graph(row_ptr, head, rev, caps, source, sink)
 
 
 class CudaCsr(CsrBackend):

@@ -106,6 +106,15 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
     impl = impl or CSR(graph.device, backend)
     if options:
         _check_csr_options(impl, options, backend, graph.device)
+    whole = (
+        None
+        if options
+        else impl.solve_graph(graph.row_ptr, graph.head, graph.rev, graph.caps, graph.source, graph.sink)
+    )
+    if whole is not None:  # one call: the copies, the solve and the result's tensors
+        flows, mask, residual, source_flow, sink_flow, stats = whole
+        stats.setdefault("route", "csr")
+        return CutResult(graph, flows, mask, residual, source_flow, sink_flow, stats)
     if impl.nets_terminals:  # copies: the solver works in them
         excess, sink = graph.source[0].clone(), graph.sink[0].clone()
     else:

@@ -763,6 +763,41 @@ std::tuple<at::Tensor, at::Tensor> csr_solve_op(at::Tensor row_ptr, at::Tensor h
   return csr_solve(index64(row_ptr), index64(head), index64(rev), caps, excess, sink);
 }
 
+// torch.ops.torchcut.csr_solve: a FlowGraph's solve that leaves its tensors alone and returns the result's
+// tensors, made here: the copies the solve works in, the solve (csr_solve above), the sink flows and their
+// sum. On a graph of a few hundred nodes the solve takes a few microseconds, and the ~10 tensor operations
+// this replaces took ~25 us from Python. source [1, N] int64 and sink [1, N] (caps' dtype) as FlowGraph
+// holds them. Returns flows [1], mask [1, N], residual [A], source flow [1, N] (a copy of source), sink
+// flow [1, N] int64, stats [1, kStats].
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> csr_solve_copy(
+    at::Tensor row_ptr, at::Tensor head, at::Tensor rev, at::Tensor caps, at::Tensor source, at::Tensor sink) {
+  const char* op = "torchcut.csr_solve (CPU)";
+  TORCH_CHECK(source.dim() == 2 && source.size(0) == 1 && sink.sizes() == source.sizes(), op,
+              ": source, sink: expected [1, N] each, got ", source.sizes(), " and ", sink.sizes());
+  TORCH_CHECK(source.device().is_cpu() && sink.device().is_cpu() && caps.device().is_cpu(), op,
+              ": expected CPU tensors");
+  TORCH_CHECK(source.scalar_type() == at::kLong, op, ": source: expected int64, got ", source.scalar_type());
+  TORCH_CHECK(sink.scalar_type() == caps.scalar_type(), op, ": sink: expected the dtype of caps (",
+              caps.scalar_type(), "), got ", sink.scalar_type());
+  const int64_t N = source.size(1);
+  at::Tensor residual = caps.clone(at::MemoryFormat::Contiguous);
+  at::Tensor excess = source.reshape({N}).clone(at::MemoryFormat::Contiguous);
+  at::Tensor left = sink.reshape({N}).clone(at::MemoryFormat::Contiguous);
+  auto [mask, stats] = csr_solve(index64(row_ptr), index64(head), index64(rev), residual, excess, left);
+  at::Tensor sink_flow = at::empty({1, N}, source.options().dtype(at::kLong));
+  at::Tensor flows = at::empty({1}, source.options().dtype(at::kLong));
+  const at::Tensor given = sink.contiguous();
+  int64_t* f = sink_flow.data_ptr<int64_t>();
+  int64_t total = 0;
+  AT_DISPATCH_INDEX_TYPES(given.scalar_type(), "torchcut.csr_solve", [&] {
+    const index_t* a = given.data_ptr<index_t>();
+    const index_t* b = left.data_ptr<index_t>();
+    for (int64_t v = 0; v < N; ++v) total += f[v] = static_cast<int64_t>(a[v] - b[v]);
+  });
+  flows.data_ptr<int64_t>()[0] = total;
+  return {flows, mask.view({1, N}), residual, source.clone(at::MemoryFormat::Contiguous), sink_flow, stats};
+}
+
 }  // namespace
 }  // namespace torchcut_cpu
 
@@ -782,4 +817,5 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
 
 TORCH_LIBRARY_IMPL(torchcut, CPU, m) {
   m.impl("csr_solve_", &torchcut_cpu::csr_solve_op);
+  m.impl("csr_solve", &torchcut_cpu::csr_solve_copy);
 }
