@@ -108,9 +108,6 @@ class CsrBackend(Backend):
 
     route_lattices: bool = True
     lattice_min_nodes: int = 0
-    #: Whether ``solve_csr`` takes the terminal capacities as they are (``excess`` the source capacities,
-    #: int64) and nets them itself, so the caller's netting in tensor ops is skipped.
-    nets_terminals: bool = False
 
     def solve_csr(self, row_ptr, head, tail, rev, caps, excess, sink, **options):
         """Maximum flow in place: ``(mask, stats)`` (see :func:`csr_reference.solve_csr`)."""
@@ -187,7 +184,6 @@ class CpuCsr(CsrBackend):
     # lattice_grid, lattice_residual); below, the route's fixed ~0.2 ms outweighs it (docs/performance.md).
     name, device_type, what = "cpu", "cpu", "compiled CPU solver"
     lattice_min_nodes = 1 << 15
-    nets_terminals = True  # csr_solve.cpp nets each node's pair as it loads it (terminals.h)
 
     def load_error(self):
         return cpu.load_error()

@@ -115,10 +115,7 @@ def solve_flowgraph(graph, backend: str = "auto", *, lattice: bool | None = None
         flows, mask, residual, source_flow, sink_flow, stats = whole
         stats.setdefault("route", "csr")
         return CutResult(graph, flows, mask, residual, source_flow, sink_flow, stats)
-    if impl.nets_terminals:  # copies: the solver works in them
-        excess, sink = graph.source[0].clone(), graph.sink[0].clone()
-    else:
-        excess, sink = net_terminals(graph.source[0], graph.sink[0])
+    excess, sink = net_terminals(graph.source[0], graph.sink[0])  # backends without a whole-graph call
     caps = graph.caps.clone()
     mask, stats = impl.solve_csr(graph.row_ptr, graph.head, graph.tail, graph.rev, caps, excess, sink, **options)
     # the netting keeps the sink's dtype: one subtraction, widened once
