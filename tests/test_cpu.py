@@ -473,6 +473,91 @@ def test_auto_keeps_boykov_kolmogorov_on_a_weakly_smoothed_volume():
     assert r.flow_value == other.flow_value and torch.equal(r.mask, other.mask)
 
 
+# auto races both algorithms on an uncut single grid of at least RACE_NODES nodes with two threads or more,
+# below RACE_BAND times its threshold (cpu/grid_solve.cpp, race_band and kRaceNodes)
+RACE_NODES = 16384
+RACE_BAND = {2: 3.0, 3: 30.0}
+
+
+def _scaled_grid(shape, offsets, seed, ratio):
+    """A random grid (half its nodes with a source, half with a sink capacity) whose auto ratio is
+    ``ratio``, by scaling its n-links."""
+    rng = np.random.default_rng(seed)
+    source = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    sink = rng.integers(0, 1000, size=shape) * (rng.random(shape) < 0.5)
+    base = rng.integers(500, 1000, size=(len(offsets),) + shape)
+    lo, hi = 1e-2, 1e4  # n-links of at least 5: none rounds to 0
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        g = GridGraph(source, sink, np.rint(base * mid).astype(np.int64), offsets)
+        lo, hi = (mid, hi) if _auto_ratio(g) < ratio else (lo, mid)
+    return source, sink, np.rint(base * hi).astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    "ndim,conn,shape,at",
+    [(2, 4, (130, 140), 0.3), (2, 4, (130, 140), 2.0), (2, 8, (128, 160), 0.8), (3, 6, (26, 26, 26), 10.0)],
+)
+def test_auto_races_both_algorithms_below_its_band(ndim, conn, shape, at):
+    """On a single uncut grid with two threads, auto runs both algorithms at once below RACE_BAND times its
+    threshold (``stats["races"]``): whichever ends first, the flow is PyMaxflow's, the mask the canonical
+    one that both forced algorithms give, and the result verifies; on one thread it takes its rule."""
+    offsets = grid_offsets(ndim, conn)
+    source, sink, edges = _scaled_grid(shape, offsets, seed=ndim * 10 + conn, ratio=at * AUTO_RATIO[ndim, conn])
+    g = GridGraph(source, sink, edges, offsets)
+    assert g.num_nodes >= RACE_NODES
+    forced = {
+        a: torchcut.maxflow(g, backend="cpu", algorithm=a, threads=2) for a in ("boykov-kolmogorov", "pseudoflow")
+    }
+    want = pymaxflow_grid(source, sink, edges, offsets)
+    for _ in range(3):
+        r = torchcut.maxflow(g, backend="cpu", threads=2)
+        assert r.stats["races"] == 1 and r.stats["algorithm"] in forced and r.verify()
+        assert r.flow_value == want == forced["pseudoflow"].flow_value == forced["boykov-kolmogorov"].flow_value
+        assert torch.equal(r.mask, forced["boykov-kolmogorov"].mask) and torch.equal(r.mask, forced["pseudoflow"].mask)
+        assert_canonical_grid(r)
+        mask, stats = cpu_backend.solve_grid_mask(g, threads=2)
+        assert stats["races"] == 1 and torch.equal(mask[0], r.mask)
+    one = torchcut.maxflow(g, backend="cpu", threads=1)
+    rule = "pseudoflow" if at > 1 else "boykov-kolmogorov"
+    assert one.stats["races"] == 0 and one.stats["algorithm"] == rule and one.flow_value == want
+    assert torch.equal(one.mask, r.mask)
+    assert all(f.stats["races"] == 0 for f in forced.values())
+
+
+def test_auto_races_not_above_its_band_nor_on_small_or_batched_grids():
+    """Above RACE_BAND times the threshold auto takes pseudoflow without a race; a grid below RACE_NODES
+    nodes, a batch of grids and a single grid cut over the threads take the rule."""
+    offsets = grid_offsets(2, 4)
+    source, sink, edges = _scaled_grid((130, 140), offsets, seed=5, ratio=1.2 * RACE_BAND[2] * AUTO_RATIO[2, 4])
+    r = torchcut.maxflow(GridGraph(source, sink, edges, offsets), backend="cpu", threads=2)
+    assert r.stats["races"] == 0 and r.stats["algorithm"] == "pseudoflow" and r.verify()
+    small = GridGraph(source[:100, :100], sink[:100, :100], edges[:, :100, :100], offsets)
+    assert small.num_nodes < RACE_NODES
+    assert torchcut.maxflow(small, backend="cpu", threads=2).stats["races"] == 0
+    source, sink, edges = _scaled_grid((130, 140), offsets, seed=5, ratio=AUTO_RATIO[2, 4])
+    batch = GridGraph(np.stack([source] * 2), np.stack([sink] * 2), np.stack([edges] * 2, axis=1), offsets)
+    r = torchcut.maxflow(batch, backend="cpu", threads=2)
+    assert r.stats["races"] == 0 and r.verify()
+    big = _scaled_grid((600, 500), offsets, seed=6, ratio=AUTO_RATIO[2, 4])
+    r = torchcut.maxflow(GridGraph(*big, offsets), backend="cpu", threads=2)
+    assert r.stats["races"] == 0 and r.verify()  # cut into two ranges: the rule
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), at=st.floats(0.25, 2.9), conn=st.sampled_from([4, 8]))
+def test_auto_race_matches_both_forced_algorithms(seed, at, conn):
+    """Races on random grids at random ratios below the band: the flow and mask of both forced
+    algorithms, a verified result."""
+    offsets = grid_offsets(2, conn)
+    source, sink, edges = _scaled_grid((128, 130), offsets, seed=seed, ratio=at * AUTO_RATIO[2, conn])
+    g = GridGraph(source, sink, edges, offsets)
+    r = torchcut.maxflow(g, backend="cpu", threads=2)
+    b = torchcut.maxflow(g, backend="cpu", threads=2, algorithm="boykov-kolmogorov")
+    assert r.stats["races"] == 1 and r.verify()
+    assert r.flow_value == b.flow_value and torch.equal(r.mask, b.mask)
+
+
 def test_auto_counts_no_one_way_pairs():
     """A pair whose reverse arc is 0 (the expansion moves of stereo) adds nothing to auto's n-link sum: strong
     one-way n-links go to Boykov-Kolmogorov, the same n-links both ways to pseudoflow; flows and cuts agree."""

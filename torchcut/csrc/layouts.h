@@ -37,7 +37,7 @@
 // the pseudoflow phase's (grids only).
 #define TORCHCUT_CPU_STATS(X)                                                                          \
   X(flow) X(augmentations) X(orphans) X(growths) X(load_us) X(solve_us) X(cut_us) X(store_us)          \
-  X(mergers) X(hpf_relabels) X(hpf_us) X(pseudoflow_items) X(handovers) X(mirrored)
+  X(mergers) X(hpf_relabels) X(hpf_us) X(pseudoflow_items) X(handovers) X(mirrored) X(races)
 
 // CUDA CSR solver options and counters (`status` last).
 #define TORCHCUT_CSR_CUDA_OPTIONS(X) X(period) X(iters) X(max_cycles)

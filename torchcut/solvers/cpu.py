@@ -184,8 +184,9 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
     threads : int, optional
         Threads: items of the batch solved at once, or for a single grid of at least 2 x 2**17 nodes,
         the ranges of rows it is cut into (each at least 2**17 nodes, 2**20 in a 6-connected volume;
-        default ``torch.get_num_threads()``). The flow and the mask do not depend on it; the residuals
-        of a cut grid may differ.
+        default ``torch.get_num_threads()``; they are an OpenMP team, torch's own threads, where the
+        library is built with OpenMP). The flow and the mask do not depend on it; the residuals of a
+        cut grid, or of a grid auto races the algorithms on, may differ.
     algorithm : {"auto", "boykov-kolmogorov", "pseudoflow"}
         "boykov-kolmogorov": search trees and augmenting paths. "pseudoflow": Hochbaum's pseudoflow
         (lowest label, with the gap rule), after which one search from the deficits proves the flow
@@ -198,7 +199,11 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         grid cut over several threads takes 2.7 on 8-connected grids and 4 on 18/26-connected volumes;
         there auto's pseudoflow on a 2D grid with a ratio below 4.6 (4-connected) or 4.1 (8-connected)
         hands the ranges still running, once one is done, to Boykov-Kolmogorov
-        (``stats["handovers"]``); forced pseudoflow runs every range to its end.
+        (``stats["handovers"]``); forced pseudoflow runs every range to its end. On a single grid of
+        at least 16,384 nodes that is not cut, with two threads or more and a ratio below 3 times the
+        threshold (30 in volumes), auto races both algorithms on two copies, one thread each, and keeps
+        the first done (``stats["races"]``; ``stats["algorithm"]`` names the winner): the flow and the
+        mask are the same either way, the residuals those of the winner.
 
     Returns
     -------

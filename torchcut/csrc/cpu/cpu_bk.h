@@ -25,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -81,6 +82,11 @@ class BK {
     init(nullptr);
     return loop();
   }
+
+  // A run that gives up once *stop reads true (read every 256 growths): a race of two algorithms on
+  // copies of one graph, where the loser's state is thrown away (grid_solve.cpp). stopped() tells.
+  void stop_when(const std::atomic<bool>* stop) { stop_ = stop; }
+  bool stopped() const { return stopped_; }
 
   // Continues from the trees that solvers of disjoint ranges left (their ranges covering every node)
   // after arcs between the ranges were opened: the nodes of `seeds` that are in a tree become active
@@ -214,6 +220,10 @@ class BK {
       }
       if (i < 0 && (i = pop_active()) < 0) break;
       ++st_.growths;
+      if (stop_ && (st_.growths & 255) == 0 && stop_->load(std::memory_order_relaxed)) {
+        stopped_ = true;
+        break;
+      }
       int32_t x = -1, y = -1;  // the S-tree and T-tree ends of the connecting arc
       int64_t mid = -1, mid_sis = -1;
       if (g_.is_sink(i)) grow<true>(i, x, y, mid, mid_sis); else grow<false>(i, x, y, mid, mid_sis);
@@ -431,6 +441,8 @@ class BK {
   std::vector<int32_t> orphans_;
   std::vector<int32_t> roots_;
   BKStats st_;
+  const std::atomic<bool>* stop_ = nullptr;
+  bool stopped_ = false;
 };
 
 }  // namespace torchcut_cpu

@@ -76,11 +76,21 @@ double hpf_ratio(size_t ndim, int D, bool cut) {
 // the ranges of a cut grid".
 double handover_ratio(size_t ndim, int D) { return ndim == 2 ? (D <= 4 ? 4.6 : 4.1) : 0.0; }
 
+// auto races the two algorithms (solve_grid_item) on an uncut item whose ratio is below this many times
+// hpf_ratio: above it pseudoflow was the faster on every energy of the tuning part of
+// benchmarks/auto_heldout.py but one (Boykov-Kolmogorov 1.10x faster on a 2D grid, 1.16x on volumes),
+// below it either one by up to 2-3x at every ratio measured.
+double race_band(size_t ndim) { return ndim == 3 ? 30.0 : 3.0; }
+
+// Smallest item (nodes) that races: below it a thread's start and the copy weigh on a solve of well
+// under a millisecond.
+constexpr int64_t kRaceNodes = 16384;
+
 template <class Cap>
 void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const int64_t* source, const Cap* sink,
                      Cap* res, int64_t* excess, Cap* sink_out, bool* mask, int64_t* stats,
                      const std::vector<int64_t>& delta, const std::vector<uint8_t>& sis, int64_t algorithm,
-                     int64_t parts, bool mask_only, int64_t orient) {
+                     int64_t parts, bool mask_only, int64_t orient, GridWork<Cap>* rival) {
   const int D = static_cast<int>(delta.size());
   const int64_t n = lay.n, W = lay.W, L = lay.L, px = lay.pad.back();
   const auto Ts = std::chrono::steady_clock::now();
@@ -175,8 +185,6 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
     for (int64_t v = v0 + px + W; v < v0 + L; ++v) close_into(v);
   });
   const auto Th = std::chrono::steady_clock::now();
-  HPFStats hs;
-  std::vector<int64_t> handover;  // split_hpf stopped ranges: split_bk's rows (else empty)
   // auto: the sum over both arcs above counts a one-way pair (an arc whose reverse is 0, as in the
   // expansion moves of stereo) fully; only the part of a pair that flows both ways counts, the smaller
   // arc twice. That sum is never larger, so it is taken (one more read of the arcs) only where the first
@@ -215,53 +223,117 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   for (auto v : sides) excess_less_deficit += v;
   const bool rule = mask_only && orient >= 2 && 5 * excess_less_deficit > n;
   if (orient == 3 && rule) hpf = true;
-  const bool mirrored = hpf && mask_only && (orient == 1 || rule);
-  if (mirrored) {  // the residual network of the mirrored graph, in place
-    rows([&](int64_t v0, int64_t q0, int64_t) {
-      if (q0 < 0) return;
-      for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
-        tr[v] = -tr[v];
-        // each pair once, from the node it leaves in a direction d < sis[d]; a pair with a border node
-        // is 0 both ways (arcs into the border are closed, the border's own arcs were never loaded)
-        Cap* r = rc + v * D;
-        for (int d = 0; d < D; ++d)
-          if (d < sis[d]) std::swap(r[d], rc[(v + delta[d]) * D + sis[d]]);
-      }
-    });
-  }
-  if (hpf) {  // pseudoflow first (cpu_hpf.h)
-    if (parts > 1) {
-      hs = split_hpf<Cap>(rc, tr, lay, delta, sis, parts, hand, handover);
-    } else {
-      HPF<Cap> pf(lay.n_pad, D, rc, tr, delta.data(), sis.data());
-      hs = pf.run();
-    }
-  }
-  const auto T0 = std::chrono::steady_clock::now();
-  uint8_t* reach = w.reach.get();
-  BKStats s;
-  auto T1 = T0;
-  // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
-  // usual case) and is then the canonical sink side (from the excesses, on the mirrored graph);
-  // otherwise Boykov-Kolmogorov finishes (at once where split_hpf handed ranges over, on the rows it
-  // chose).
-  auto side = [&] {
-    return mirrored ? grid_source_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), reach, w.nxt.get())
-                    : grid_sink_side<Cap>(lay.n_pad, D, rc, tr, delta.data(), sis.data(), reach, w.nxt.get());
+  // The race (auto, one uncut item, a thread to spare: `rival`, a ratio below race_band times the
+  // threshold): Boykov-Kolmogorov and pseudoflow on two copies of the residual network, on two threads;
+  // the first done stops the other and its state is the result. Below that band no feature measured
+  // tells the faster one (docs/performance.md, "`auto` on random energies"); the race costs a copy, a
+  // core, and the two solvers' contention for the memory (a winner 5-20% slower than alone).
+  const bool race = rival != nullptr && count && !(orient == 3 && rule) &&
+                    nsum < race_band(lay.shape.size()) * thr;
+  // One algorithm on one work buffer, to the canonical side in its `reach`; false when stopped by `stop`.
+  struct Run {
+    BKStats s;
+    HPFStats hs;
+    bool hpf = false, mirrored = false;
+    std::chrono::steady_clock::time_point T0, T1;
   };
-  if (!hpf || !handover.empty() || !side()) {
-    GridTopo<Cap> g{rc, w.st.get(), delta.data(), sis.data(), D};
-    BK<GridTopo<Cap>> bk(g, lay.n_pad, tr, w.nxt.get(), w.mk.get());
-    if (parts > 1) s = split_bk<Cap>(g, bk, lay, tr, w, delta, handover.empty() ? even_rows(lay, parts) : handover);
-    else s = bk.run();
-    T1 = std::chrono::steady_clock::now();
-    if (mirrored) {
-      const bool maximum = side();  // no path from an excess to a deficit is left
-      TORCH_CHECK(maximum, "torchcut_cpu.grid_solve: internal error: a path is open after the search");
-    } else {
-      bk.sink_side(reach);
+  auto solve_on = [&](GridWork<Cap>& ww, bool use_hpf, const std::atomic<bool>* stop, Run& run) -> bool {
+    Cap* rw = ww.rc.get();
+    int64_t* tw = ww.tr.get();
+    run.hpf = use_hpf;
+    run.mirrored = use_hpf && mask_only && (orient == 1 || rule);
+    if (run.mirrored) {  // the residual network of the mirrored graph, in place
+      rows([&](int64_t v0, int64_t q0, int64_t) {
+        if (q0 < 0) return;
+        for (int64_t v = v0 + px; v < v0 + px + W; ++v) {
+          tw[v] = -tw[v];
+          // each pair once, from the node it leaves in a direction d < sis[d]; a pair with a border node
+          // is 0 both ways (arcs into the border are closed, the border's own arcs were never loaded)
+          Cap* r = rw + v * D;
+          for (int d = 0; d < D; ++d)
+            if (d < sis[d]) std::swap(r[d], rw[(v + delta[d]) * D + sis[d]]);
+        }
+      });
     }
+    std::vector<int64_t> handover;  // split_hpf stopped ranges: split_bk's rows (else empty)
+    if (use_hpf) {  // pseudoflow first (cpu_hpf.h)
+      if (parts > 1) {
+        run.hs = split_hpf<Cap>(rw, tw, lay, delta, sis, parts, hand, handover);
+      } else {
+        HPF<Cap> pf(lay.n_pad, D, rw, tw, delta.data(), sis.data());
+        run.hs = pf.run(stop);
+        if (!pf.complete()) return false;
+      }
+    }
+    run.T0 = run.T1 = std::chrono::steady_clock::now();
+    uint8_t* reach = ww.reach.get();
+    // After pseudoflow, one search from the deficits proves the flow maximum when it meets no excess (the
+    // usual case) and is then the canonical sink side (from the excesses, on the mirrored graph);
+    // otherwise Boykov-Kolmogorov finishes (at once where split_hpf handed ranges over, on the rows it
+    // chose).
+    auto side = [&] {
+      return run.mirrored ? grid_source_side<Cap>(lay.n_pad, D, rw, tw, delta.data(), reach, ww.nxt.get())
+                          : grid_sink_side<Cap>(lay.n_pad, D, rw, tw, delta.data(), sis.data(), reach, ww.nxt.get());
+    };
+    if (!use_hpf || !handover.empty() || !side()) {
+      GridTopo<Cap> g{rw, ww.st.get(), delta.data(), sis.data(), D};
+      BK<GridTopo<Cap>> bk(g, lay.n_pad, tw, ww.nxt.get(), ww.mk.get());
+      bk.stop_when(stop);
+      if (parts > 1) run.s = split_bk<Cap>(g, bk, lay, tw, ww, delta, handover.empty() ? even_rows(lay, parts) : handover);
+      else run.s = bk.run();
+      if (bk.stopped()) return false;
+      run.T1 = std::chrono::steady_clock::now();
+      if (run.mirrored) {
+        const bool maximum = side();  // no path from an excess to a deficit is left
+        TORCH_CHECK(maximum, "torchcut_cpu.grid_solve: internal error: a path is open after the search");
+      } else {
+        bk.sink_side(reach);
+      }
+    }
+    return true;
+  };
+  Run run;
+  GridWork<Cap>* done = &w;  // the buffer that holds the result
+  if (!race) {
+    solve_on(w, hpf, nullptr, run);
+  } else {
+    rival->resize(lay.n_pad, D);
+    std::copy(rc, rc + lay.n_pad * D, rival->rc.get());
+    std::copy(tr, tr + lay.n_pad, rival->tr.get());
+    std::atomic<bool> stop{false};
+    std::atomic<int> first{-1};  // 0: Boykov-Kolmogorov, 1: pseudoflow
+    Run rival_run;
+    // item 0 first: on a team of one thread (nested in a parallel region) Boykov-Kolmogorov runs to the
+    // end and pseudoflow stops at once
+    parallel_items(2, 2, [&](int64_t who, int64_t) {
+      if (who == 1) {
+        try {
+          if (!solve_on(*rival, true, &stop, rival_run)) return;
+        } catch (...) {  // (out of memory) Boykov-Kolmogorov runs on alone
+          return;
+        }
+      } else {
+        try {
+          if (!solve_on(w, false, &stop, run)) return;
+        } catch (...) {
+          stop.store(true);
+          throw;
+        }
+      }
+      int none = -1;
+      if (first.compare_exchange_strong(none, static_cast<int>(who))) stop.store(true);
+    });
+    TORCH_CHECK(first.load() >= 0, "torchcut_cpu.grid_solve: internal error: neither algorithm of the race ended");
+    if (first.load() == 1) run = rival_run, done = rival;
   }
+  hpf = run.hpf;
+  const bool mirrored = run.mirrored;
+  const HPFStats hs = run.hs;
+  const BKStats s = run.s;
+  const auto T0 = run.T0, T1 = run.T1;
+  rc = done->rc.get();
+  tr = done->tr.get();
+  uint8_t* reach = done->reach.get();
   const auto T2 = std::chrono::steady_clock::now();
 
   rows([&](int64_t v0, int64_t q0, int64_t) {
@@ -286,7 +358,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   out.flow = s.flow, out.augmentations = s.augmentations, out.orphans = s.orphans, out.growths = s.growths;
   out.load_us = us(Ts, Th), out.solve_us = us(T0, T1), out.cut_us = us(T1, T2), out.store_us = us(T2, T3);
   out.mergers = hs.mergers, out.hpf_relabels = hs.relabels, out.hpf_us = hpf ? us(Th, T0) : 0;
-  out.pseudoflow_items = hpf, out.handovers = hs.handovers, out.mirrored = mirrored;
+  out.pseudoflow_items = hpf, out.handovers = hs.handovers, out.mirrored = mirrored, out.races = race;
   out.write(stats);
 }
 
@@ -341,7 +413,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
-    PooledWork<GridWork<Cap>> work(std::max<int64_t>(1, std::min(threads, B)));
+    // one item: its rows split over the threads (split_parts); an uncut one under auto with a thread
+    // to spare races Boykov-Kolmogorov against pseudoflow (solve_grid_item), from kRaceNodes nodes
+    const int64_t parts = B == 1 ? split_parts(lay, delta, threads) : 1;
+    const bool race = algorithm == 2 && B == 1 && parts == 1 && threads >= 2 && n >= kRaceNodes;
+    PooledWork<GridWork<Cap>> work(std::max<int64_t>(race ? 2 : 1, std::min(threads, B)));
     const Cap* c = caps.data_ptr<Cap>();
     const Cap* s = sink.data_ptr<Cap>();
     const int64_t* src = source.data_ptr<int64_t>();
@@ -350,13 +426,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
     int64_t* e = excess.data_ptr<int64_t>();
     bool* m = mask.data_ptr<bool>();
     int64_t* st = stats.data_ptr<int64_t>();
-    // one item: its rows split over the threads (split_parts)
-    const int64_t parts = B == 1 ? split_parts(lay, delta, threads) : 1;
     parallel_items(B, threads, [&](int64_t b, int64_t t) {
       // mask_only: the result tensors are empty, so no pointers into them
       solve_grid_item<Cap>(work[t], lay, c + b * D * n, src + b * n, s + b * n, mask_only ? nullptr : r + b * D * n,
                            mask_only ? nullptr : e + b * n, mask_only ? nullptr : so + b * n, m + b * n,
-                           st + b * kStats, delta, sis, algorithm, parts, mask_only, orient);
+                           st + b * kStats, delta, sis, algorithm, parts, mask_only, orient,
+                           race ? &work[1] : nullptr);
     });
   });
   return {mask, stats, res, excess, sink_out};
