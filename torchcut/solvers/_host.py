@@ -133,18 +133,13 @@ def solve_csr_on_host(graph) -> CutResult:
         if twin is not None:
             return twin.solve(graph, t0)
         caps, source, sink, row_ptr, head, rev = _transfer([getattr(graph, n) for n in CSR_FIELDS], _CPU)
-    else:  # the solver writes caps; source is returned as the source flow: copies of those two alone
+    else:
         caps, source, sink, row_ptr, head, rev = (getattr(graph, n) for n in CSR_FIELDS)
-        caps, source = caps.clone(), source.clone()
-    excess, left = source[0].clone(), sink[0].clone()  # the solver nets them in place
-    mask, raw = torch.ops.torchcut.csr_solve_(row_ptr, head, rev, caps, excess, left, [])
-    sink_flow = (sink - left.reshape(1, -1)).to(torch.int64)
-    flows = sink_flow.sum(1)
+    # one op: the copies it solves in, the solve, the sink flows and their sum (cpu.solve_graph)
+    flows, mask, caps, source, sink_flow, raw = torch.ops.torchcut.csr_solve(row_ptr, head, rev, caps, source, sink)
     values = flows.tolist()
     if device.type == "cuda":
-        flows, mask, caps, sink_flow, source = _transfer([flows, mask.reshape(1, -1), caps, sink_flow, source], device)
-    else:
-        mask = mask.reshape(1, -1)
+        flows, mask, caps, sink_flow, source = _transfer([flows, mask, caps, sink_flow, source], device)
     return _csr_result(graph, (flows, mask, caps, source, sink_flow), raw, t0, values)
 
 
