@@ -199,11 +199,11 @@ def solve_grid(caps, excess, sink, offsets, *, threads=None, algorithm="auto"):
         grid cut over several threads takes 2.7 on 8-connected grids and 4 on 18/26-connected volumes;
         there auto's pseudoflow on a 2D grid with a ratio below 4.6 (4-connected) or 4.1 (8-connected)
         hands the ranges still running, once one is done, to Boykov-Kolmogorov
-        (``stats["handovers"]``); forced pseudoflow runs every range to its end. On a single grid of
-        at least 16,384 nodes that is not cut, with two threads or more and a ratio below 3 times the
-        threshold (30 in volumes), auto races both algorithms on two copies, one thread each, and keeps
-        the first done (``stats["races"]``; ``stats["algorithm"]`` names the winner): the flow and the
-        mask are the same either way, the residuals those of the winner.
+        (``stats["handovers"]``); forced pseudoflow runs every range to its end. On a single 2D grid
+        of at least 16,384 nodes that is not cut, with two threads or more and a ratio below 3 times
+        the threshold, auto races both algorithms on two copies, one thread each, and keeps the first
+        done (``stats["races"]``; ``stats["algorithm"]`` names the winner): the flow and the mask are
+        the same either way, the residuals those of the winner.
 
     Returns
     -------

@@ -76,11 +76,13 @@ double hpf_ratio(size_t ndim, int D, bool cut) {
 // the ranges of a cut grid".
 double handover_ratio(size_t ndim, int D) { return ndim == 2 ? (D <= 4 ? 4.6 : 4.1) : 0.0; }
 
-// auto races the two algorithms (solve_grid_item) on an uncut item whose ratio is below this many times
-// hpf_ratio: above it pseudoflow was the faster on every energy of the tuning part of
-// benchmarks/auto_heldout.py but one (Boykov-Kolmogorov 1.10x faster on a 2D grid, 1.16x on volumes),
-// below it either one by up to 2-3x at every ratio measured.
-double race_band(size_t ndim) { return ndim == 3 ? 30.0 : 3.0; }
+// auto races the two algorithms (solve_grid_item) on an uncut 2D item whose ratio is below this many
+// times hpf_ratio: above it pseudoflow was the faster on every 2D energy of the tuning part of
+// benchmarks/auto_heldout.py but one (Boykov-Kolmogorov 1.10x faster), below it either one by up to 2-3x
+// at every ratio measured. Volumes never race: their rule (the free nodes' ratio) picked the faster
+// algorithm on all 22 volumes of the fresh part and 19 of 20 of the held-out one (the other 1.10x), and a
+// race cost the guard's volumes 7-21%.
+double race_band(size_t ndim) { return ndim == 3 ? 0.0 : 3.0; }
 
 // Smallest item (nodes) that races: below it a thread's start and the copy weigh on a solve of well
 // under a millisecond.
@@ -223,7 +225,7 @@ void solve_grid_item(GridWork<Cap>& w, const Layout& lay, const Cap* caps, const
   for (auto v : sides) excess_less_deficit += v;
   const bool rule = mask_only && orient >= 2 && 5 * excess_less_deficit > n;
   if (orient == 3 && rule) hpf = true;
-  // The race (auto, one uncut item, a thread to spare: `rival`, a ratio below race_band times the
+  // The race (auto, one uncut 2D item, a thread to spare: `rival`, a ratio below race_band times the
   // threshold): Boykov-Kolmogorov and pseudoflow on two copies of the residual network, on two threads;
   // the first done stops the other and its state is the result. Below that band no feature measured
   // tells the faster one (docs/performance.md, "`auto` on random energies"); the race costs a copy, a
