@@ -415,10 +415,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grid_solv
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   AT_DISPATCH_INDEX_TYPES(caps.scalar_type(), "torchcut_cpu.grid_solve", [&] {
     using Cap = index_t;
-    // one item: its rows split over the threads (split_parts); an uncut one under auto with a thread
-    // to spare races Boykov-Kolmogorov against pseudoflow (solve_grid_item), from kRaceNodes nodes
+    // one item: its rows split over the threads (split_parts); an uncut 2D one under auto with a thread
+    // to spare may race Boykov-Kolmogorov against pseudoflow (solve_grid_item, race_band), from kRaceNodes
+    // nodes: it takes a second buffer
     const int64_t parts = B == 1 ? split_parts(lay, delta, threads) : 1;
-    const bool race = algorithm == 2 && B == 1 && parts == 1 && threads >= 2 && n >= kRaceNodes;
+    const bool race = algorithm == 2 && B == 1 && parts == 1 && threads >= 2 && n >= kRaceNodes &&
+                      race_band(shape.size()) > 0;
     PooledWork<GridWork<Cap>> work(std::max<int64_t>(race ? 2 : 1, std::min(threads, B)));
     const Cap* c = caps.data_ptr<Cap>();
     const Cap* s = sink.data_ptr<Cap>();
