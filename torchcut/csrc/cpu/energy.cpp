@@ -14,7 +14,10 @@
 // ndim ints. The arithmetic repeats the tensor version's float32 operations (seg_energy.h); exp is the
 // one operation that torch's CPU kernel computes differently at the ends of its thread ranges
 // (vectorised, then the scalar tail), so seg_energy writes the exponents of each direction into a
-// buffer shaped as the tensor version's and calls torch's exp_ on it.
+// buffer shaped as the tensor version's and calls torch's exp_ on it. The reductions of the checks and
+// of sigma's sums, the data capacities and the n-links' rounding run four floats or sixteen labels at a
+// time (simd.h): the compiler leaves these loops scalar without fast-math, and scalar they took 2-4x as
+// long (docs/performance.md).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -33,11 +36,13 @@
 #include <vector>
 
 #include "../seg_energy.h"
+#include "simd.h"
 
 namespace torchcut_cpu {
 namespace {
 
 using namespace torchcut_seg;
+using namespace torchcut_simd;
 
 constexpr int64_t kGrain = 1 << 14;  // pixels per task, at least
 
@@ -75,7 +80,7 @@ void check_small(const char* op, const char* name, const at::Tensor& t, at::Scal
 }
 
 // ---------------------------------------------------------------------------------------------- check
-constexpr int kLanes = 16;  // independent accumulators of the checks' reductions
+constexpr int kVecs = 4;  // independent vectors of accumulators in the checks' reductions
 
 // info: [non-finite values, smallest label, largest label, object seeds of image 0, background seeds of
 // image 0, ... of image B-1, lo (B*C float32 bit patterns), hi (B*C float32 bit patterns)]
@@ -98,78 +103,98 @@ at::Tensor check_impl(const at::Tensor& x, const at::Tensor& seeds, bool finite,
       Part& P = parts[t];
       for (int64_t c = 0; c < C; ++c) {
         const float* row = xp + (b * C + c) * N;
-        // kLanes independent minima, maxima and counts: no chain of dependent compares, and loops the
-        // compiler vectorises without fast-math (a NaN is never taken: `v < lo` is false for it)
-        float lo[kLanes], hi[kLanes];
-        int32_t bad[kLanes];  // at most kGrain each
-        for (int u = 0; u < kLanes; ++u) {
-          lo[u] = std::numeric_limits<float>::infinity();
-          hi[u] = -lo[u];
-          bad[u] = 0;
-        }
+        // kVecs vectors of independent minima, maxima and counts: no chain of dependent compares, and
+        // no fast-math (a NaN is never taken: `v < lo` is false for it)
+        const float inf = std::numeric_limits<float>::infinity();
+        f4 lo[kVecs], hi[kVecs];
+        i4 bad[kVecs];  // at most kGrain each, counted down (a true comparison is -1)
+        for (int u = 0; u < kVecs; ++u) lo[u] = splat<f4>(inf), hi[u] = splat<f4>(-inf), bad[u] = splat<i4>(0);
         int64_t i = a;
-        for (; i + kLanes <= e; i += kLanes)
-          for (int u = 0; u < kLanes; ++u) {
-            const float v = row[i + u];
-            const float z = v - v;  // NaN exactly for NaN and infinities
-            bad[u] += z != z;
-            lo[u] = v < lo[u] ? v : lo[u];
-            hi[u] = v > hi[u] ? v : hi[u];
+        for (; i + 4 * kVecs <= e; i += 4 * kVecs)
+          for (int u = 0; u < kVecs; ++u) {
+            const f4 v = load<f4>(row + i + 4 * u);
+            const f4 z = v - v;  // NaN exactly for NaN and infinities
+            bad[u] += (i4)(z != z);
+            lo[u] = min_of(v, lo[u]);
+            hi[u] = max_of(v, hi[u]);
+          }
+        float l = inf, h = -inf;
+        int32_t n = 0;
+        for (int u = 0; u < kVecs; ++u)
+          for (int j = 0; j < 4; ++j) {
+            l = lo[u][j] < l ? lo[u][j] : l;
+            h = hi[u][j] > h ? hi[u][j] : h;
+            n -= bad[u][j];
           }
         for (; i < e; ++i) {
           const float v = row[i];
           const float z = v - v;
-          bad[0] += z != z;
-          lo[0] = v < lo[0] ? v : lo[0];
-          hi[0] = v > hi[0] ? v : hi[0];
+          n += z != z;
+          l = v < l ? v : l;
+          h = v > h ? v : h;
         }
-        float l = lo[0], h = hi[0];
-        int32_t n = finite ? bad[0] : 0;
-        for (int u = 1; u < kLanes; ++u) {
-          l = lo[u] < l ? lo[u] : l;
-          h = hi[u] > h ? hi[u] : h;
-          n += finite ? bad[u] : 0;
-        }
+        if (!finite) n = 0;
         P.lo[c] = l;
         P.hi[c] = h;
         P.bad += n;
       }
       const S* srow = sp + b * N;
-      S smin[kLanes], smax[kLanes];
-      int32_t obj[kLanes], bkg[kLanes];
-      for (int u = 0; u < kLanes; ++u) {
-        smin[u] = std::numeric_limits<S>::max();
-        smax[u] = std::numeric_limits<S>::lowest();
-        obj[u] = bkg[u] = 0;
+      // Wider labels are first narrowed to the uint8 copy while their bits are OR-ed: when every label
+      // lies in [0, 3] the copy has the same range and counts; otherwise (an error) they come from the
+      // labels themselves, one value at a time.
+      const uint8_t* lab = reinterpret_cast<const uint8_t*>(srow);
+      using U = std::make_unsigned_t<S>;
+      U bits = 0;
+      if constexpr (!std::is_same_v<S, uint8_t>) {
+        uint8_t* o8 = out8 + b * N;
+        for (int64_t j = a; j < e; ++j) o8[j] = (uint8_t)srow[j], bits |= (U)srow[j];
+        lab = o8;
       }
-      int64_t i = a;
-      for (; i + kLanes <= e; i += kLanes)
-        for (int u = 0; u < kLanes; ++u) {
-          const S v = srow[i + u];
-          smin[u] = v < smin[u] ? v : smin[u];
-          smax[u] = v > smax[u] ? v : smax[u];
-          obj[u] += v == 1;
-          bkg[u] += v == 2;
+      int64_t i = a, smin = std::numeric_limits<int64_t>::max(), smax = std::numeric_limits<int64_t>::min();
+      int64_t obj = 0, bkg = 0;
+      {
+        // sixteen labels at a time; the counts in byte lanes, added up before they can wrap (at most
+        // kFlush steps)
+        typedef Vec<uint8_t>::type VS;
+        constexpr int L = Vec<uint8_t>::kLanes;
+        constexpr int64_t kFlush = 120;
+        VS mn = splat<VS>(uint8_t(255)), mx = splat<VS>(uint8_t(0));
+        const VS one = splat<VS>(uint8_t(1)), two = splat<VS>(uint8_t(2));
+        while (i + L <= e) {
+          typedef Vec<int8_t>::type M;  // what a comparison of byte lanes gives: -1 where true
+          M o = {}, k = {};
+          for (int64_t step = 0; step < kFlush && i + L <= e; ++step, i += L) {
+            const VS v = load<VS>(lab + i);
+            mn = min_of(v, mn);
+            mx = max_of(v, mx);
+            o -= (M)(v == one);
+            k -= (M)(v == two);
+          }
+          for (int j = 0; j < L; ++j) obj += o[j], bkg += k[j];
         }
+        for (int j = 0; j < L; ++j) smin = std::min<int64_t>(smin, mn[j]), smax = std::max<int64_t>(smax, mx[j]);
+      }
       for (; i < e; ++i) {
-        const S v = srow[i];
-        smin[0] = v < smin[0] ? v : smin[0];
-        smax[0] = v > smax[0] ? v : smax[0];
-        obj[0] += v == 1;
-        bkg[0] += v == 2;
+        const uint8_t v = lab[i];
+        smin = std::min<int64_t>(smin, v);
+        smax = std::max<int64_t>(smax, v);
+        obj += v == 1;
+        bkg += v == 2;
       }
-      if (out8)
-        for (int64_t j = a; j < e; ++j) out8[b * N + j] = (uint8_t)srow[j];
-      P.smin = (int64_t)smin[0];
-      P.smax = (int64_t)smax[0];
-      P.obj = obj[0];
-      P.bkg = bkg[0];
-      for (int u = 1; u < kLanes; ++u) {
-        P.smin = std::min<int64_t>(P.smin, (int64_t)smin[u]);
-        P.smax = std::max<int64_t>(P.smax, (int64_t)smax[u]);
-        P.obj += obj[u];
-        P.bkg += bkg[u];
+      if (bits > 3) {  // a label outside [0, 3]: the range and counts of the labels as given
+        smin = std::numeric_limits<int64_t>::max(), smax = std::numeric_limits<int64_t>::min(), obj = bkg = 0;
+        for (int64_t j = a; j < e; ++j) {
+          const S v = srow[j];
+          smin = std::min<int64_t>(smin, (int64_t)v);
+          smax = std::max<int64_t>(smax, (int64_t)v);
+          obj += v == 1;
+          bkg += v == 2;
+        }
       }
+      P.smin = smin;
+      P.smax = smax;
+      P.obj = obj;
+      P.bkg = bkg;
     }
   });
   at::Tensor info = at::zeros({3 + 2 * B + 2 * B * C}, x.options().dtype(at::kLong));
@@ -214,6 +239,18 @@ std::tuple<at::Tensor, at::Tensor> seg_check(at::Tensor x, at::Tensor seeds, boo
 }
 
 // ---------------------------------------------------------------------------------------------- hist
+// sq_diff of four consecutive pixels at once (the same operations in the same order, lane by lane)
+template <int C>
+inline f4 sq_diff4(const float* p, const float* q, int64_t stride) {
+  f4 d = load<f4>(p) - load<f4>(q);
+  f4 s = d * d;
+  for (int c = 1; c < C; ++c) {
+    d = load<f4>(p + c * stride) - load<f4>(q + c * stride);
+    s = s + d * d;
+  }
+  return s;
+}
+
 // Exact sums: a run of at most kRun terms below 2**30 sums exactly in double (vectorised), then into int64.
 constexpr int64_t kRun = 4096;
 
@@ -227,13 +264,20 @@ struct SigmaSum {
       double run = 0;
       if (wide) {
         for (int64_t i = a; i < e; ++i) run += sigma_units(sq_diff<C>(p + i, q + i, stride), uf, uw, true);
-      } else {  // integers below 2**30: the runs sum exactly in any order; four sums at a time
-        double acc[4] = {0, 0, 0, 0};
+      } else {  // integers below 2**30: the runs sum exactly in any order; eight at a time, in doubles
+        const f4 u4 = splat<f4>(uf), big = splat<f4>(8388608.f);
+        d2 acc[4] = {};
         int64_t i = a;
-        for (; i + 4 <= e; i += 4)
-          for (int u = 0; u < 4; ++u) acc[u] += (double)rint_pos(mul_rn(sq_diff<C>(p + i + u, q + i + u, stride), uf));
-        for (; i < e; ++i) acc[0] += (double)rint_pos(mul_rn(sq_diff<C>(p + i, q + i, stride), uf));
-        run = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for (; i + 8 <= e; i += 8)
+          for (int h = 0; h < 2; ++h) {
+            const f4 t = sq_diff4<C>(p + i + 4 * h, q + i + 4 * h, stride) * u4;
+            const f4 r = select(t < big, (t + big) - big, t);  // rint_pos, lane by lane
+            acc[2 * h] += d2{(double)r[0], (double)r[1]};
+            acc[2 * h + 1] += d2{(double)r[2], (double)r[3]};
+          }
+        const d2 all = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        run = all[0] + all[1];
+        for (; i < e; ++i) run += (double)rint_pos(mul_rn(sq_diff<C>(p + i, q + i, stride), uf));
       }
       if (std::isfinite(run))
         total += (int64_t)run;
@@ -315,6 +359,22 @@ std::tuple<at::Tensor, at::Tensor> seg_hist(at::Tensor x, at::Tensor seeds, at::
 }
 
 // ---------------------------------------------------------------------------------------------- energy
+// rint_pos and data_cap (seg_energy.h) of four values at once, lane by lane
+inline f4 rint_pos4(f4 v) {
+  const f4 big = splat<f4>(8388608.f);
+  return select(v < big, (v + big) - big, v);
+}
+inline f4 data_cap4(f4 v, f4 scale) { return rint_pos4(max_of(v, splat<f4>(0.f)) * scale); }
+
+// out[i] = link_cap(e[i], w) as int32 for n values, four at a time (the capacities lie in the int32 range,
+// where the vector conversion truncates as the scalar one does)
+inline void link_row(const float* e, int64_t n, float w, int32_t* out) {
+  const f4 w4 = splat<f4>(w);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) store(out + i, __builtin_convertvector(rint_pos4(load<f4>(e + i) * w4), i4));
+  for (; i < n; ++i) out[i] = (int32_t)link_cap(e[i], w);
+}
+
 constexpr int64_t kBlock = 512;
 
 // bin_index of n consecutive pixels, as floats (exact: fewer than 2**24 bins), in one loop per channel
@@ -376,6 +436,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
 
   // data term and seeds: the tensor version writes float32 values (hard included) into int64 / int32
   const float fscale = (float)scale, fhard = (float)hard;
+  const f4 fs4 = splat<f4>(fscale);
   const int64_t hard64 = (int64_t)fhard;
   const int32_t hard32 = (int32_t)fhard;
   const int64_t chunks = (N + kGrain - 1) / kGrain;
@@ -383,6 +444,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
     constexpr int CC = decltype(cc)::value;
     at::parallel_for(0, B * chunks, 1, [&](int64_t t0, int64_t t1) {
       float bin[kBlock];  // bin indices of a block of pixels, computed first in a loop that vectorises
+      float up[kBlock], down[kBlock];  // its source and sink capacities
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t b = t / chunks, a0 = (t % chunks) * kGrain, e0 = std::min(N, a0 + kGrain);
         const float* xb = xp + b * C * N;
@@ -392,12 +454,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
         for (int64_t a = a0; a < e0; a += kBlock) {
           const int64_t n = std::min<int64_t>(kBlock, e0 - a);
           bin_block<CC>(xb + a, N, lb, sb, bins, n, bin);
-          for (int64_t j = 0; j < n; ++j) {
-            const int64_t i = b * N + a + j;
-            const uint8_t s = sp[i];
-            const float llr = tb[(int64_t)bin[j]];
-            src[i] = s == 1 ? hard64 : (s == 2 ? 0 : (int64_t)data_cap(llr, fscale));
-            snk[i] = s == 2 ? hard32 : (s == 1 ? 0 : (int32_t)data_cap(-llr, fscale));
+          // the log ratios gathered, then both data capacities four pixels at a time, then the seeds
+          for (int64_t j = 0; j < n; ++j) up[j] = tb[(int64_t)bin[j]];
+          int64_t j = 0;
+          for (; j + 4 <= n; j += 4) {
+            const f4 l = load<f4>(up + j);
+            store(up + j, data_cap4(l, fs4));
+            store(down + j, data_cap4(-l, fs4));
+          }
+          for (; j < n; ++j) down[j] = data_cap(-up[j], fscale), up[j] = data_cap(up[j], fscale);
+          const uint8_t* sj = sp + b * N + a;
+          int64_t* so = src + b * N + a;
+          int32_t* si = snk + b * N + a;
+          for (j = 0; j < n; ++j) {
+            const uint8_t s = sj[j];
+            so[j] = s == 1 ? hard64 : (s == 2 ? 0 : (int64_t)up[j]);
+            si[j] = s == 2 ? hard32 : (s == 1 ? 0 : (int32_t)down[j]);
           }
         }
       }
@@ -463,7 +535,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
         if (zh >= 0 && zh < D2 && yh >= 0 && yh < H2) {
           const float* e = bp + ((b * D2 + zh) * H2 + yh) * W2 - x0;
           for (int64_t i = 0; i < x0; ++i) f[i] = 0;
-          for (int64_t i = x0; i < x0 + W2; ++i) f[i] = (int32_t)link_cap(e[i], wk);
+          link_row(e + x0, W2, wk, f + x0);
           for (int64_t i = x0 + W2; i < W; ++i) f[i] = 0;
         } else {
           std::memset(f, 0, W * sizeof(int32_t));
@@ -473,7 +545,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
         if (zt >= 0 && zt < D2 && yt >= 0 && yt < H2) {
           const float* e = bp + ((b * D2 + zt) * H2 + yt) * W2 - xs;
           for (int64_t i = 0; i < xs; ++i) v[i] = 0;
-          for (int64_t i = xs; i < xs + W2; ++i) v[i] = (int32_t)link_cap(e[i], wk);
+          link_row(e + xs, W2, wk, v + xs);
           for (int64_t i = xs + W2; i < W; ++i) v[i] = 0;
         } else {
           std::memset(v, 0, W * sizeof(int32_t));
