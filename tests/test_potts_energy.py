@@ -116,6 +116,28 @@ def test_native_energy_large(shape, C, Ch, conn):
             _assert_same(*_both(x, P, seeds, 2.5, sigma, conn))
 
 
+def test_native_energy_from_threads_and_kept_scratch():
+    """The op keeps its scratch buffers between calls (one set, taken by one call at a time): calls from
+    several threads at once, and calls alternating a large and a small shape (the small one in the
+    large one's kept buffers), give the tensor version's integers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = torch.Generator().manual_seed(7)
+    cases = []
+    for B, C, Ch, H, W, conn in [(1, 2, 3, 160, 170, 4), (2, 3, 1, 40, 50, 8), (1, 2, 1, 90, 31, 8)]:
+        x = torch.rand(B, Ch, H, W, generator=g) * 255
+        P = torch.softmax(torch.randn(B, C, H, W, generator=g) * 3, 1)
+        cases.append((x, P, None, 2.5, None, conn))
+    want = [_both(*c) for c in cases]
+    for out, E in want:
+        _assert_same(out, E)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: _both(*cases[i % 3])[0], range(12)))
+    for i, out in enumerate(got):
+        for a, b in zip(out, want[i % 3][0]):
+            assert torch.equal(a, b)
+
+
 def test_refine_labels_equal_reference_and_inputs_untouched():
     g = torch.Generator().manual_seed(3)
     image = (torch.rand(40, 50, 3, generator=g) * 255).to(torch.uint8)  # channels last: a strided view inside
