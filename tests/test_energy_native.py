@@ -251,6 +251,7 @@ def test_cuda_check_equals_cpu_check(seed_dtype, channels):
     x[1, -1, 10:13] = torch.tensor([float("nan"), float("inf"), -float("inf")])
     seeds = torch.from_numpy(rng.integers(-1 if seed_dtype != torch.uint8 else 0, 3, (3, 5000))).to(seed_dtype)
     seeds[2] = 0  # no seeds of either kind
+    torchcut._ops.ensure("cuda")  # the ops are called directly: the CUDA library loads on first need
     for finite in (True, False):
         want = torch.ops.torchcut.seg_check(x, seeds, finite)
         got = torch.ops.torchcut.seg_check(x.cuda(), seeds.cuda(), finite)
@@ -441,6 +442,7 @@ def test_cuda_seg_sigma_equals_cpu():
     )
     sums[0, : n // 2] >>= torch.from_numpy(rng.integers(0, 62, n // 2))
     exps = [int(v) for v in rng.integers(-330, 331, n)]
+    torchcut._ops.ensure("cuda")  # the op is called directly: the CUDA library loads on first need
     for count in (1, 7, 12345, 2**35 - 3):
         want = torch.ops.torchcut.seg_sigma(sums, exps, count)
         got = torch.ops.torchcut.seg_sigma(sums.cuda(), exps, count)

@@ -241,6 +241,7 @@ def test_op_checks_its_arguments():
 
 @pytest.mark.cuda
 def test_cuda_native_energy_equals_tensor_version():
+    torchcut._ops.ensure("cuda")  # the op is called directly: the CUDA library loads on first need
     g = torch.Generator().manual_seed(11)
     for B, C, Ch, H, W, conn in ((1, 2, 3, 300, 301, 4), (2, 2, 1, 64, 80, 8), (2, 4, 3, 50, 61, 8)):
         x = (torch.rand(B, Ch, H, W, generator=g) * 255).cuda()
