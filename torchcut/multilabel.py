@@ -967,7 +967,13 @@ def _refine_options(device: torch.device, backend: str, offsets) -> dict:
 
 
 def _solve_binary(caps, source, sink, offsets, backend, options: dict | None = None) -> torch.Tensor:
-    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph,
+    """int64 labels ``[B, *S]``: 1 on the sink side of the canonical minimum cut of a two-class graph
+    (:func:`_source_side` of the same arguments, negated)."""
+    return (~_source_side(caps, source, sink, offsets, backend, options)).to(torch.int64)
+
+
+def _source_side(caps, source, sink, offsets, backend, options: dict | None = None) -> torch.Tensor:
+    """bool ``[B, *S]``: the source side (class 0) of the canonical minimum cut of a two-class graph,
     solved by ``backend`` with its ``options`` (None: the backend's defaults). The graph is private, so
     the solver may use it up and write the mask alone (``consume_mask``); its terminals come netted
     (``potts_energy`` and its tensor reference net each node's pair), so they are not netted again."""
@@ -975,8 +981,7 @@ def _solve_binary(caps, source, sink, offsets, backend, options: dict | None = N
     from .solvers._maxflow import _consume
 
     graph = _grid_graph(caps, source, sink, offsets, True)
-    mask = _consume(graph, backend, True, dict(options or {}))
-    return (~mask).to(torch.int64)
+    return _consume(graph, backend, True, dict(options or {}))
 
 
 def _refine_energy(x, P, S, s, mult, offsets, connectivity) -> _Energy:

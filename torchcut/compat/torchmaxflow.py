@@ -230,12 +230,11 @@ def _build(x, P, lamda, sigma, conn, seeds):
 
 
 def _solve(x, P, lamda, sigma, conn, seeds):
-    from ..multilabel import _solve_binary
+    from ..multilabel import _source_side
 
     caps, source, sink, offsets = _build(x, P, lamda, sigma, conn, seeds)
-    # 1 = background (the sink side); auto's algorithm on every connectivity (pseudoflow on these energies)
-    take = _solve_binary(caps, source, sink, offsets, "auto")
-    return (1 - take).to(torch.float32).unsqueeze(1)
+    # 1 = foreground (the source side); auto's algorithm on every connectivity (pseudoflow on these energies)
+    return _source_side(caps, source, sink, offsets, "auto").to(torch.float32).unsqueeze(1)
 
 
 def potts_graph_reference(x, P, denom, mult, offsets, floor, seeds=None, probs="probs"):
