@@ -239,6 +239,12 @@ std::tuple<at::Tensor, at::Tensor> seg_check(at::Tensor x, at::Tensor seeds, boo
 }
 
 // ---------------------------------------------------------------------------------------------- hist
+// rint_pos (seg_energy.h) of four values at once, lane by lane
+inline f4 rint_pos4(f4 v) {
+  const f4 big = splat<f4>(8388608.f);
+  return select(v < big, (v + big) - big, v);
+}
+
 // sq_diff of four consecutive pixels at once (the same operations in the same order, lane by lane)
 template <int C>
 inline f4 sq_diff4(const float* p, const float* q, int64_t stride) {
@@ -265,13 +271,12 @@ struct SigmaSum {
       if (wide) {
         for (int64_t i = a; i < e; ++i) run += sigma_units(sq_diff<C>(p + i, q + i, stride), uf, uw, true);
       } else {  // integers below 2**30: the runs sum exactly in any order; eight at a time, in doubles
-        const f4 u4 = splat<f4>(uf), big = splat<f4>(8388608.f);
+        const f4 u4 = splat<f4>(uf);
         d2 acc[4] = {};
         int64_t i = a;
         for (; i + 8 <= e; i += 8)
           for (int h = 0; h < 2; ++h) {
-            const f4 t = sq_diff4<C>(p + i + 4 * h, q + i + 4 * h, stride) * u4;
-            const f4 r = select(t < big, (t + big) - big, t);  // rint_pos, lane by lane
+            const f4 r = rint_pos4(sq_diff4<C>(p + i + 4 * h, q + i + 4 * h, stride) * u4);
             acc[2 * h] += d2{(double)r[0], (double)r[1]};
             acc[2 * h + 1] += d2{(double)r[2], (double)r[3]};
           }
@@ -359,11 +364,7 @@ std::tuple<at::Tensor, at::Tensor> seg_hist(at::Tensor x, at::Tensor seeds, at::
 }
 
 // ---------------------------------------------------------------------------------------------- energy
-// rint_pos and data_cap (seg_energy.h) of four values at once, lane by lane
-inline f4 rint_pos4(f4 v) {
-  const f4 big = splat<f4>(8388608.f);
-  return select(v < big, (v + big) - big, v);
-}
+// data_cap (seg_energy.h) of four values at once
 inline f4 data_cap4(f4 v, f4 scale) { return rint_pos4(max_of(v, splat<f4>(0.f)) * scale); }
 
 // out[i] = link_cap(e[i], w) as int32 for n values, four at a time (the capacities lie in the int32 range,

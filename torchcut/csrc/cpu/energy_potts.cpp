@@ -39,15 +39,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "../terminals.h"
+#include "huge_alloc.h"
 
 namespace torchcut_cpu {
 namespace {
@@ -282,45 +281,23 @@ inline int32_t quant(double v, double scale) {
   return static_cast<int32_t>((t + 0x1p52) - 0x1p52);
 }
 
-// The two scratch buffers of a call (the log-probabilities and the exponents), kept for the next call:
-// fresh, they are new memory above the allocator's mapping threshold at volume sizes (58 MB at 128^3
-// 6-connected), and every call faulted all their pages in again (docs/performance.md). One set is kept,
-// at most kKeep bytes; a call that finds it taken (another thread) allocates its own.
-class Scratch {
- public:
-  static constexpr int64_t kKeep = int64_t(256) << 20;
-  Scratch() {
-    std::lock_guard<std::mutex> lock(mutex());
-    std::swap(held_, kept());
-  }
-  ~Scratch() {
-    int64_t bytes = 0;
-    for (const auto& t : held_) bytes += t.defined() ? t.nbytes() : 0;
-    if (bytes > kKeep) return;
-    std::lock_guard<std::mutex> lock(mutex());
-    std::swap(held_, kept());  // whatever was kept meanwhile is freed with this object
-  }
-  // A contiguous tensor of `sizes` in slot i (0 or 1): the kept buffer's first bytes when it is large
-  // enough, else a new buffer, kept from now on.
+// The two scratch buffers of a call (the log-probabilities and the exponents), kept for the next call in
+// a WorkPool (huge_alloc.h): fresh, they are new memory above the allocator's mapping threshold at volume
+// sizes (58 MB at 128^3 6-connected), and every call faulted all their pages in again
+// (docs/performance.md). At most 256 MB kept; a call that finds none kept allocates its own.
+struct PottsScratch {
+  static constexpr int64_t kKeepBytes = int64_t(256) << 20;
+  at::Tensor slot[2];
+  int64_t bytes() const { return (slot[0].defined() ? slot[0].nbytes() : 0) + (slot[1].defined() ? slot[1].nbytes() : 0); }
+  // A contiguous tensor of `sizes` in slot i: the kept buffer's first bytes when it is large enough, else a
+  // new buffer, kept from now on.
   at::Tensor take(int i, c10::IntArrayRef sizes, at::ScalarType dtype) {
     int64_t n = 1;
     for (auto v : sizes) n *= v;
-    at::Tensor& slot = held_[i];
-    if (!slot.defined() || slot.scalar_type() != dtype || slot.numel() < n)
-      slot = at::empty({n}, at::TensorOptions().dtype(dtype));
-    return slot.narrow(0, 0, n).view(sizes);
+    if (!slot[i].defined() || slot[i].scalar_type() != dtype || slot[i].numel() < n)
+      slot[i] = at::empty({n}, at::TensorOptions().dtype(dtype));
+    return slot[i].narrow(0, 0, n).view(sizes);
   }
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::array<at::Tensor, 2>& kept() {
-    static auto* k = new std::array<at::Tensor, 2>();  // never destroyed: no tensor freed at exit
-    return *k;
-  }
-  std::array<at::Tensor, 2> held_;
 };
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
@@ -372,9 +349,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> potts_energy(
     v.insert(v.end(), sp.begin(), sp.end());
     return v;
   };
-  Scratch scratch;
-  at::Tensor lbuf = scratch.take(0, dims(g.B, g.C), at::kDouble);
-  at::Tensor ebuf = scratch.take(1, dims(g.K, g.B), at::kFloat);
+  PooledWork<PottsScratch> scratch(1);
+  at::Tensor lbuf = scratch[0].take(0, dims(g.B, g.C), at::kDouble);
+  at::Tensor ebuf = scratch[0].take(1, dims(g.K, g.B), at::kFloat);
   at::Tensor info = at::zeros({kInfoLen}, probs.options().dtype(at::kDouble));
   double* I = info.data_ptr<double>();
   const int slots = at::get_num_threads();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace torchcut_cpu {
@@ -55,12 +56,23 @@ inline at::Tensor huge_tensor(at::IntArrayRef sizes, at::ScalarType dtype) {
 // Work buffers kept from one call to the next. A fresh buffer of a few MB is new memory: its first touch
 // faults every page in (zeroing it), which measured about 435 faults and 0.3-0.5 ms a call on a 192^2
 // 8-connected grid (7 ms in all), where a kept buffer is warm. The pool keeps at most kKeep bytes in all
-// (the workspaces of grids up to about 512^2 8-connected on two threads); larger ones are freed as before.
+// (the workspaces of grids up to about 512^2 8-connected on two threads; a Work type may set its own
+// kKeepBytes); larger ones are freed as before.
 // Work: a set of buffers with bytes() (grid_layout.h's GridWork, csr_solve.cpp's CsrWork); a pool per type.
+// The bytes a pool keeps: 64 MB unless a Work type says otherwise (a static kKeepBytes).
+template <class Work, class = void>
+struct KeepBytes {
+  static constexpr int64_t value = int64_t(64) << 20;
+};
+template <class Work>
+struct KeepBytes<Work, std::void_t<decltype(Work::kKeepBytes)>> {
+  static constexpr int64_t value = Work::kKeepBytes;
+};
+
 template <class Work>
 class WorkPool {
  public:
-  static constexpr int64_t kKeep = int64_t(64) << 20;
+  static constexpr int64_t kKeep = KeepBytes<Work>::value;
   static WorkPool& get() {
     static WorkPool pool;
     return pool;
