@@ -334,6 +334,42 @@ def test_terms_in_one_call_equal_the_ops_one_by_one(device, monkeypatch):
     assert done >= 30
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_tables_on_the_seeds_support_equal_the_dense_ones(channels, monkeypatch):
+    """seg_terms works out a CPU log-ratio table on the support of the blurred seed histograms where the seeds
+    fill few bins (and their counts keep the blur exact), the dense tensor operations otherwise: the same
+    graphs bit for bit, whether the seeds sit on the colour cube's faces, fill a few bins or most of them, or
+    pile up in one bin past the exact range (2^(24 - 2C) seeds)."""
+    g = torch.Generator().manual_seed(7 + channels)
+    axis = 0 if channels > 1 else None
+    done = 0
+    for bins in (None, 2, 3, 7, 16):
+        if bins and bins**channels > 2**16:
+            continue
+        for size, cover in ((9, 0.3), (40, 0.02), (40, 0.6), (120, 0.05)):
+            image = torch.rand(channels, size, size, generator=g)
+            image[:, :3] = 0.0  # the range's ends: bins on the cube's faces
+            image[:, -3:] = 1.0
+            pick = torch.rand(size, size, generator=g)
+            seeds = (pick < cover).long() + (pick < cover / 2).long()
+            seeds[0, 0], seeds[-1, -1] = 1, 2
+            x = image if channels > 1 else image[0]
+            kw = {"bins": bins, "channel_axis": axis, "sigma": None if size < 100 else 12.0}
+            fused, steps = _with_and_without(monkeypatch, "_FUSED", x, seeds, **kw)
+            assert_same(fused, steps)
+            done += 1
+    # one colour, every pixel seeded: counts past the exact range take the dense operations
+    limit = 1 << (24 - 2 * channels)
+    side = int(math.isqrt(limit)) + 2
+    flat = torch.zeros(channels, side, side)
+    flat[:, :, : side // 2] = 0.75
+    seeds = torch.ones(side, side, dtype=torch.int64)
+    seeds[:, -1] = 2
+    fused, steps = _with_and_without(monkeypatch, "_FUSED", flat if channels > 1 else flat[0], seeds, channel_axis=axis)
+    assert_same(fused, steps)
+    assert done >= 12
+
+
 def test_seg_terms_errors():
     op = torch.ops.torchcut.seg_terms
     x, s8 = torch.zeros(1, 1, 4), torch.tensor([[1, 2, 0, 0]], dtype=torch.uint8)
