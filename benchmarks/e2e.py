@@ -16,6 +16,9 @@ GPU. Per case:
   ``grabcut`` and ``expansion`` the sum over the iterations' or moves' solves, warm starts included.
   The replay's masks must equal the recorded ones (``replay`` in the JSON; else the case fails);
 * **call / solve** and **outside**: the share of the call spent outside the solver (1 - solve / call);
+* **maxflow ms** (``segment`` only): ``torchcut.maxflow`` on the graph that ``segmentation_graph`` built
+  once before the clock, timed in the same rounds, and **call / maxflow**: what the call costs over the
+  public solve of its graph (the solver ops and the call around them, the result with its certificate);
 * **torchmaxflow ms**, **speed** (torchmaxflow / call) and **IoU** of the object masks, on CPU cases
   whose job torchmaxflow does: ``refine`` with two classes is the energy of
   ``torchmaxflow.maxflow(image, prob, lamda, sigma, connectivity)`` (``-log`` probabilities, a
@@ -248,6 +251,26 @@ def call_fn(spec, x, device):
     return fn, mask
 
 
+def graph_solve_fn(spec, x, device):
+    """For ``segment``: ``fn() -> (None, {})`` running ``torchcut.maxflow`` on the graph that
+    ``segmentation_graph`` builds from the case's inputs (built once, here); None for the other calls."""
+    if spec["call"] != "segment":
+        return None
+    import torch
+
+    import torchcut
+
+    dev = torch.device(device)
+    img, seeds = (torch.as_tensor(x[k]).to(dev) for k in ("image", "seeds"))
+    graph = torchcut.segmentation_graph(img, seeds, connectivity=spec["conn"])
+
+    def fn():
+        torchcut.maxflow(graph)
+        return None, {}
+
+    return fn
+
+
 def compat_module():
     """``torchcut.compat.torchmaxflow`` where it exists, else None."""
     try:
@@ -335,13 +358,14 @@ def _first_tensor(out):
     return out if isinstance(out, torch.Tensor) else next(t for t in out if isinstance(t, torch.Tensor))
 
 
-def time_alternating(fn, calls, device="cpu", repeats=3, warmup=1, budget=None):
+def time_alternating(fn, calls, device="cpu", repeats=3, warmup=1, budget=None, also=None):
     """Time the call ``fn`` and the replay of its recorded solver ops ``calls`` in alternation: ``warmup``
     untimed rounds, then ``repeats`` rounds of one timed call and one timed replay (fewer, at least one,
-    when ``budget`` seconds would not hold them at the speed of the last warm-up round). Returns
-    ``(call_times, solve_times, equal)`` (``equal`` as for :func:`time_replay`); raises ValueError when a
-    call's value differs from the one before."""
-    value, call_times, solve_times, equal, t_warm = None, [], [], True, None
+    when ``budget`` seconds would not hold them at the speed of the last warm-up round); ``also``, a third
+    function timed as ``fn`` is, runs after them in each round. Returns ``(call_times, solve_times, equal,
+    also_times)`` (``equal`` as for :func:`time_replay`; ``also_times`` empty without ``also``); raises
+    ValueError when a call's value differs from the one before."""
+    value, call_times, solve_times, equal, t_warm, also_times = None, [], [], True, None, []
     for k in range(warmup + repeats):
         if k == warmup and budget and t_warm:
             repeats = max(1, min(repeats, int(budget / max(t_warm, 1e-9))))
@@ -349,15 +373,17 @@ def time_alternating(fn, calls, device="cpu", repeats=3, warmup=1, budget=None):
             break
         c, v, _ = W.time_fn(fn, device, 1, 0)
         r, same = time_replay(calls, device, 1, 0)
+        a = W.time_fn(also, device, 1, 0)[0] if also is not None else [0.0]
         if value is not None and v != value:
             raise ValueError(f"value changed between calls: {value} then {v}")
         value, equal = v, equal and same
         if k < warmup:
-            t_warm = c[0] + r[0]
+            t_warm = c[0] + r[0] + a[0]
         else:
             call_times += c
             solve_times += r
-    return call_times, solve_times, equal
+            also_times += a if also is not None else []
+    return call_times, solve_times, equal, also_times
 
 
 def time_replay(calls, device="cpu", repeats=3, warmup=1, budget=None):
@@ -418,9 +444,14 @@ def run_case(spec, args) -> dict:
         except Exception as exc:  # noqa: BLE001 - the call's time stands; the solve column is left empty
             row["solve_error"] = f"{type(exc).__name__}: {exc}"
         if calls:
-            c, v, equal = time_alternating(fn, calls, spec["device"], args.repeats, args.warmup, args.case_budget)
+            also = graph_solve_fn(spec, x, spec["device"])
+            c, v, equal, m = time_alternating(
+                fn, calls, spec["device"], args.repeats, args.warmup, args.case_budget, also
+            )
             row["call"] = {"median": statistics.median(c), "times": c}
             row["solve"] = {"median": statistics.median(v), "times": v}
+            if m:
+                row["maxflow"] = {"median": statistics.median(m), "times": m}
             row["replay"] = equal
         else:
             row["call"] = _timed(fn, spec["device"], args)
@@ -492,13 +523,18 @@ def render(meta, rows) -> str:
         by.setdefault(r["spec"]["call"], []).append(r)
     for call, group in by.items():
         peer = any("torchmaxflow" in r for r in group)
+        graph = any("maxflow" in r for r in group)
         lines += [
             f"## `{call}`",
             "",
             "| picture | size | conn | nodes | call ms | solve ms | call / solve | outside |"
+            + (" maxflow ms | call / maxflow |" if graph else "")
             + (" torchmaxflow ms | speed | IoU |" if peer else "")
             + " check |",
-            "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if peer else "") + "---|",
+            "|---|---|---:|---:|---:|---:|---:|---:|"
+            + ("---:|---:|" if graph else "")
+            + ("---:|---:|---:|" if peer else "")
+            + "---|",
         ]
         for r in group:
             s = r["spec"]
@@ -515,6 +551,9 @@ def render(meta, rows) -> str:
                 f"{c / v:.2f}" if c and v else "-",
                 f"{100 * (1 - v / c):.0f}%" if c and v else "-",
             ]
+            if graph:
+                m = (r.get("maxflow") or {}).get("median")
+                cells += [_ms(m), f"{c / m:.2f}" if c and m else "-"]
             if peer:
                 p = r.get("torchmaxflow") or {}
                 pm = p.get("median")
