@@ -551,6 +551,61 @@ def test_cuda_tables_replayed_as_graphs_equal_the_reference(channels, monkeypatc
     assert energy._TABLES.replays >= before + 3
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_cuda_table_kernel_equals_the_tensor_operations(channels):
+    """seg_table's kernel gives the dense tensor operations' log ratios bit for bit while the seed counts keep
+    the blur exact: sparse and dense histograms, odd and even bins, counts up to the bound's last value; it
+    refuses a bound past that range and more than four channels."""
+    torch.ops.torchcut.seg_table  # noqa: B018 - the op exists where the library was built with it
+    torchcut._ops.ensure("cuda")
+    g = torch.Generator().manual_seed(channels)
+    limit = 1 << (24 - 2 * channels)
+    for bins in (1, 2, 3, 5, 16, 32):
+        if bins**channels > 2**15:
+            continue
+        nb = bins**channels
+        for fill in (0.002, 0.1, 1.0):
+            counts = ((torch.rand(2, 2, nb, generator=g) < fill) * torch.randint(1, 50, (2, 2, nb), generator=g)).int()
+            counts[:, :, 0] += 1  # a corner bin in every histogram
+            want = energy._table(counts.cuda(), bins, channels)
+            got = torch.ops.torchcut.seg_table(counts.cuda(), bins, channels, energy.UNIFORM_WEIGHT, limit - 1)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert torch.equal(got, want), (bins, fill)
+    # counts summing to the bound's last value, in one bin and spread over a few
+    nb = 5**channels
+    counts = torch.zeros(1, 2, nb, dtype=torch.int32)
+    counts[0, 0, nb // 2] = limit - 1
+    counts[0, 1, :7] = (limit - 1) // 7
+    want = energy._table(counts.cuda(), 5, channels)
+    assert torch.equal(torch.ops.torchcut.seg_table(counts.cuda(), 5, channels, energy.UNIFORM_WEIGHT, limit - 1), want)
+    torch.library.opcheck(torch.ops.torchcut.seg_table.default, (counts.cuda(), 5, channels, 0.01, limit - 1))
+    with pytest.raises(RuntimeError, match="seeds: expected a bound on the seed counts"):
+        torch.ops.torchcut.seg_table(counts.cuda(), 5, channels, energy.UNIFORM_WEIGHT, limit)
+    with pytest.raises(RuntimeError, match="channels: expected at most 4"):
+        torch.ops.torchcut.seg_table(torch.zeros(1, 2, 32, dtype=torch.int32).cuda(), 2, 5, 0.01, 10)
+    with pytest.raises(RuntimeError, match="counts: expected bins"):
+        torch.ops.torchcut.seg_table(torch.zeros(1, 2, 30, dtype=torch.int32).cuda(), 2, 5, 0.01, 10)
+
+
+@pytest.mark.cuda
+def test_cuda_energy_with_the_table_kernel_equals_the_ops_one_by_one(monkeypatch):
+    """CUDA images whose seeds keep the blur exact build in one seg_terms call with seg_table; many seeds
+    (past 2^18 of a class in colour) take the op-by-op path: the graphs are the reference's either way."""
+    rng = np.random.default_rng(5)
+    for size, channels, cover in ((24, 3, 0.2), (64, 1, 0.05), (100, 3, 0.5), (800, 3, 0.95), (300, 2, 0.3)):
+        image = rng.uniform(0, 255, (size, size, channels)).astype(np.float32)
+        seeds = np.where(rng.random((size, size)) < cover, rng.integers(1, 3, (size, size)), 0).astype(np.int64)
+        seeds[0, 0], seeds[-1, -1] = 1, 2
+        x = torch.from_numpy(image if channels > 1 else image[..., 0]).cuda()
+        sd = torch.from_numpy(seeds).cuda()
+        kw = {"channel_axis": -1} if channels > 1 else {}
+        kernel, steps = _with_and_without(monkeypatch, "_CUDA_TABLE", x, sd, **kw)
+        assert_same(kernel, steps)
+        assert_same(kernel, energy._reference_graph(x, sd, **kw))
+        assert kernel.energy.syncs == 1
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),

@@ -453,8 +453,11 @@ def _segmentation_fakes() -> dict:
     def seg_sigma(sums, exps, count):
         return sums.new_empty((2, sums.shape[1]), dtype=torch.float32)
 
+    def seg_table(counts, bins, channels, uniform, seeds):
+        return counts.new_empty((counts.shape[0], counts.shape[2]), dtype=torch.float32)
+
     def seg_terms(x, seeds, lo, span, bins, unit, wide, shape, sums, exps, count, sig_coef, uniform, scale, hard,
-                  offsets, weights):  # fmt: skip
+                  offsets, weights, bound=-1):  # fmt: skip
         source, sink, caps = seg_energy(x, seeds, None, None, None, None, bins, scale, hard, shape, offsets, weights)
         return source, sink, caps, x.new_empty((x.shape[0],), dtype=torch.float32)
 
@@ -464,6 +467,7 @@ def _segmentation_fakes() -> dict:
         "seg_energy": seg_energy,
         "seg_sigma": seg_sigma,
         "seg_terms": seg_terms,
+        "seg_table": seg_table,
     }
 
 
@@ -483,7 +487,8 @@ def check_not_capturing(what: str) -> None:
     --------
     >>> check_not_capturing("torchcut.maxflow")  # outside a capture: nothing happens
     """
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+    # no capture without an initialised CUDA context (a flag, where is_available() asks the driver)
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
             f"{what}: the CUDA solver cannot run while a CUDA graph is being captured (it reads counters "
             "back to the host between kernel launches to decide when to stop); call it outside "

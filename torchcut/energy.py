@@ -923,10 +923,28 @@ _FUSED = True
 _FUSED_DEVICES = ("cpu",)
 
 
+# CUDA images whose seed counts keep the histograms' blur exact in float32 (below 2^(24 - 2C) per image and
+# class, at most 4 channels) take seg_terms too, its table by one kernel (torch.ops.torchcut.seg_table: the
+# same values as the tensor operations). False: the op-by-op path (tests, A/B).
+_CUDA_TABLE = True
+
+
 @functools.cache
 def _fused_op() -> bool:
     """Whether the loaded library has seg_terms (a library built before it has not)."""
     return hasattr(torch.ops.torchcut, "seg_terms")
+
+
+@functools.cache
+def _has_table_kernel() -> bool:
+    from . import _ops
+
+    return _ops.has_kernels("cuda", "seg_table")
+
+
+def _table_kernel(C: int, most: int) -> bool:
+    """Whether seg_table's kernel takes the table of ``C`` channels with at most ``most`` seeds of a class."""
+    return C <= 4 and most < 1 << (24 - 2 * C) and _has_table_kernel()
 
 
 # sigma from those sums by torch.ops.torchcut.seg_sigma on the sums' device: the same float32 bits as
@@ -1000,14 +1018,15 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     e_in = [0 if e is None else e for e in exps] if sums else []  # a constant image sums to 0: sigma 1 either way
     weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
     flat = [int(v) for o in offsets for v in o]
-    if _FUSED and dev.type in _FUSED_DEVICES and (sigma is not None or (sums and _SIGMA_OP)) and _fused_op():
-        # the steps below in one call (csrc/seg_terms.cpp: the same ops, the same values); not on CUDA,
-        # where the table's dozen ops, launched one by one there, cost more than the calls saved (below,
-        # they are replayed as one CUDA graph)
+    most = max(vals[3 : 3 + 2 * B])  # the largest seed count of an image and class
+    here = dev.type in _FUSED_DEVICES or (dev.type == "cuda" and _CUDA_TABLE and _table_kernel(C, most))
+    if _FUSED and here and (sigma is not None or (sums and _SIGMA_OP)) and _fused_op():
+        # the steps below in one call (csrc/seg_terms.cpp: the same ops, the same values); on CUDA where its
+        # table is one kernel (seg_table), not the dozen ops that the op-by-op path replays as a CUDA graph
         given = [] if sums else _sigma_coef(np.full(B, sigma, dtype=np.float32)).ravel().tolist()
         source, sink, caps, sig = torch.ops.torchcut.seg_terms(
             x, s, lo_h.ravel().tolist(), span_h.ravel().tolist(), bins, units, wide, list(shape), sums, e_in,
-            count, given, UNIFORM_WEIGHT, scale, hard, flat, weights,
+            count, given, UNIFORM_WEIGHT, scale, hard, flat, weights, most,
         )  # fmt: skip
         return source, sink, caps, sig, syncs
     lo, span = _to_device(np.stack([lo_h, span_h]), dev)

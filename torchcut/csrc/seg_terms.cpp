@@ -6,16 +6,17 @@
 // dispatcher, so the values are the same bit for bit on either device; what the one call saves is the
 // host's time per step (argument parsing, a Python frame, the small copies): 8-19% of a CPU image's energy.
 // Registered for every device (CompositeExplicitAutograd: the steps dispatch to the CPU or CUDA kernels of
-// the tensors' device), but energy.py calls it for CPU images only: on CUDA the log-ratio table's dozen
-// small ops, launched one by one from here, cost more than the Python calls it saves, where the op-by-op
-// path replays them as one CUDA graph (docs/performance.md).
+// the tensors' device). energy.py calls it for CPU images, and for CUDA images whose seed counts keep the
+// histograms' blur exact (`bound`, below), where the table is one kernel (seg_table) instead of the dozen
+// small tensor operations that the op-by-op path replays as a CUDA graph (docs/performance.md).
 //
 // Arguments: x [B, C, N] float32 and seeds [B, N] uint8 as seg_hist takes them; lo and span: the colour
 // range's float32 values (B * C each, as doubles); bins, unit, wide, shape, sums: as seg_hist takes them
 // (sums: work out sigma from the sums, seg_sigma with exps and count); sig_coef: otherwise sigma and the
 // coefficient per image (2 * B values, float32 as doubles); uniform: the mixture weight of the uniform
-// distribution; scale, hard, offsets, weights: as seg_energy takes them. Returns the source, sink and
-// n-link capacities and sigma [B] (float32).
+// distribution; scale, hard, offsets, weights: as seg_energy takes them; bound: at least the largest seed
+// count of an image and class (-1: the pixels of an image). Returns the source, sink and n-link capacities
+// and sigma [B] (float32).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -32,6 +33,8 @@ namespace {
 using Hist = std::tuple<at::Tensor, at::Tensor>(at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t,
                                                 c10::ArrayRef<double>, bool, c10::IntArrayRef, bool);
 using Sigma = at::Tensor(at::Tensor, c10::IntArrayRef, int64_t);
+using Table = at::Tensor(at::Tensor, int64_t, int64_t, double, int64_t);
+constexpr int64_t kTableChannels = 4;  // seg_table's kernel (cuda/energy.h, kMaxTableChannels)
 using Energy = std::tuple<at::Tensor, at::Tensor, at::Tensor>(at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                                               at::Tensor, at::Tensor, int64_t, double, int64_t,
                                                               c10::IntArrayRef, c10::IntArrayRef,
@@ -162,7 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> seg_terms(
     const at::Tensor& x, const at::Tensor& seeds, c10::ArrayRef<double> lo, c10::ArrayRef<double> span,
     int64_t bins, c10::ArrayRef<double> unit, bool wide, c10::IntArrayRef shape, bool sums, c10::IntArrayRef exps,
     int64_t count, c10::ArrayRef<double> sig_coef, double uniform, double scale, int64_t hard,
-    c10::IntArrayRef offsets, c10::ArrayRef<double> weights) {
+    c10::IntArrayRef offsets, c10::ArrayRef<double> weights, int64_t bound) {
   const char* op = "torchcut.seg_terms";
   TORCH_CHECK(x.dim() == 3, op, ": x: expected [B, C, N], got ", x.dim(), " dimensions");
   const int64_t B = x.size(0), C = x.size(1);
@@ -186,7 +189,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> seg_terms(
   static const auto sigma_op = handle<Sigma>("torchcut::seg_sigma");
   static const auto energy_op = handle<Energy>("torchcut::seg_energy");
   auto [counts, total] = hist_op.call(x, seeds, lo_t, span_t, bins, unit, wide, shape, sums);
-  const at::Tensor table = log_ratio_table(counts, bins, C, uniform);
+  // on CUDA, one kernel where the seed counts keep the blur exact (seg_table; `bound` < 0: every pixel a seed)
+  const int64_t most = bound < 0 ? x.size(2) : bound;
+  static const auto table_op = handle<Table>("torchcut::seg_table");
+  const at::Tensor table = x.is_cuda() && C <= kTableChannels && most < (int64_t{1} << (24 - 2 * C))
+                               ? table_op.call(counts, bins, C, uniform, most)
+                               : log_ratio_table(counts, bins, C, uniform);
   const at::Tensor sc = sums ? sigma_op.call(total, exps, count) : values.narrow(0, 0, 2 * B).view({2, B});
   auto [source, sink, caps] =
       energy_op.call(x, seeds, table, lo_t, span_t, sc.select(0, 1), bins, scale, hard, shape, offsets, weights);

@@ -95,11 +95,14 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // sigma and the n-links' exponent coefficient [2, B] from seg_hist's sums (units 2**exps[b], `count`
   // pairs), computed where the sums are: the estimate needs no read back to the host.
   m.def("seg_sigma(Tensor sums, int[] exps, int count) -> Tensor");
+  // the log-ratio table [B, bins^channels] of seg_hist's counts (CUDA; `seeds`, a bound on the seed counts of
+  // each image and class, below 2^(24 - 2 * channels): the blur is exact, the values the tensor operations')
+  m.def("seg_table(Tensor counts, int bins, int channels, float uniform, int seeds) -> Tensor");
   // seg_hist, the log-ratio table, seg_sigma (or the given sigma) and seg_energy in one call, for any device
   // (seg_terms.cpp describes the arguments).
   m.def("seg_terms(Tensor x, Tensor seeds, float[] lo, float[] span, int bins, float[] unit, bool wide, "
         "int[] shape, bool sums, int[] exps, int count, float[] sig_coef, float uniform, float scale, int hard, "
-        "int[] offsets, float[] weights) -> (Tensor source, Tensor sink, Tensor caps, Tensor sigma)");
+        "int[] offsets, float[] weights, int bound=-1) -> (Tensor source, Tensor sink, Tensor caps, Tensor sigma)");
   m.def("grabcut_models(Tensor x, Tensor cls, Tensor comp, Tensor seeds, Tensor valid, int K, int hard, "
         "float cov_reg, float scale, float data_cap) -> (Tensor, Tensor, Tensor)");
 }

@@ -296,6 +296,85 @@ void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, co
 }
 
 namespace {
+// The log-ratio table of seed histograms whose counts keep the blur exact (seg_table; energy.h). Integers
+// until the division: a blurred count is (the sum of its 3^C neighbours' counts, each times 2 per axis along
+// which it is the bin itself, 4 where the axis has one bin and no blur) / 4^C, below 2^24 / 4^C, so its
+// float32 value is the tensor operations' exact one; so is the total, (each count times 3 or 4 per axis: 3
+// at the axis' ends) / 4^C. Then one rounding per operation, as torch's kernels round them (no contraction
+// into fused multiply-adds), and logf, the function of torch's float32 log kernel.
+__global__ void table_totals_kernel(const int32_t* __restrict__ counts, int64_t nb, int bins, int C,
+                                    long long* __restrict__ totals) {
+  const int32_t* row = counts + blockIdx.x * nb;
+  long long mine = 0;
+  for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) {
+    const int32_t v = row[i];
+    if (v == 0) continue;
+    long long w = v;
+    for (int64_t a = 0, rest = i; a < C; ++a, rest /= bins) {
+      const int64_t d = rest % bins;
+      w *= bins > 1 && (d == 0 || d == bins - 1) ? 3 : 4;  // one bin: no blur
+    }
+    mine += w;
+  }
+  for (int o = 16; o > 0; o >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, o);
+  __shared__ long long warp_sum[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sum[threadIdx.x / 32] = mine;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long sum = 0;
+    for (int w = 0; w < (int)(blockDim.x / 32); ++w) sum += warp_sum[w];
+    totals[blockIdx.x] = sum;
+  }
+}
+
+__global__ void table_kernel(const int32_t* __restrict__ counts, int64_t nb, int bins, int C,
+                             const long long* __restrict__ totals, float keep, float floor, float* __restrict__ table) {
+  const int64_t b = blockIdx.y;
+  const int32_t* obj = counts + 2 * b * nb;
+  const int32_t* bkg = obj + nb;
+  const float unit = ldexpf(1.0f, -2 * C);  // 4^-C: exact products
+  const float total_obj = (float)totals[2 * b] * unit, total_bkg = (float)totals[2 * b + 1] * unit;
+  int around = 1;
+  for (int a = 0; a < C; ++a) around *= 3;
+  for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < nb; c += (int64_t)gridDim.x * blockDim.x) {
+    int digit[kMaxTableChannels];
+    int64_t step[kMaxTableChannels];
+    for (int64_t a = 0, rest = c, s = 1; a < C; ++a, rest /= bins, s *= bins) digit[a] = (int)(rest % bins), step[a] = s;
+    long long sum_obj = 0, sum_bkg = 0;
+    for (int o = 0; o < around; ++o) {
+      int64_t at = c;
+      long long w = 1;
+      bool inside = true;
+      for (int a = 0, rest = o; a < C; ++a, rest /= 3) {
+        const int d = rest % 3 - 1, to = digit[a] + d;
+        if (to < 0 || to >= bins) {
+          inside = false;
+          break;
+        }
+        at += d * step[a];
+        w *= d != 0 ? 1 : bins > 1 ? 2 : 4;  // one bin: no blur
+      }
+      if (!inside) continue;
+      sum_obj += w * obj[at];
+      sum_bkg += w * bkg[at];
+    }
+    const float p_obj = __fadd_rn(__fmul_rn(__fdiv_rn((float)sum_obj * unit, total_obj), keep), floor);
+    const float p_bkg = __fadd_rn(__fmul_rn(__fdiv_rn((float)sum_bkg * unit, total_bkg), keep), floor);
+    table[b * nb + c] = __fsub_rn(logf(p_obj), logf(p_bkg));
+  }
+}
+}  // namespace
+
+void launch_seg_table(cudaStream_t stream, int64_t B, int64_t nb, int64_t bins, int64_t C, float keep, float floor,
+                      const int32_t* counts, long long* totals, float* table) {
+  table_totals_kernel<<<(unsigned)(2 * B), kThreads, 0, stream>>>(counts, nb, (int)bins, (int)C, totals);
+  TORCHCUT_CUDA_CHECK("torchcut.seg_table", cudaGetLastError());
+  const dim3 grid((unsigned)blocks_for(nb), (unsigned)B);
+  table_kernel<<<grid, kThreads, 0, stream>>>(counts, nb, (int)bins, (int)C, totals, keep, floor, table);
+  TORCHCUT_CUDA_CHECK("torchcut.seg_table", cudaGetLastError());
+}
+
+namespace {
 // sigma and its coefficient of one image from the exact sums (seg_energy.h, sigma_from_sum): one thread
 __global__ void sigma_kernel(const long long* sums, const long long* flags, int e, long long count, float* sig,
                              float* coef) {

@@ -32,6 +32,13 @@ void launch_seg_energy(cudaStream_t stream, const SegGrid& g, const float* x, co
                        float hard, int K, const int* offsets, const float* weights, int64_t* source, int32_t* sink,
                        int32_t* caps);
 
+// The log-ratio table [B, nb] float32 of the seed histograms counts [B, 2, nb] int32 (nb = bins^C), each
+// image's seed counts below 2^(24 - 2C) per class (the blur exact in float32); totals: 2B int64 of scratch.
+// keep, floor: the mixing's 1 - uniform and uniform / nb, as float32.
+constexpr int kMaxTableChannels = 4;
+void launch_seg_table(cudaStream_t stream, int64_t B, int64_t nb, int64_t bins, int64_t C, float keep, float floor,
+                      const int32_t* counts, long long* totals, float* table);
+
 // out [2, B] float32: sigma of each image and -0.5 / sigma**2 from seg_hist's sums [2, B] (one launch per image)
 void launch_seg_sigma(cudaStream_t stream, int64_t B, const long long* sums, const int64_t* exps, int64_t count,
                       float* out);

@@ -141,6 +141,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
 }
 
 
+// The log-ratio table of histograms whose seed counts keep the blur exact (`seeds`: a bound on every image's
+// count per class, below 2^(24 - 2 * channels)); larger counts take the dense tensor operations (energy.py's
+// _table, seg_terms.cpp), whose float32 sums may round.
+at::Tensor seg_table(at::Tensor counts, int64_t bins, int64_t channels, double uniform, int64_t seeds) {
+  const char* op = "torchcut.seg_table";
+  TORCH_CHECK(counts.is_cuda() && counts.scalar_type() == at::kInt && counts.dim() == 3 && counts.size(1) == 2 &&
+                  counts.is_contiguous(),
+              op, ": counts: expected a contiguous int32 CUDA tensor [B, 2, nb], got ", counts.scalar_type(), " ",
+              counts.sizes(), " on ", counts.device());
+  TORCH_CHECK(channels >= 1 && bins >= 1, op, ": expected bins >= 1 and channels >= 1, got ", bins, " and ", channels);
+  int64_t nb = 1;
+  for (int64_t c = 0; c < channels && nb <= counts.size(2); ++c) nb *= bins;
+  TORCH_CHECK(nb == counts.size(2), op, ": counts: expected bins^channels = ", bins, "^", channels,
+              " histogram bins, got ", counts.size(2));
+  TORCH_CHECK(channels <= kMaxTableChannels, op, ": channels: expected at most ", kMaxTableChannels, ", got ",
+              channels);
+  TORCH_CHECK(seeds >= 0 && seeds < (int64_t{1} << (24 - 2 * channels)), op,
+              ": seeds: expected a bound on the seed counts in [0, 2^", 24 - 2 * channels, "), got ", seeds);
+  const int64_t B = counts.size(0);
+  c10::cuda::CUDAGuard guard(counts.device());
+  at::Tensor table = at::empty({B, nb}, counts.options().dtype(at::kFloat));
+  at::Tensor totals = at::empty({2 * B}, counts.options().dtype(at::kLong));
+  try {
+    launch_seg_table(at::cuda::getCurrentCUDAStream(), B, nb, bins, channels, (float)(1 - uniform),
+                     (float)(uniform / (double)nb), counts.data_ptr<int32_t>(),
+                     reinterpret_cast<long long*>(totals.data_ptr<int64_t>()), table.data_ptr<float>());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  return table;
+}
+
 at::Tensor seg_sigma(at::Tensor sums, c10::IntArrayRef exps, int64_t count) {
   const char* op = "torchcut.seg_sigma";
   TORCH_CHECK(sums.is_cuda() && sums.scalar_type() == at::kLong && sums.dim() == 2 && sums.size(0) == 2 &&
@@ -171,4 +203,5 @@ TORCH_LIBRARY_IMPL(torchcut, CUDA, m) {
   m.impl("seg_hist", &torchcut_seg::seg_hist);
   m.impl("seg_energy", &torchcut_seg::seg_energy);
   m.impl("seg_sigma", &torchcut_seg::seg_sigma);
+  m.impl("seg_table", &torchcut_seg::seg_table);
 }
