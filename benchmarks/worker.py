@@ -126,7 +126,7 @@ def prepare(spec, x, device):
         def fn():
             ious, digests = [], []
             for img, seeds, box, truth in items:
-                m = grabcut(img, seeds, box=box, iterations=p["iterations"])
+                m = grabcut(img, seeds, box=box, max_iter=p["iterations"])
                 mm = m.cpu().numpy()
                 known, t = truth != 128, truth == 255
                 ious.append(round(float((mm & t & known).sum() / max(1, ((mm | t) & known).sum())), 6))

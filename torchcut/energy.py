@@ -1019,7 +1019,7 @@ def _native_terms(x, s, info, vals, shape, bins, scale, hard, lam, sigma, offset
     weights = [lam * scale / d for d in dists] if lam > 0 else [0.0] * len(dists)
     flat = [int(v) for o in offsets for v in o]
     most = max(vals[3 : 3 + 2 * B])  # the largest seed count of an image and class
-    here = dev.type in _FUSED_DEVICES or (dev.type == "cuda" and _CUDA_TABLE and _table_kernel(C, most))
+    here = dev.type in _FUSED_DEVICES or (dev.type == "cuda" and _CUDA_TABLE and B <= 65535 and _table_kernel(C, most))
     if _FUSED and here and (sigma is not None or (sums and _SIGMA_OP)) and _fused_op():
         # the steps below in one call (csrc/seg_terms.cpp: the same ops, the same values); on CUDA where its
         # table is one kernel (seg_table), not the dozen ops that the op-by-op path replays as a CUDA graph

@@ -192,7 +192,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> seg_terms(
   // on CUDA, one kernel where the seed counts keep the blur exact (seg_table; `bound` < 0: every pixel a seed)
   const int64_t most = bound < 0 ? x.size(2) : bound;
   static const auto table_op = handle<Table>("torchcut::seg_table");
-  const at::Tensor table = x.is_cuda() && C <= kTableChannels && most < (int64_t{1} << (24 - 2 * C))
+  const at::Tensor table = x.is_cuda() && C <= kTableChannels && B <= 65535 && most < (int64_t{1} << (24 - 2 * C))
                                ? table_op.call(counts, bins, C, uniform, most)
                                : log_ratio_table(counts, bins, C, uniform);
   const at::Tensor sc = sums ? sigma_op.call(total, exps, count) : values.narrow(0, 0, 2 * B).view({2, B});

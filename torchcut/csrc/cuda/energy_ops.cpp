@@ -160,6 +160,7 @@ at::Tensor seg_table(at::Tensor counts, int64_t bins, int64_t channels, double u
   TORCH_CHECK(seeds >= 0 && seeds < (int64_t{1} << (24 - 2 * channels)), op,
               ": seeds: expected a bound on the seed counts in [0, 2^", 24 - 2 * channels, "), got ", seeds);
   const int64_t B = counts.size(0);
+  TORCH_CHECK(B <= 65535, op, ": counts: expected at most 65535 images, got ", B);
   c10::cuda::CUDAGuard guard(counts.device());
   at::Tensor table = at::empty({B, nb}, counts.options().dtype(at::kFloat));
   at::Tensor totals = at::empty({2 * B}, counts.options().dtype(at::kLong));
