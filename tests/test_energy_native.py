@@ -586,6 +586,8 @@ def test_cuda_table_kernel_equals_the_tensor_operations(channels):
         torch.ops.torchcut.seg_table(torch.zeros(1, 2, 32, dtype=torch.int32).cuda(), 2, 5, 0.01, 10)
     with pytest.raises(RuntimeError, match="counts: expected bins"):
         torch.ops.torchcut.seg_table(torch.zeros(1, 2, 30, dtype=torch.int32).cuda(), 2, 5, 0.01, 10)
+    with pytest.raises(RuntimeError, match="counts: expected at most 65535 images, got 65536"):
+        torch.ops.torchcut.seg_table(torch.zeros(65536, 2, 8, dtype=torch.int32).cuda(), 2, 3, 0.01, 10)
 
 
 @pytest.mark.cuda
