@@ -580,7 +580,7 @@ def test_cuda_table_kernel_equals_the_tensor_operations(channels):
     want = energy._table(counts.cuda(), 5, channels)
     assert torch.equal(torch.ops.torchcut.seg_table(counts.cuda(), 5, channels, energy.UNIFORM_WEIGHT, limit - 1), want)
     torch.library.opcheck(torch.ops.torchcut.seg_table.default, (counts.cuda(), 5, channels, 0.01, limit - 1))
-    with pytest.raises(RuntimeError, match="seeds: expected a bound on the seed counts"):
+    with pytest.raises(RuntimeError, match="bound: expected a bound on the seed counts"):
         torch.ops.torchcut.seg_table(counts.cuda(), 5, channels, energy.UNIFORM_WEIGHT, limit)
     with pytest.raises(RuntimeError, match="channels: expected at most 4"):
         torch.ops.torchcut.seg_table(torch.zeros(1, 2, 32, dtype=torch.int32).cuda(), 2, 5, 0.01, 10)

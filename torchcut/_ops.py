@@ -453,7 +453,7 @@ def _segmentation_fakes() -> dict:
     def seg_sigma(sums, exps, count):
         return sums.new_empty((2, sums.shape[1]), dtype=torch.float32)
 
-    def seg_table(counts, bins, channels, uniform, seeds):
+    def seg_table(counts, bins, channels, uniform, bound):
         return counts.new_empty((counts.shape[0], counts.shape[2]), dtype=torch.float32)
 
     def seg_terms(x, seeds, lo, span, bins, unit, wide, shape, sums, exps, count, sig_coef, uniform, scale, hard,

@@ -95,9 +95,9 @@ TORCH_LIBRARY_FRAGMENT(torchcut, m) {
   // sigma and the n-links' exponent coefficient [2, B] from seg_hist's sums (units 2**exps[b], `count`
   // pairs), computed where the sums are: the estimate needs no read back to the host.
   m.def("seg_sigma(Tensor sums, int[] exps, int count) -> Tensor");
-  // the log-ratio table [B, bins^channels] of seg_hist's counts (CUDA; `seeds`, a bound on the seed counts of
+  // the log-ratio table [B, bins^channels] of seg_hist's counts (CUDA; `bound`, at least the seed count of
   // each image and class, below 2^(24 - 2 * channels): the blur is exact, the values the tensor operations')
-  m.def("seg_table(Tensor counts, int bins, int channels, float uniform, int seeds) -> Tensor");
+  m.def("seg_table(Tensor counts, int bins, int channels, float uniform, int bound) -> Tensor");
   // seg_hist, the log-ratio table, seg_sigma (or the given sigma) and seg_energy in one call, for any device
   // (seg_terms.cpp describes the arguments).
   m.def("seg_terms(Tensor x, Tensor seeds, float[] lo, float[] span, int bins, float[] unit, bool wide, "

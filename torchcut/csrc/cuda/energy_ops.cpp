@@ -141,10 +141,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> seg_energy(at::Tensor x, at::Tens
 }
 
 
-// The log-ratio table of histograms whose seed counts keep the blur exact (`seeds`: a bound on every image's
-// count per class, below 2^(24 - 2 * channels)); larger counts take the dense tensor operations (energy.py's
-// _table, seg_terms.cpp), whose float32 sums may round.
-at::Tensor seg_table(at::Tensor counts, int64_t bins, int64_t channels, double uniform, int64_t seeds) {
+// The log-ratio table of histograms whose seed counts keep the blur exact (`bound`: at least every image's
+// seed count per class, below 2^(24 - 2 * channels)); larger counts take the dense tensor operations
+// (energy.py's _table, seg_terms.cpp), whose float32 sums may round.
+at::Tensor seg_table(at::Tensor counts, int64_t bins, int64_t channels, double uniform, int64_t bound) {
   const char* op = "torchcut.seg_table";
   TORCH_CHECK(counts.is_cuda() && counts.scalar_type() == at::kInt && counts.dim() == 3 && counts.size(1) == 2 &&
                   counts.is_contiguous(),
@@ -157,8 +157,8 @@ at::Tensor seg_table(at::Tensor counts, int64_t bins, int64_t channels, double u
               " histogram bins, got ", counts.size(2));
   TORCH_CHECK(channels <= kMaxTableChannels, op, ": channels: expected at most ", kMaxTableChannels, ", got ",
               channels);
-  TORCH_CHECK(seeds >= 0 && seeds < (int64_t{1} << (24 - 2 * channels)), op,
-              ": seeds: expected a bound on the seed counts in [0, 2^", 24 - 2 * channels, "), got ", seeds);
+  TORCH_CHECK(bound >= 0 && bound < (int64_t{1} << (24 - 2 * channels)), op,
+              ": bound: expected a bound on the seed counts in [0, 2^", 24 - 2 * channels, "), got ", bound);
   const int64_t B = counts.size(0);
   TORCH_CHECK(B <= 65535, op, ": counts: expected at most 65535 images, got ", B);
   c10::cuda::CUDAGuard guard(counts.device());
