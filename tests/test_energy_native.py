@@ -370,6 +370,34 @@ def test_tables_on_the_seeds_support_equal_the_dense_ones(channels, monkeypatch)
     assert done >= 12
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    channels=st.integers(1, 4),
+    bins=st.integers(1, 9),
+    side=st.integers(1, 14),
+    cover=st.floats(0.0, 1.0),
+    levels=st.integers(1, 6),
+)
+def test_support_tables_equal_dense_ones_on_random_images(seed, channels, bins, side, cover, levels):
+    """The CPU table on the seeds' support and the dense tensor operations agree bit for bit on random small
+    images: few or many colour levels (seeds in few bins or spread), any bins per channel (one bin: no blur),
+    seeds anywhere from two pixels to all of them."""
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, levels, (channels, side + 1, side + 1)).astype(np.float32) / levels
+    seeds = np.where(rng.random((side + 1, side + 1)) < cover, rng.integers(1, 3, (side + 1, side + 1)), 0)
+    seeds[0, 0], seeds[-1, -1] = 1, 2
+    x = torch.from_numpy(image if channels > 1 else image[0])
+    kw = {"bins": bins, "channel_axis": 0 if channels > 1 else None}
+    support = energy.segmentation_graph(x, torch.from_numpy(seeds), **kw)
+    energy._FUSED = False
+    try:
+        dense = energy.segmentation_graph(x, torch.from_numpy(seeds), **kw)
+    finally:
+        energy._FUSED = True
+    assert_same(support, dense)
+
+
 def test_seg_terms_errors():
     op = torch.ops.torchcut.seg_terms
     x, s8 = torch.zeros(1, 1, 4), torch.tensor([[1, 2, 0, 0]], dtype=torch.uint8)
