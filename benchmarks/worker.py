@@ -17,6 +17,7 @@ and its energy or quality), which must not change between solvers or trees.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -115,6 +116,8 @@ def prepare(spec, x, device):
         return fn
     if kind == "grabcut":
         grabcut = _tc("grabcut")
+        # the iteration cap's keyword: max_iter, iterations in trees before the rename (the guard's references)
+        cap = "max_iter" if "max_iter" in inspect.signature(grabcut).parameters else "iterations"
         count = sum(1 for k in x if k.endswith("_image"))
         items = []
         for i in range(count):
@@ -126,7 +129,7 @@ def prepare(spec, x, device):
         def fn():
             ious, digests = [], []
             for img, seeds, box, truth in items:
-                m = grabcut(img, seeds, box=box, max_iter=p["iterations"])
+                m = grabcut(img, seeds, box=box, **{cap: p["iterations"]})
                 mm = m.cpu().numpy()
                 known, t = truth != 128, truth == 255
                 ious.append(round(float((mm & t & known).sum() / max(1, ((mm | t) & known).sum())), 6))
