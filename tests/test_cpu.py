@@ -476,7 +476,7 @@ def test_auto_keeps_boykov_kolmogorov_on_a_weakly_smoothed_volume():
 # auto races both algorithms on an uncut single 2D grid of at least RACE_NODES nodes with two threads or
 # more, below RACE_BAND times its threshold (cpu/grid_solve.cpp, race_band and kRaceNodes); volumes never
 RACE_NODES = 16384
-RACE_BAND = 1.0
+RACE_BAND = 3.0
 
 
 def _scaled_grid(shape, offsets, seed, ratio):
@@ -495,7 +495,7 @@ def _scaled_grid(shape, offsets, seed, ratio):
 
 
 @pytest.mark.parametrize(
-    "ndim,conn,shape,at", [(2, 4, (130, 140), 0.3), (2, 4, (130, 140), 0.9), (2, 8, (128, 160), 0.8)]
+    "ndim,conn,shape,at", [(2, 4, (130, 140), 0.3), (2, 4, (130, 140), 2.0), (2, 8, (128, 160), 0.8)]
 )
 def test_auto_races_both_algorithms_below_its_band(ndim, conn, shape, at):
     """On a single uncut grid with two threads, auto runs both algorithms at once below RACE_BAND times its
@@ -532,7 +532,7 @@ def test_auto_races_not_above_its_band_nor_on_small_batched_cut_or_3d_grids():
         r = torchcut.maxflow(vol, backend="cpu", threads=2)
         assert vol.num_nodes >= RACE_NODES and r.stats["races"] == 0 and r.stats["algorithm"] == rule and r.verify()
     offsets = grid_offsets(2, 4)
-    source, sink, edges = _scaled_grid((130, 140), offsets, seed=5, ratio=2.0 * RACE_BAND * AUTO_RATIO[2, 4])
+    source, sink, edges = _scaled_grid((130, 140), offsets, seed=5, ratio=1.2 * RACE_BAND * AUTO_RATIO[2, 4])
     r = torchcut.maxflow(GridGraph(source, sink, edges, offsets), backend="cpu", threads=2)
     assert r.stats["races"] == 0 and r.stats["algorithm"] == "pseudoflow" and r.verify()
     small = GridGraph(source[:100, :100], sink[:100, :100], edges[:, :100, :100], offsets)
@@ -548,7 +548,7 @@ def test_auto_races_not_above_its_band_nor_on_small_batched_cut_or_3d_grids():
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**31), at=st.floats(0.25, 0.97 * RACE_BAND), conn=st.sampled_from([4, 8]))
+@given(seed=st.integers(0, 2**31), at=st.floats(0.25, 2.9), conn=st.sampled_from([4, 8]))
 def test_auto_race_matches_both_forced_algorithms(seed, at, conn):
     """Races on random grids at random ratios below the band: the flow and mask of both forced
     algorithms, a verified result."""

@@ -77,16 +77,12 @@ double hpf_ratio(size_t ndim, int D, bool cut) {
 double handover_ratio(size_t ndim, int D) { return ndim == 2 ? (D <= 4 ? 4.6 : 4.1) : 0.0; }
 
 // auto races the two algorithms (solve_grid_item) on an uncut 2D item whose ratio is below this many
-// times hpf_ratio, where the rule would take Boykov-Kolmogorov: there either one was faster by up to 2x at
-// every ratio measured (benchmarks/auto_heldout.py), and the race bounded the misses (the held-out and fresh
-// parts' energies below the threshold: 16 of 22 within 1.10x of the faster algorithm, at most 1.12x, against
-// 10 of 22 and 2.05x for the rule). Above the threshold the rule's pseudoflow was within 1.10x on 26 of 29
-// (at most 1.34x) and the race on 22 of 29 (at most 1.36x): a race there costs the winner 5-20% (the two
-// solvers share the caches and memory) more often than it saves a miss (a band of 3 measured 1.078x of the
-// code before the race on the guard's hard low-contrast 256^2 grid). Volumes never race: their rule (the
-// free nodes' ratio) picked the faster algorithm on all 22 volumes of the fresh part and 19 of 20 of the
-// held-out one (the other 1.10x), and a race cost the guard's volumes 7-21%.
-double race_band(size_t ndim) { return ndim == 3 ? 0.0 : 1.0; }
+// times hpf_ratio: above it pseudoflow was the faster on every 2D energy of the tuning part of
+// benchmarks/auto_heldout.py but one (Boykov-Kolmogorov 1.10x faster), below it either one by up to 2-3x
+// at every ratio measured. Volumes never race: their rule (the free nodes' ratio) picked the faster
+// algorithm on all 22 volumes of the fresh part and 19 of 20 of the held-out one (the other 1.10x), and a
+// race cost the guard's volumes 7-21%.
+double race_band(size_t ndim) { return ndim == 3 ? 0.0 : 3.0; }
 
 // Smallest item (nodes) that races: below it a thread's start and the copy weigh on a solve of well
 // under a millisecond.
